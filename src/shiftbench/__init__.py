@@ -1,0 +1,35 @@
+"""shiftbench: measure how image classifiers hold up under distribution shift.
+
+Quick start::
+
+    import shiftbench
+    out = shiftbench.corrupt(images, "fog", severity=3, seed=0)
+    shiftbench.list_corruptions("*blur*")
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from . import errors, seeding
+from ._registry import Corruption, get_corruption, list_corruptions
+from .api import Corrupt, corrupt, release_jpeg, sample_draws
+from .editions import EDITIONS, Edition, edition_for_size, get_edition, preprocess
+
+__all__ = [
+    "__version__",
+    "corrupt",
+    "Corrupt",
+    "sample_draws",
+    "release_jpeg",
+    "list_corruptions",
+    "get_corruption",
+    "Corruption",
+    "preprocess",
+    "get_edition",
+    "edition_for_size",
+    "Edition",
+    "EDITIONS",
+    "errors",
+    "seeding",
+]

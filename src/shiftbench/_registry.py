@@ -1,0 +1,224 @@
+"""Registry of image operations (ImageNet-C corruptions and, later, other families).
+
+Each operation has two layers:
+
+* ``sample(draws, ctx) -> dict[str, np.ndarray]`` draws every random quantity
+  for *one* image from an explicit :class:`~shiftbench.seeding.Draws` source, in
+  the reference implementation's draw order;
+* ``apply(x, params, draws, ctx) -> Tensor`` is a pure function of a batch
+  ``x`` (B x 3 x H x W, float, values in 0..255 as the reference code sees them
+  after ``np.array(img)``), the severity parameters and the stacked draws. It
+  returns the result in the same 0..255 domain (before the reference's final
+  ``np.uint8`` truncation), on the device of ``x``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._validate import suggest
+from .errors import InvalidArgumentError, UnknownCorruptionError
+
+__all__ = [
+    "Corruption",
+    "SampleContext",
+    "ApplyContext",
+    "register",
+    "get_corruption",
+    "list_corruptions",
+    "FAMILIES",
+    "GROUPS",
+]
+
+FAMILIES = ("noise", "blur", "weather", "digital")
+GROUPS = ("benchmark", "extra")
+
+
+@dataclass
+class SampleContext:
+    """What a sampler may look at for one image."""
+
+    params: Any
+    height: int
+    width: int
+    edition: str
+    severity: int
+    _image: Callable[[], np.ndarray] | None = None
+
+    @property
+    def image(self) -> np.ndarray:
+        """The image as float64 H x W x 3 in [0, 1], exactly ``np.array(img) / 255.``."""
+        if self._image is None:
+            raise RuntimeError("this sampler was called without access to the image")
+        return self._image()
+
+
+@dataclass
+class ApplyContext:
+    """Batch-level facts passed to ``apply``."""
+
+    edition: str
+    severity: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+SampleFn = Callable[[Any, SampleContext], dict[str, np.ndarray]]
+ApplyFn = Callable[[torch.Tensor, Any, dict[str, torch.Tensor], ApplyContext], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Corruption:
+    """One registered corruption."""
+
+    name: str
+    family: str
+    group: str
+    sample: SampleFn | None
+    apply: ApplyFn
+    params: Mapping[str, tuple[Any, ...]]
+    dtype: torch.dtype = torch.float64
+    needs_image: bool = False
+    quantized_output: bool = False
+    description: str = ""
+    order: int = 0
+
+    @property
+    def random(self) -> bool:
+        return self.sample is not None
+
+    @property
+    def editions(self) -> tuple[str, ...]:
+        return tuple(self.params)
+
+    def severity_params(self, edition: str, severity: int) -> Any:
+        return self.params[edition][severity - 1]
+
+
+_REGISTRY: dict[str, Corruption] = {}
+
+
+def register(
+    name: str,
+    *,
+    family: str,
+    group: str,
+    sample: SampleFn | None,
+    dtype: torch.dtype = torch.float64,
+    needs_image: bool = False,
+    quantized_output: bool = False,
+    description: str = "",
+) -> Callable[[ApplyFn], ApplyFn]:
+    """Decorator registering ``apply`` under ``name``; parameters come from package data."""
+    from ._params import imagenet_c_params
+
+    if family not in FAMILIES:
+        raise ValueError(f"family={family!r} must be one of {FAMILIES}")
+    if group not in GROUPS:
+        raise ValueError(f"group={group!r} must be one of {GROUPS}")
+
+    def deco(fn: ApplyFn) -> ApplyFn:
+        if name in _REGISTRY:
+            raise ValueError(f"corruption {name!r} is already registered")
+        table = imagenet_c_params(name)
+        _REGISTRY[name] = Corruption(
+            name=name,
+            family=family,
+            group=group,
+            sample=sample,
+            apply=fn,
+            params=table,
+            dtype=dtype,
+            needs_image=needs_image,
+            quantized_output=quantized_output,
+            description=description or (fn.__doc__ or "").strip().split("\n")[0],
+            order=_paper_order(name),
+        )
+        return fn
+
+    return deco
+
+
+_PAPER_ORDER = (
+    "gaussian_noise shot_noise impulse_noise defocus_blur glass_blur motion_blur zoom_blur snow frost fog "
+    "brightness contrast elastic_transform pixelate jpeg_compression speckle_noise gaussian_blur spatter saturate"
+).split()
+
+
+def _paper_order(name: str) -> int:
+    return _PAPER_ORDER.index(name) if name in _PAPER_ORDER else len(_PAPER_ORDER)
+
+
+def _ensure_loaded() -> None:
+    from . import corruptions  # noqa: F401  (registers everything)
+
+
+def get_corruption(name: str) -> Corruption:
+    """The registered corruption called ``name`` (hyphens and case are tolerated)."""
+    _ensure_loaded()
+    if not isinstance(name, str):
+        raise InvalidArgumentError("corruption", name, "a corruption name (str)")
+    key = name.strip().lower().replace("-", "_").replace(" ", "_")
+    if key in _REGISTRY:
+        return _REGISTRY[key]
+    names = sorted(_REGISTRY, key=_paper_order)
+    raise UnknownCorruptionError("corruption", name, names, suggest(key, names))
+
+
+def list_corruptions(
+    pattern: str | list[str] | None = None,
+    *,
+    group: str | None = None,
+    family: str | None = None,
+    edition: str | None = None,
+) -> list[str]:
+    """Names of registered corruptions in the papers' order.
+
+    Args:
+        pattern: fnmatch wildcard(s) such as ``"*blur*"``; ``None`` means all.
+            The words ``"benchmark"``, ``"extra"``, ``"all"`` and the family names
+            ``"noise"``, ``"blur"``, ``"weather"``, ``"digital"`` select groups.
+        group: keep only ``"benchmark"`` (the 15) or ``"extra"`` (the 4).
+        family: keep only one family.
+        edition: keep only corruptions defined for this edition.
+    """
+    _ensure_loaded()
+    if group is not None and group not in GROUPS:
+        raise InvalidArgumentError("group", group, f"one of {GROUPS} or None")
+    if family is not None and family not in FAMILIES:
+        raise InvalidArgumentError("family", family, f"one of {FAMILIES} or None")
+    items = sorted(_REGISTRY.values(), key=lambda c: c.order)
+    patterns = [pattern] if isinstance(pattern, str) else list(pattern or ["*"])
+    selected: list[str] = []
+    for pat in patterns:
+        pat = pat.strip().lower().replace("-", "_")
+        if pat in ("all", "*"):
+            hits = [c.name for c in items]
+        elif pat in GROUPS:
+            hits = [c.name for c in items if c.group == pat]
+        elif pat in FAMILIES:
+            hits = [c.name for c in items if c.family == pat]
+        else:
+            hits = [c.name for c in items if fnmatch.fnmatchcase(c.name, pat)]
+            if not hits and not any(ch in pat for ch in "*?["):
+                get_corruption(pat)  # raises with suggestions
+        for h in hits:
+            if h not in selected:
+                selected.append(h)
+    out = []
+    for c in items:
+        if c.name not in selected:
+            continue
+        if group is not None and c.group != group:
+            continue
+        if family is not None and c.family != family:
+            continue
+        if edition is not None and edition not in c.params:
+            continue
+        out.append(c.name)
+    return out

@@ -1,0 +1,34 @@
+"""Small validation helpers shared by the public entry points."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+from .errors import InvalidSeverityError
+
+
+def suggest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """Close matches for a mistyped name (substring matches first, then fuzzy ones)."""
+    choices = list(choices)
+    low = name.lower().replace("-", "_").replace(" ", "_")
+    subs = [c for c in choices if low and (low in c or c in low)]
+    fuzzy = difflib.get_close_matches(low, choices, n=n, cutoff=0.5)
+    out: list[str] = []
+    for c in subs + fuzzy:
+        if c not in out:
+            out.append(c)
+    return out[:n]
+
+
+def check_severity(severity: Any, argument: str = "severity", low: int = 1, high: int = 5) -> int:
+    """Return severity as int after checking it is an integer in [low, high]."""
+    if isinstance(severity, bool) or not isinstance(severity, (int,)) and not (
+        hasattr(severity, "__index__") and not isinstance(severity, float)
+    ):
+        raise InvalidSeverityError(argument, severity, f"an integer in {low}..{high}")
+    s = int(severity)
+    if not low <= s <= high:
+        raise InvalidSeverityError(argument, severity, f"an integer in {low}..{high}")
+    return s

@@ -1,0 +1,235 @@
+"""Public corruption API: :func:`corrupt`, :func:`sample_draws` and the :class:`Corrupt` transform."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from ._images import Batch, from_batch, to_batch
+from ._registry import ApplyContext, Corruption, SampleContext, get_corruption
+from ._validate import check_severity
+from .editions import Edition, edition_for_size, get_edition
+from .errors import InvalidArgumentError
+from .seeding import Draws, FastDraws, derive_generator, image_key, key_to_int
+
+__all__ = ["corrupt", "sample_draws", "Corrupt", "release_jpeg", "RELEASE_JPEG_QUALITY"]
+
+RELEASE_JPEG_QUALITY = 85
+
+
+def _resolve_edition(spec: Corruption, edition: Any, h: int, w: int) -> Edition:
+    ed = get_edition(edition) if edition is not None else edition_for_size(h, w)
+    if ed.name not in spec.params:
+        raise InvalidArgumentError("edition", edition, f"one of {list(spec.params)} for {spec.name}")
+    return ed
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
+        raise InvalidArgumentError("seed", seed, "a non-negative integer")
+    return int(seed)
+
+
+def _sample_one(
+    spec: Corruption, params: Any, ed: Edition, severity: int, x_i: torch.Tensor, source: Draws
+) -> dict[str, np.ndarray]:
+    assert spec.sample is not None
+    h, w = int(x_i.shape[-2]), int(x_i.shape[-1])
+    cache: dict[str, np.ndarray] = {}
+
+    def image() -> np.ndarray:
+        if "img" not in cache:
+            cache["img"] = x_i.permute(1, 2, 0).cpu().numpy() / 255.0
+        return cache["img"]
+
+    ctx = SampleContext(params=params, height=h, width=w, edition=ed.name, severity=severity, _image=image)
+    return spec.sample(source, ctx)
+
+
+def _stack_draws(per_image: list[dict[str, Any]], device: torch.device) -> dict[str, torch.Tensor]:
+    if not per_image:
+        return {}
+    out: dict[str, torch.Tensor] = {}
+    for k in per_image[0]:
+        arr = np.stack([np.asarray(d[k]) for d in per_image])
+        out[k] = torch.from_numpy(arr).to(device)
+    return out
+
+
+def sample_draws(
+    image: Any,
+    corruption: str,
+    severity: int,
+    *,
+    source: Draws | None = None,
+    seed: int = 0,
+    key: Any = None,
+    edition: Any = None,
+) -> dict[str, np.ndarray]:
+    """Draw every random quantity ``corruption`` needs for one image.
+
+    By default the draws come from the generator of ``(seed, key, corruption,
+    severity)``, exactly as :func:`corrupt` would draw them; ``source`` replaces
+    that generator (e.g. :class:`~shiftbench.seeding.LegacyDraws` to replay the
+    reference implementation). Returns ``{}`` for deterministic corruptions.
+    Pass the result to ``corrupt(..., draws=[...])`` to replay or audit a result.
+    """
+    spec = get_corruption(corruption)
+    s = check_severity(severity)
+    b = to_batch(image, "image")
+    if b.x.shape[0] != 1:
+        raise InvalidArgumentError("image", tuple(b.x.shape), "a single image")
+    h, w = b.size
+    ed = _resolve_edition(spec, edition, h, w)
+    if spec.sample is None:
+        return {}
+    if source is None:
+        k = key_to_int(key) if key is not None else image_key(b.canonical_uint8(0))
+        source = FastDraws(derive_generator(_check_seed(seed), k, spec.name, s))
+    return _sample_one(spec, spec.severity_params(ed.name, s), ed, s, b.x[0], source)
+
+
+def release_jpeg(y_uint8: torch.Tensor, quality: int = RELEASE_JPEG_QUALITY) -> torch.Tensor:
+    """Store-and-reload as the published datasets did: JPEG (4:2:0, optimised Huffman) and decode.
+
+    ``y_uint8``: B x C x H x W uint8 (C = 3). Returns the decoded batch (uint8, same device).
+    """
+    arr = y_uint8.permute(0, 2, 3, 1).cpu().numpy()
+    outs = []
+    for a in arr:
+        buf = io.BytesIO()
+        Image.fromarray(a).save(buf, format="JPEG", quality=quality, optimize=True)
+        buf.seek(0)
+        outs.append(np.asarray(Image.open(buf).convert("RGB")))
+    return torch.from_numpy(np.stack(outs)).permute(0, 3, 1, 2).to(y_uint8.device)
+
+
+def _apply(spec: Corruption, b: Batch, params: Any, ed: Edition, s: int, draws: dict[str, torch.Tensor]) -> torch.Tensor:
+    x = b.x.to(spec.dtype)
+    y = spec.apply(x, params, draws, ApplyContext(edition=ed.name, severity=s))
+    return y
+
+
+def corrupt(
+    images: Any,
+    corruption: str,
+    severity: int = 1,
+    *,
+    seed: int = 0,
+    edition: str | int | Edition | None = None,
+    keys: Sequence[Any] | None = None,
+    release: bool = False,
+    draws: Sequence[dict[str, Any]] | None = None,
+    device: torch.device | str | None = None,
+    quantize: bool = False,
+) -> Any:
+    """Apply an ImageNet-C corruption to one image or a batch.
+
+    Args:
+        images: a torch tensor (uint8 in 0..255 or float in [0, 1]; C x H x W or
+            B x C x H x W; C = 1, 3 or 4), a NumPy array (H x W, H x W x C or
+            B x H x W x C) or a PIL image (or list of PIL images of one size).
+            Sides must be at least 32 px; non-square images are fine.
+        corruption: a registered name, e.g. ``"fog"`` (see :func:`list_corruptions`).
+        severity: 1..5.
+        seed: the experiment seed; with the image key it fixes every random draw.
+        edition: ``"224"``, ``"299"``, ``"64"`` or ``"32"`` (parameter table);
+            default: chosen from the image size (:func:`edition_for_size`).
+        keys: one key (int/str/bytes) per image instead of the pixel digest.
+        release: also reproduce how the published datasets were stored
+            (8-bit truncation, then JPEG quality 85); output is then 8-bit valued.
+        draws: replay previously sampled draws (one dict per image, see :func:`sample_draws`).
+        device: run on this device (default: the input's device).
+        quantize: for float inputs, truncate the result to 8-bit levels as the reference does.
+
+    Returns:
+        The corrupted image(s) in the input's type, dtype, layout and device.
+    """
+    spec = get_corruption(corruption)
+    s = check_severity(severity)
+    seed = _check_seed(seed)
+    b = to_batch(images, "images", device)
+    n = int(b.x.shape[0])
+    h, w = b.size
+    ed = _resolve_edition(spec, edition, h, w)
+    params = spec.severity_params(ed.name, s)
+    if keys is not None and len(keys) != n:
+        raise InvalidArgumentError("keys", f"{len(keys)} keys", f"exactly one key per image ({n})")
+    if draws is not None and len(draws) != n:
+        raise InvalidArgumentError("draws", f"{len(draws)} dicts", f"exactly one dict per image ({n})")
+
+    stacked: dict[str, torch.Tensor] = {}
+    if spec.sample is not None:
+        if draws is None:
+            per_image = []
+            for i in range(n):
+                k = key_to_int(keys[i]) if keys is not None else image_key(b.canonical_uint8(i))
+                src = FastDraws(derive_generator(seed, k, spec.name, s))
+                per_image.append(_sample_one(spec, params, ed, s, b.x[i], src))
+        else:
+            per_image = list(draws)
+        stacked = _stack_draws(per_image, b.x.device)
+
+    y = _apply(spec, b, params, ed, s, stacked)
+    if release:
+        q = torch.floor(y.clamp(0, 255)).to(torch.uint8)
+        y = release_jpeg(q).to(torch.float64)
+    return from_batch(y.to(torch.float64), b, quantize=quantize or release)
+
+
+class Corrupt:
+    """A transform that applies one corruption; drops into torchvision/timm pipelines.
+
+    Works on PIL images, tensors and arrays (see :func:`corrupt`). Because the
+    draws derive from the image's pixels (or ``key_fn``), results do not depend on
+    DataLoader workers, batch size or shuffling.
+
+    Example:
+        >>> t = Corrupt("fog", severity=3, seed=0)
+        >>> out = t(img)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        corruption: str,
+        severity: int = 1,
+        *,
+        seed: int = 0,
+        edition: str | int | None = None,
+        release: bool = False,
+        quantize: bool = False,
+    ) -> None:
+        self.spec = get_corruption(corruption)
+        self.severity = check_severity(severity)
+        self.seed = _check_seed(seed)
+        self.edition = None if edition is None else get_edition(edition).name
+        if self.edition is not None and self.edition not in self.spec.params:
+            raise InvalidArgumentError("edition", edition, f"one of {list(self.spec.params)}")
+        self.release = release
+        self.quantize = quantize
+
+    def __call__(self, image: Any, key: Any = None) -> Any:
+        keys = None if key is None else [key]
+        if keys is not None and isinstance(image, torch.Tensor) and image.ndim == 4:
+            raise InvalidArgumentError("key", key, "a single key for a single image (use corrupt() with keys= for batches)")
+        return corrupt(
+            image,
+            self.spec.name,
+            self.severity,
+            seed=self.seed,
+            edition=self.edition,
+            keys=keys,
+            release=self.release,
+            quantize=self.quantize,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Corrupt({self.spec.name!r}, severity={self.severity}, seed={self.seed}, "
+            f"edition={self.edition!r}, release={self.release})"
+        )

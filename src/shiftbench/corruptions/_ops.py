@@ -1,0 +1,150 @@
+"""Batched building blocks shared by the corruptions (torch, CPU or CUDA).
+
+Separable linear filters (Gaussian blurs with SciPy's boundary modes, bilinear
+zooms) are expressed as small dense operator matrices built once in float64 with
+NumPy and cached. Applying them is two batched matrix products, which runs at
+BLAS speed on the CPU and on the GPU and reproduces SciPy's boundary handling
+exactly, whatever the kernel length (even kernels longer than the image).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+__all__ = [
+    "extend_index",
+    "gaussian_kernel1d",
+    "gaussian_matrix",
+    "separable",
+    "gaussian_filter2d",
+    "rgb_to_hsv",
+    "hsv_to_rgb",
+    "as_tensor_matrix",
+]
+
+
+def extend_index(idx: np.ndarray, n: int, mode: str) -> np.ndarray:
+    """Map integer indices outside 0..n-1 into range following a SciPy ndimage boundary mode.
+
+    Returns -1 for samples that fall outside with ``mode='constant'`` (cval 0).
+    """
+    idx = np.asarray(idx, dtype=np.int64)
+    if mode == "nearest":
+        return np.clip(idx, 0, n - 1)
+    if mode == "reflect":  # half-sample symmetric: d c b a | a b c d | d c b a
+        if n == 1:
+            return np.zeros_like(idx)
+        j = np.mod(idx, 2 * n)
+        return np.where(j >= n, 2 * n - 1 - j, j)
+    if mode == "mirror":  # whole-sample symmetric: d c b | a b c d | c b a
+        if n == 1:
+            return np.zeros_like(idx)
+        p = 2 * n - 2
+        j = np.mod(idx, p)
+        return np.where(j >= n, p - j, j)
+    if mode == "wrap":
+        return np.mod(idx, n)
+    if mode == "constant":
+        return np.where((idx < 0) | (idx >= n), -1, idx)
+    raise ValueError(f"unknown boundary mode {mode!r}")
+
+
+def gaussian_kernel1d(sigma: float, truncate: float) -> np.ndarray:
+    """SciPy's ``gaussian_filter1d`` weights: radius ``int(truncate*sigma + 0.5)``, sum 1."""
+    radius = int(truncate * float(sigma) + 0.5)
+    x = np.arange(-radius, radius + 1)
+    phi = np.exp(-0.5 / (float(sigma) * float(sigma)) * x.astype(np.float64) ** 2)
+    return phi / phi.sum()
+
+
+@lru_cache(maxsize=256)
+def _gaussian_matrix_np(n: int, sigma: float, mode: str, truncate: float) -> np.ndarray:
+    if sigma <= 1e-15:  # SciPy skips axes with (near) zero sigma
+        return np.eye(n)
+    w = gaussian_kernel1d(sigma, truncate)
+    r = (len(w) - 1) // 2
+    m = np.zeros((n, n), dtype=np.float64)
+    rows = np.arange(n)
+    for k in range(-r, r + 1):
+        src = extend_index(rows + k, n, mode)
+        ok = src >= 0
+        np.add.at(m, (rows[ok], src[ok]), w[k + r])
+    return m
+
+
+def gaussian_matrix(n: int, sigma: float, mode: str = "nearest", truncate: float = 4.0) -> np.ndarray:
+    """n x n matrix M with ``M @ v == scipy.ndimage.gaussian_filter1d(v, sigma, mode=mode, truncate=truncate)``."""
+    return _gaussian_matrix_np(int(n), float(sigma), str(mode), float(truncate))
+
+
+_TENSOR_CACHE: dict[tuple[int, str, torch.dtype], torch.Tensor] = {}
+
+
+def as_tensor_matrix(m: np.ndarray, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """Cached device copy of a (cached, immutable) NumPy operator matrix."""
+    key = (id(m), str(device), dtype)
+    t = _TENSOR_CACHE.get(key)
+    if t is None:
+        if len(_TENSOR_CACHE) > 512:
+            _TENSOR_CACHE.clear()
+        t = torch.from_numpy(m).to(device=device, dtype=dtype)
+        _TENSOR_CACHE[key] = t
+    return t
+
+
+def separable(x: torch.Tensor, mh: torch.Tensor, mw: torch.Tensor) -> torch.Tensor:
+    """Apply row operator ``mh`` (H' x H) and column operator ``mw`` (W' x W) to ... x H x W."""
+    return torch.matmul(torch.matmul(mh, x), mw.transpose(0, 1))
+
+
+def gaussian_filter2d(
+    x: torch.Tensor, sigma: float, mode: str = "nearest", truncate: float = 4.0
+) -> torch.Tensor:
+    """Spatial Gaussian blur of ... x H x W (channels independent), SciPy semantics."""
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    mh = as_tensor_matrix(gaussian_matrix(h, sigma, mode, truncate), x.device, x.dtype)
+    mw = mh if w == h else as_tensor_matrix(gaussian_matrix(w, sigma, mode, truncate), x.device, x.dtype)
+    return separable(x, mh, mw)
+
+
+def rgb_to_hsv(rgb: torch.Tensor) -> torch.Tensor:
+    """RGB (B x 3 x H x W, [0, 1]) to HSV with scikit-image's conventions and tie rules."""
+    r, g, b = rgb[:, 0], rgb[:, 1], rgb[:, 2]
+    v = torch.maximum(torch.maximum(r, g), b)
+    delta = v - torch.minimum(torch.minimum(r, g), b)
+    zero = delta == 0
+    safe_v = torch.where(v == 0, torch.ones_like(v), v)
+    s = torch.where(zero, torch.zeros_like(v), delta / safe_v)
+    safe_d = torch.where(zero, torch.ones_like(delta), delta)
+    h = torch.zeros_like(v)
+    # later assignments win, as in scikit-image (red, then green, then blue)
+    h = torch.where(r == v, (g - b) / safe_d, h)
+    h = torch.where(g == v, 2.0 + (b - r) / safe_d, h)
+    h = torch.where(b == v, 4.0 + (r - g) / safe_d, h)
+    h = torch.remainder(h / 6.0, 1.0)
+    h = torch.where(zero, torch.zeros_like(h), h)
+    return torch.stack([h, s, v], dim=1)
+
+
+def hsv_to_rgb(hsv: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`rgb_to_hsv` (scikit-image's ``hsv2rgb``)."""
+    h, s, v = hsv[:, 0], hsv[:, 1], hsv[:, 2]
+    hi = torch.floor(h * 6)
+    f = h * 6 - hi
+    p = v * (1 - s)
+    q = v * (1 - f * s)
+    t = v * (1 - (1 - f) * s)
+    hi = torch.remainder(hi.to(torch.int64), 6)
+    choices = [(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)]
+    out_r = torch.zeros_like(v)
+    out_g = torch.zeros_like(v)
+    out_b = torch.zeros_like(v)
+    for k, (cr, cg, cb) in enumerate(choices):
+        m = hi == k
+        out_r = torch.where(m, cr, out_r)
+        out_g = torch.where(m, cg, out_g)
+        out_b = torch.where(m, cb, out_b)
+    return torch.stack([out_r, out_g, out_b], dim=1)

@@ -1,0 +1,3 @@
+"""blur corruptions of ImageNet-C."""
+
+from __future__ import annotations

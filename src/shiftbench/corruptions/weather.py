@@ -1,0 +1,3 @@
+"""weather corruptions of ImageNet-C."""
+
+from __future__ import annotations
