@@ -2,8 +2,177 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
+
+from .errors import DataError, InvalidArgumentError
+
+
+def _split_list(values: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        out.extend(x for x in v.replace(",", " ").split() if x)
+    return out
+
+
+def _severities(values: tuple[str, ...]) -> list[int]:
+    out = []
+    for v in _split_list(values):
+        try:
+            out.append(int(v))
+        except ValueError:
+            raise InvalidArgumentError("--severities", v, "integers in 1..5, e.g. --severities 1,3,5") from None
+    return out
+
+
+@click.group("list")
+def list_cmd() -> None:
+    """List registered operations."""
+
+
+@list_cmd.command("corruptions")
+@click.argument("pattern", required=False, default="*")
+@click.option("--group", type=click.Choice(["benchmark", "extra"]), default=None, help="Only the 15 benchmark or the 4 extra corruptions.")
+@click.option("--edition", default=None, help="Only corruptions defined for this edition (224, 299, 64, 32).")
+def list_corruptions_cmd(pattern: str, group: str | None, edition: str | None) -> None:
+    """List ImageNet-C corruptions (PATTERN: wildcard such as '*blur*', or noise/blur/weather/digital)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from . import get_corruption, list_corruptions
+    from .editions import get_edition
+
+    ed = get_edition(edition).name if edition else None
+    table = Table(title="ImageNet-C corruptions")
+    for col in ("name", "family", "group", "random", "editions", "description"):
+        table.add_column(col)
+    for n in list_corruptions(pattern, group=group, edition=ed):
+        c = get_corruption(n)
+        table.add_row(c.name, c.family, c.group, "yes" if c.random else "no", " ".join(c.editions), c.description)
+    Console().print(table)
+
+
+@click.command("corrupt")
+@click.argument("in_image", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("out_image", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--corruption", "-c", required=True, help="Corruption name, e.g. fog (see `shiftbench list corruptions`).")
+@click.option("--severity", "-s", type=int, default=3, show_default=True, help="Severity 1..5.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Experiment seed (draws derive from seed and the image's pixels).")
+@click.option("--edition", default=None, help="Parameter table: 224, 299, 64 or 32 (default: from the image size).")
+@click.option("--preprocess/--no-preprocess", default=False, help="Apply the edition's preprocessing first (e.g. Resize 256 + CenterCrop 224).")
+@click.option("--release", is_flag=True, help="Also store-and-reload as JPEG q85, as the published datasets were stored.")
+def corrupt_cmd(
+    in_image: Path, out_image: Path, corruption: str, severity: int, seed: int, edition: str | None, preprocess: bool, release: bool
+) -> None:
+    """Corrupt one image file and write the result."""
+    from PIL import Image
+
+    from . import corrupt
+    from .editions import preprocess as prep
+    from .sources import load_image_rgb
+
+    try:
+        with Image.open(in_image) as im:
+            im.load()
+            img = im.copy()
+    except FileNotFoundError:
+        raise DataError(f"IN_IMAGE {str(in_image)!r} does not exist") from None
+    except Exception as e:  # noqa: BLE001
+        raise DataError(f"IN_IMAGE {str(in_image)!r} could not be read as an image: {e}") from None
+    if preprocess:
+        img = prep(load_image_rgb(in_image), edition or "224")
+    out = corrupt(img, corruption, severity, seed=seed, edition=edition, release=release)
+    out_image.parent.mkdir(parents=True, exist_ok=True)
+    fmt_kwargs = {"quality": 95} if out_image.suffix.lower() in (".jpg", ".jpeg") else {}
+    out.save(out_image, **fmt_kwargs)
+    click.echo(f"wrote {out_image} ({corruption}, severity {severity}, seed {seed})")
+
+
+@click.group("generate")
+def generate_group() -> None:
+    """Generate corrupted datasets on disk."""
+
+
+@generate_group.command("imagenet-c")
+@click.option("--src", required=True, type=click.Path(path_type=Path), help="ImageFolder of clean images, or CIFAR arrays (.npy/.npz/CIFAR python batch).")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output folder.")
+@click.option("--edition", default="224", show_default=True, help="224, 299, 64 or 32 (32 writes the CIFAR-10-C .npy layout).")
+@click.option("--corruptions", multiple=True, help="Names or wildcards, comma separated (default: all 19).")
+@click.option("--severities", multiple=True, help="Comma-separated severities (default: 1,2,3,4,5).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--workers", type=int, default=0, show_default=True, help="Worker processes (0: one per CPU core).")
+@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Labels .npy for a .npy image array.")
+def generate_imagenet_c(
+    src: Path,
+    out: Path,
+    edition: str,
+    corruptions: tuple[str, ...],
+    severities: tuple[str, ...],
+    seed: int,
+    workers: int,
+    batch_size: int,
+    labels: Path | None,
+) -> None:
+    """Write ImageNet-C (or Tiny/64/299/CIFAR-10-C) from clean images; resumable."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from .generate import GenerateConfig, generate
+
+    config = GenerateConfig(
+        src=str(src),
+        out=str(out),
+        edition=edition,
+        corruptions=_split_list(corruptions),
+        severities=_severities(severities) or [1, 2, 3, 4, 5],
+        seed=seed,
+        workers=workers,
+        batch_size=batch_size,
+        labels=str(labels) if labels else None,
+    )
+    columns = (
+        TextColumn("[bold]generating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]} img/s"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    import time
+
+    t_start = time.perf_counter()
+    with Progress(*columns, disable=not sys.stderr.isatty(), transient=False) as prog:
+        task = prog.add_task("gen", total=None, rate="-")
+        first: dict[str, int] = {}
+
+        def cb(done: int, total: int) -> None:
+            first.setdefault("done", done)
+            dt = time.perf_counter() - t_start
+            rate = (done - first["done"]) / dt if dt > 0 else 0.0
+            prog.update(task, completed=done, total=total, rate=f"{rate:.0f}")
+
+        try:
+            report = generate(config, progress=cb)
+        except KeyboardInterrupt:
+            click.echo(f"\nInterrupted. Finished files are kept; rerun the same command to complete {out}.", err=True)
+            raise SystemExit(130) from None
+    click.echo(
+        f"{report.layout} layout in {out}: {report.written} files written, {report.already_done} corrupted images already done, "
+        f"{len(report.failed)} source images failed, {report.seconds:.1f} s"
+    )
+    if report.failed:
+        for f, why in report.failed[:20]:
+            click.echo(f"  skipped {f}: {why}", err=True)
+        if len(report.failed) > 20:
+            click.echo(f"  ... and {len(report.failed) - 20} more (see manifest.json)", err=True)
+        raise SystemExit(1)
 
 
 def register(cli: click.Group) -> None:
     """Attach the engine's commands to the root group."""
+    cli.add_command(list_cmd)
+    cli.add_command(corrupt_cmd)
+    cli.add_command(generate_group)

@@ -141,7 +141,10 @@ def _from_numpy(a: np.ndarray, argument: str, device: Any) -> Batch:
         a4, batched = a, True
     else:
         raise ImageShapeError(argument, a.shape, "H x W, H x W x C or B x H x W x C")
-    t = torch.from_numpy(np.ascontiguousarray(a4)).permute(0, 3, 1, 2)
+    a4 = np.ascontiguousarray(a4)
+    if not a4.flags.writeable:
+        a4 = a4.copy()
+    t = torch.from_numpy(a4).permute(0, 3, 1, 2)
     if device is not None:
         t = t.to(device)
     _check_size(int(t.shape[-2]), int(t.shape[-1]), argument)

@@ -1,0 +1,437 @@
+"""Write corrupted datasets to disk in the published layouts.
+
+* ImageNet-style editions (224, 299, 64): ``<out>/<corruption>/<severity>/<class>/<file>``,
+  JPEG quality 85 (4:2:0, optimised Huffman tables) of the 8-bit truncated
+  corruption, as the published ImageNet-C / Tiny-ImageNet-C files were stored.
+* CIFAR edition (32) or an array source: ``<out>/<corruption>.npy`` (uint8,
+  N*S x 32 x 32 x 3, severity-major) and ``<out>/labels.npy``, raw 8-bit (no JPEG),
+  as CIFAR-10-C.
+
+Runs are resumable: every file is written to a temporary name and renamed into
+place, so a killed run never leaves a truncated file; a journal
+(``<out>/.shiftbench/journal.sqlite``) records each finished file with its
+SHA-256; a rerun of the same command completes only what is missing. At the end
+``manifest.json`` (settings, versions, counts, failures) and
+``checksums.sha256`` (``sha256sum -c`` format) are written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import multiprocessing as mp
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from . import __version__
+from ._registry import get_corruption, list_corruptions
+from ._validate import check_severity
+from .api import corrupt
+from .editions import get_edition, preprocess
+from .errors import DataError, InvalidArgumentError
+from .sources import ArraySource, ImageRecord, load_array_source, load_image_rgb, scan_image_folder
+
+__all__ = ["GenerateConfig", "GenerateReport", "generate"]
+
+JPEG_QUALITY = 85
+_STATE_DIR = ".shiftbench"
+
+
+@dataclass
+class GenerateConfig:
+    """Settings of one generation run (also its fingerprint for resuming)."""
+
+    src: str
+    out: str
+    edition: str = "224"
+    corruptions: list[str] = field(default_factory=list)
+    severities: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
+    seed: int = 0
+    workers: int = 0  # 0: one per CPU core
+    batch_size: int = 32
+    labels: str | None = None
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"edition": self.edition, "seed": self.seed, "jpeg_quality": JPEG_QUALITY, "shiftbench": __version__}
+
+
+@dataclass
+class GenerateReport:
+    written: int = 0
+    already_done: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    layout: str = "folder"
+    out: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def _versions() -> dict[str, str]:
+    import cv2
+    import PIL
+    import scipy
+
+    return {
+        "shiftbench": __version__,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "pillow": PIL.__version__,
+        "opencv": cv2.__version__,
+    }
+
+
+# ----------------------------------------------------------------------------- journal
+
+
+class _Journal:
+    def __init__(self, out: Path, config: GenerateConfig, resume_check: bool = True) -> None:
+        state = out / _STATE_DIR
+        state.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(state / "journal.sqlite")
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        self.db.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL, bytes INTEGER)")
+        fp = json.dumps(config.fingerprint(), sort_keys=True)
+        row = self.db.execute("SELECT value FROM meta WHERE key='fingerprint'").fetchone()
+        if row is None:
+            self.db.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (fp,))
+            self.db.commit()
+        elif row[0] != fp and resume_check:
+            raise DataError(
+                f"--out {str(out)!r} was generated with other settings {row[0]}; this run has {fp}. "
+                "Use a new output folder (or delete the old one) rather than mixing settings."
+            )
+        self.done: dict[str, str] = dict(self.db.execute("SELECT path, sha256 FROM files"))
+
+    def add(self, rows: Sequence[tuple[str, str, int]]) -> None:
+        if not rows:
+            return
+        self.db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?)", rows)
+        self.db.commit()
+        for p, h, _ in rows:
+            self.done[p] = h
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _sha256_file(path: Path) -> tuple[str, int]:
+    data = path.read_bytes()
+    return hashlib.sha256(data).hexdigest(), len(data)
+
+
+def _atomic_write_bytes(path: Path, data: bytes, tmp_dir: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_dir / f"{os.getpid()}-{hashlib.md5(str(path).encode()).hexdigest()}.tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _out_name(relpath: str) -> str:
+    p = Path(relpath)
+    if p.suffix.lower() in (".jpeg", ".jpg"):
+        return relpath
+    return str(p.with_suffix(".JPEG").as_posix())
+
+
+# ----------------------------------------------------------------------------- workers
+
+
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@dataclass
+class _FolderChunk:
+    records: list[tuple[str, str]]  # (absolute path, relpath)
+    tasks: list[tuple[str, int, list[int]]]  # (corruption, severity, indices into records)
+    edition: str
+    seed: int
+    out: str
+
+
+def _run_folder_chunk(chunk: _FolderChunk) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]], int]:
+    out = Path(chunk.out)
+    tmp_dir = out / _STATE_DIR / "tmp"
+    images: dict[int, np.ndarray] = {}
+    failed: list[tuple[str, str]] = []
+    for i, (path, rel) in enumerate(chunk.records):
+        try:
+            images[i] = np.asarray(preprocess(load_image_rgb(Path(path)), chunk.edition))
+        except Exception as e:  # noqa: BLE001 - report any unreadable file, keep going
+            failed.append((rel, f"{type(e).__name__}: {e}"))
+    rows: list[tuple[str, str, int]] = []
+    n_done = 0
+    for name, sev, idx in chunk.tasks:
+        ok = [i for i in idx if i in images]
+        n_done += len(idx) - len(ok)
+        if not ok:
+            continue
+        batch = torch.from_numpy(np.stack([images[i] for i in ok])).permute(0, 3, 1, 2)
+        res = corrupt(batch, name, sev, seed=chunk.seed, edition=chunk.edition, release=False)
+        arr = res.permute(0, 2, 3, 1).numpy()
+        for j, i in enumerate(ok):
+            buf = io.BytesIO()
+            Image.fromarray(arr[j]).save(buf, format="JPEG", quality=JPEG_QUALITY, optimize=True)
+            data = buf.getvalue()
+            rel = f"{name}/{sev}/{_out_name(chunk.records[i][1])}"
+            _atomic_write_bytes(out / rel, data, tmp_dir)
+            rows.append((rel, hashlib.sha256(data).hexdigest(), len(data)))
+        n_done += len(ok)
+    return rows, failed, n_done
+
+
+@dataclass
+class _ArrayTask:
+    images: np.ndarray
+    name: str
+    severity: int
+    edition: str
+    seed: int
+    out: str
+    batch_size: int
+
+
+def _run_array_task(task: _ArrayTask) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]], int]:
+    out = Path(task.out)
+    res = np.empty_like(task.images)
+    for a in range(0, len(task.images), task.batch_size):
+        b = torch.from_numpy(task.images[a : a + task.batch_size]).permute(0, 3, 1, 2)
+        res[a : a + task.batch_size] = (
+            corrupt(b, task.name, task.severity, seed=task.seed, edition=task.edition).permute(0, 2, 3, 1).numpy()
+        )
+    buf = io.BytesIO()
+    np.save(buf, res)
+    data = buf.getvalue()
+    rel = f"{_STATE_DIR}/parts/{task.name}_{task.severity}.npy"
+    _atomic_write_bytes(out / rel, data, out / _STATE_DIR / "tmp")
+    return [(rel, hashlib.sha256(data).hexdigest(), len(data))], [], len(task.images)
+
+
+def _map(fn: Callable[[Any], Any], items: list[Any], workers: int) -> Iterator[Any]:
+    if workers <= 1 or len(items) <= 1:
+        for it in items:
+            yield fn(it)
+        return
+    ctx = mp.get_context("spawn")
+    pool = ctx.Pool(workers, initializer=_init_worker)
+    try:
+        yield from pool.imap_unordered(fn, items)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+
+
+# ----------------------------------------------------------------------------- driver
+
+
+def _resolve(config: GenerateConfig) -> tuple[list[str], list[int]]:
+    get_edition(config.edition)
+    names = list_corruptions(config.corruptions or "*", edition=get_edition(config.edition).name)
+    for n in names:
+        get_corruption(n)
+    sevs = sorted({check_severity(s, "--severities") for s in config.severities})
+    if not sevs:
+        raise InvalidArgumentError("--severities", config.severities, "one or more integers in 1..5")
+    if config.batch_size < 1:
+        raise InvalidArgumentError("--batch-size", config.batch_size, "a positive integer")
+    if config.workers < 0:
+        raise InvalidArgumentError("--workers", config.workers, "0 (one per core) or a positive integer")
+    return names, sevs
+
+
+def generate(
+    config: GenerateConfig,
+    progress: Callable[[int, int], None] | None = None,
+) -> GenerateReport:
+    """Generate a corrupted dataset (see the module docstring). ``progress(done, total)`` is called as work completes."""
+    names, sevs = _resolve(config)
+    edition = get_edition(config.edition).name
+    config.edition = edition
+    src = Path(config.src)
+    array_input = src.is_file() or (src.is_dir() and ((src / "test_batch").exists() or (src / "test").is_file()))
+    layout = "cifar" if (edition == "32" or array_input) else "folder"
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / _STATE_DIR / "tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    workers = config.workers or (os.cpu_count() or 1)
+    journal = _Journal(out, config)
+    report = GenerateReport(layout=layout, out=str(out))
+    t0 = time.perf_counter()
+    try:
+        if layout == "folder":
+            _generate_folder(config, names, sevs, journal, report, workers, progress)
+        else:
+            _generate_arrays(config, names, sevs, journal, report, workers, progress, array_input)
+    finally:
+        report.seconds = time.perf_counter() - t0
+        journal.close()
+    _write_manifest(out, config, names, sevs, report)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return report
+
+
+def _generate_folder(
+    config: GenerateConfig,
+    names: list[str],
+    sevs: list[int],
+    journal: _Journal,
+    report: GenerateReport,
+    workers: int,
+    progress: Callable[[int, int], None] | None,
+) -> None:
+    records, _ = scan_image_folder(config.src)
+    out = Path(config.out)
+    total = len(records) * len(names) * len(sevs)
+    chunks: list[_FolderChunk] = []
+    recovered: list[tuple[str, str, int]] = []
+    bs = config.batch_size
+    for a in range(0, len(records), bs):
+        recs: list[ImageRecord] = records[a : a + bs]
+        tasks = []
+        for name in names:
+            for s in sevs:
+                missing = []
+                for i, r in enumerate(recs):
+                    rel = f"{name}/{s}/{_out_name(r.relpath)}"
+                    if rel in journal.done and (out / rel).exists():
+                        continue
+                    if (out / rel).exists():  # renamed into place but not journaled (killed in between)
+                        h, nb = _sha256_file(out / rel)
+                        recovered.append((rel, h, nb))
+                        continue
+                    missing.append(i)
+                if missing:
+                    tasks.append((name, s, missing))
+        if tasks:
+            chunks.append(_FolderChunk([(str(r.path), r.relpath) for r in recs], tasks, config.edition, config.seed, str(out)))
+    journal.add(recovered)
+    todo = sum(len(t[2]) for c in chunks for t in c.tasks)
+    report.already_done = total - todo
+    done = report.already_done
+    if progress:
+        progress(done, total)
+    failed_images: dict[str, str] = {}
+    for rows, failed, n in _map(_run_folder_chunk, chunks, workers):
+        journal.add(rows)
+        report.written += len(rows)
+        for rel, why in failed:
+            failed_images[rel] = why
+        done += n
+        if progress:
+            progress(done, total)
+    report.failed = sorted(failed_images.items())
+
+
+def _generate_arrays(
+    config: GenerateConfig,
+    names: list[str],
+    sevs: list[int],
+    journal: _Journal,
+    report: GenerateReport,
+    workers: int,
+    progress: Callable[[int, int], None] | None,
+    array_input: bool,
+) -> None:
+    out = Path(config.out)
+    if array_input:
+        src: ArraySource = load_array_source(config.src, config.labels)
+        images, labels = src.images, src.labels
+        if images.shape[1:3] != (32, 32) and config.edition == "32":
+            raise InvalidArgumentError("--src", f"images of {images.shape[1]}x{images.shape[2]}", "32x32 images for the CIFAR edition")
+    else:
+        records, _ = scan_image_folder(config.src)
+        imgs, labs = [], []
+        for r in records:
+            try:
+                imgs.append(np.asarray(preprocess(load_image_rgb(r.path), config.edition)))
+                labs.append(r.label)
+            except Exception as e:  # noqa: BLE001
+                report.failed.append((r.relpath, f"{type(e).__name__}: {e}"))
+        if not imgs:
+            raise DataError(f"--src {config.src!r}: none of the images could be read")
+        images, labels = np.stack(imgs), np.asarray(labs)
+    n = len(images)
+    total = n * len(names) * len(sevs)
+    tasks = []
+    for name in names:
+        for s in sevs:
+            rel = f"{_STATE_DIR}/parts/{name}_{s}.npy"
+            final_done = (out / f"{name}.npy").exists() and f"{name}.npy" in journal.done
+            if final_done or (rel in journal.done and (out / rel).exists()):
+                continue
+            tasks.append(_ArrayTask(images, name, s, config.edition, config.seed, str(out), config.batch_size))
+    report.already_done = total - n * len(tasks)
+    done = report.already_done
+    if progress:
+        progress(done, total)
+    for rows, _, k in _map(_run_array_task, tasks, workers):
+        journal.add(rows)
+        done += k
+        if progress:
+            progress(done, total)
+    label_dtype = np.uint8 if labels.max(initial=0) < 256 else np.int64
+    lab_all = np.tile(labels.astype(label_dtype), len(sevs))
+    buf = io.BytesIO()
+    np.save(buf, lab_all)
+    _atomic_write_bytes(out / "labels.npy", buf.getvalue(), out / _STATE_DIR / "tmp")
+    journal.add([("labels.npy", hashlib.sha256(buf.getvalue()).hexdigest(), len(buf.getvalue()))])
+    for name in names:
+        final = out / f"{name}.npy"
+        if final.exists() and f"{name}.npy" in journal.done:
+            continue
+        parts = [np.load(out / _STATE_DIR / "parts" / f"{name}_{s}.npy") for s in sevs]
+        buf = io.BytesIO()
+        np.save(buf, np.concatenate(parts))
+        _atomic_write_bytes(final, buf.getvalue(), out / _STATE_DIR / "tmp")
+        journal.add([(f"{name}.npy", hashlib.sha256(buf.getvalue()).hexdigest(), len(buf.getvalue()))])
+        report.written += 1
+        for s in sevs:
+            (out / _STATE_DIR / "parts" / f"{name}_{s}.npy").unlink(missing_ok=True)
+
+
+def _write_manifest(out: Path, config: GenerateConfig, names: list[str], sevs: list[int], report: GenerateReport) -> None:
+    db = sqlite3.connect(out / _STATE_DIR / "journal.sqlite")
+    rows = sorted(db.execute("SELECT path, sha256 FROM files WHERE path NOT LIKE ?", (f"{_STATE_DIR}/%",)))
+    db.close()
+    tmp_dir = out / _STATE_DIR / "tmp"
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    _atomic_write_bytes(out / "checksums.sha256", "".join(f"{h}  {p}\n" for p, h in rows).encode(), tmp_dir)
+    manifest = {
+        "generator": "shiftbench generate imagenet-c",
+        "config": asdict(config),
+        "layout": report.layout,
+        "corruptions": names,
+        "severities": sevs,
+        "jpeg_quality": JPEG_QUALITY if report.layout == "folder" else None,
+        "versions": _versions(),
+        "files": len(rows),
+        "failed": [{"file": f, "reason": r} for f, r in report.failed],
+        "checksums": "checksums.sha256",
+    }
+    _atomic_write_bytes(out / "manifest.json", json.dumps(manifest, indent=1).encode(), tmp_dir)

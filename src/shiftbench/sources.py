@@ -1,0 +1,122 @@
+"""Image sources: ImageFolder trees and CIFAR-style arrays, read lazily and robustly."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from .errors import DataError, InvalidArgumentError
+
+__all__ = ["IMAGE_EXTENSIONS", "ImageRecord", "scan_image_folder", "load_array_source", "ArraySource"]
+
+IMAGE_EXTENSIONS = (".jpeg", ".jpg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """One source image of an ImageFolder tree."""
+
+    path: Path
+    relpath: str  # "<class>/<file>" (POSIX separators)
+    class_name: str
+    label: int
+
+
+def scan_image_folder(root: str | Path) -> tuple[list[ImageRecord], list[str]]:
+    """List an ImageFolder tree: sorted class sub-folders, files sorted within each class.
+
+    Returns the records and the class names. Raises :class:`DataError` for a
+    missing folder or one without images.
+    """
+    root = Path(root)
+    if not root.exists():
+        raise DataError(f"--src {str(root)!r} does not exist: expected a folder of class sub-folders (ImageFolder)")
+    if not root.is_dir():
+        raise DataError(f"--src {str(root)!r} is not a folder: expected a folder of class sub-folders (ImageFolder)")
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    records: list[ImageRecord] = []
+    for label, cls in enumerate(classes):
+        for f in sorted((root / cls).iterdir()):
+            if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS:
+                records.append(ImageRecord(f, f"{cls}/{f.name}", cls, label))
+    if not records:
+        loose = [f for f in root.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS]
+        if loose:
+            raise DataError(
+                f"--src {str(root)!r} holds {len(loose)} images but no class sub-folders: "
+                "expected <src>/<class>/<image> (ImageFolder layout)"
+            )
+        raise DataError(f"--src {str(root)!r} contains no images with extensions {', '.join(IMAGE_EXTENSIONS)}")
+    return records, classes
+
+
+def load_image_rgb(path: Path) -> Image.Image:
+    """Open an image fully (so truncated files fail here) and convert it to RGB."""
+    with Image.open(path) as im:
+        im.load()
+        return im.convert("RGB")
+
+
+@dataclass
+class ArraySource:
+    """CIFAR-style images held in memory: N x 32 x 32 x 3 uint8 and N labels."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    origin: str
+
+
+def load_array_source(path: str | Path, labels_path: str | Path | None = None) -> ArraySource:
+    """Read CIFAR-style test images.
+
+    Accepted: a ``.npy`` array (N x 32 x 32 x 3 uint8; labels from ``labels_path``
+    or zeros), an ``.npz`` with ``images``/``data`` and ``labels``, or the CIFAR-10
+    / CIFAR-100 "python version" (``cifar-10-batches-py`` folder or its
+    ``test_batch`` file; ``cifar-100-python`` folder or its ``test`` file).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"--src {str(p)!r} does not exist")
+    if p.is_dir():
+        for cand in (p / "test_batch", p / "test"):
+            if cand.is_file():
+                p = cand
+                break
+        else:
+            raise DataError(f"--src {str(p)!r}: no CIFAR 'test_batch' or 'test' file inside")
+    labels: np.ndarray | None = None
+    if p.suffix == ".npy":
+        images = np.load(p)
+    elif p.suffix == ".npz":
+        z = np.load(p)
+        key = "images" if "images" in z else "data" if "data" in z else None
+        if key is None:
+            raise DataError(f"{str(p)!r}: expected arrays 'images' (or 'data') and 'labels' in the .npz")
+        images = z[key]
+        labels = z["labels"] if "labels" in z else None
+    else:
+        try:
+            with open(p, "rb") as fh:
+                d = pickle.load(fh, encoding="bytes")
+        except Exception as e:  # noqa: BLE001 - any unpickling failure means "not a CIFAR batch"
+            raise DataError(f"{str(p)!r} is not a CIFAR python batch file: {e}") from e
+        data = d.get(b"data")
+        if data is None:
+            raise DataError(f"{str(p)!r} has no b'data' entry (not a CIFAR python batch)")
+        images = np.asarray(data, dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+        lab = d.get(b"labels", d.get(b"fine_labels"))
+        labels = np.asarray(lab, dtype=np.int64) if lab is not None else None
+    if labels_path is not None:
+        labels = np.load(labels_path)
+    images = np.ascontiguousarray(images)
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:
+        raise InvalidArgumentError("--src", f"array {images.dtype} {images.shape}", "uint8 N x H x W x 3 images")
+    if labels is None:
+        labels = np.zeros(len(images), dtype=np.int64)
+    if len(labels) != len(images):
+        raise InvalidArgumentError("--labels", f"{len(labels)} labels", f"one label per image ({len(images)})")
+    return ArraySource(images, np.asarray(labels), str(p))

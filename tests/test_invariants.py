@@ -1,0 +1,85 @@
+"""Invariants generated from the registry: every corruption x edition x severity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import shiftbench
+from shiftbench import EDITIONS
+
+from .conftest import photos
+
+CASES = [(name, ed) for name in shiftbench.list_corruptions() for ed in EDITIONS if ed in shiftbench.get_corruption(name).params]
+
+# (corruption, edition) pairs whose pixel distortion is not monotone in severity, with the reason.
+# Filled from measurements; every entry must be justified by the reference's parameter table.
+NON_MONOTONE: dict[tuple[str, str], str] = {}
+
+
+def _dist(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a.astype(np.float64) - b.astype(np.float64)).mean())
+
+
+def test_registry_complete() -> None:
+    assert len(shiftbench.list_corruptions(group="benchmark")) == 15
+    assert shiftbench.list_corruptions(group="extra") == ["speckle_noise", "gaussian_blur", "spatter", "saturate"]
+    for name in shiftbench.list_corruptions():
+        c = shiftbench.get_corruption(name)
+        assert set(c.params) == set(EDITIONS), name
+        assert all(len(v) == 5 for v in c.params.values()), name
+
+
+@pytest.mark.parametrize(("name", "edition"), CASES)
+def test_invariants(name: str, edition: str) -> None:
+    spec = shiftbench.get_corruption(name)
+    imgs = photos(edition, 2)
+    x = torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous()
+    x_before = x.clone()
+    xf = x.to(torch.float32) / 255.0
+    xf_before = xf.clone()
+    dists = []
+    for s in range(1, 6):
+        out = shiftbench.corrupt(x, name, s, seed=3, edition=edition)
+        # shape, dtype and device kept; input untouched
+        assert out.shape == x.shape and out.dtype == torch.uint8 and out.device == x.device
+        assert torch.equal(x, x_before)
+        # same seed, same output; batched == unbatched
+        again = shiftbench.corrupt(x, name, s, seed=3, edition=edition)
+        assert torch.equal(out, again)
+        for i in range(len(x)):
+            single = shiftbench.corrupt(x[i], name, s, seed=3, edition=edition)
+            assert single.shape == x[i].shape
+            assert torch.equal(single, out[i]), f"image {i} differs when corrupted alone"
+        # another seed gives other draws (random corruptions only)
+        other = shiftbench.corrupt(x, name, s, seed=4, edition=edition)
+        if spec.random:
+            assert not torch.equal(other, out)
+        else:
+            assert torch.equal(other, out)
+        # float path: same dtype, range [0, 1], agrees with the uint8 path
+        of = shiftbench.corrupt(xf, name, s, seed=3, edition=edition)
+        assert of.dtype == torch.float32 and of.shape == xf.shape
+        assert float(of.min()) >= 0.0 and float(of.max()) <= 1.0
+        assert torch.equal(xf, xf_before)
+        q = torch.floor(of.to(torch.float64) * 255 + 1e-3).to(torch.int16)
+        diff = (q - out.to(torch.int16)).abs()
+        assert float((diff <= 1).to(torch.float64).mean()) >= 0.999, f"float/uint8 paths disagree at severity {s}"
+        dists.append(_dist(out.numpy(), x.numpy()))
+    assert dists[0] > 0.0, "severity 1 leaves the image unchanged"
+    if (name, edition) not in NON_MONOTONE:
+        for s in range(1, 5):
+            assert dists[s] >= dists[s - 1] * 0.98, f"distortion falls from severity {s} to {s + 1}: {dists}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", shiftbench.list_corruptions())
+def test_cpu_equals_cuda(name: str) -> None:
+    x = torch.from_numpy(photos("224", 2)).permute(0, 3, 1, 2).contiguous()
+    for s in (1, 3, 5):
+        a = shiftbench.corrupt(x, name, s, seed=1)
+        b = shiftbench.corrupt(x.cuda(), name, s, seed=1)
+        assert b.device.type == "cuda"
+        d = (a.to(torch.int16) - b.cpu().to(torch.int16)).abs()
+        assert float((d <= 1).to(torch.float64).mean()) >= 0.999
