@@ -1,10 +1,12 @@
 """Conversion between user images (tensors, arrays, PIL) and the internal batch.
 
-The internal batch is a float tensor ``X`` of shape B x 3 x H x W holding values
-in 0..255, i.e. what the reference code sees after ``np.array(pil_image)``
-(exact integers for 8-bit inputs). Grayscale inputs are replicated to three
-channels and turned back into one channel (ITU-R 601 luma) on output; the alpha
-channel of RGBA inputs is carried through unchanged.
+Corruptions see a float tensor ``X`` of shape b x 3 x H x W holding values in
+0..255, i.e. what the reference code sees after ``np.array(pil_image)`` (exact
+integers for 8-bit inputs). :class:`Batch` keeps the user's pixels as they came
+(no full-batch float copy) and hands out such chunks on demand, so work proceeds
+in cache-sized pieces. Grayscale inputs are replicated to three channels and
+turned back into one channel (ITU-R 601 luma) on output; the alpha channel of
+RGBA inputs is carried through unchanged.
 """
 
 from __future__ import annotations
@@ -24,29 +26,58 @@ _FLOAT_TOL = 1e-6
 
 @dataclass
 class Batch:
-    """A batch in the internal representation plus what is needed to restore the input's form."""
+    """User images in their own dtype (B x C x H x W, C in 1/3/4) plus what restores their form."""
 
-    x: torch.Tensor  # B x 3 x H x W, float64, 0..255
+    raw: torch.Tensor  # B x C x H x W, uint8 (0..255) or float (0..1)
     kind: str  # "tensor" | "numpy" | "pil"
     batched: bool
-    channels: int  # 1, 3 or 4 in the user's image
-    float_input: bool
+    channels: int  # 1, 2 (gray + alpha), 3 or 4 in the user's image
     dtype: Any  # torch or numpy dtype of the input
-    alpha: torch.Tensor | None  # B x 1 x H x W in the input's own scale (0..255 float)
     pil_mode: str | None = None
-    channels_last: bool = False  # numpy arrays are H x W x C
     squeeze_channel: bool = False  # 2-D input (no channel axis)
 
     @property
+    def float_input(self) -> bool:
+        return self.raw.dtype != torch.uint8
+
+    @property
+    def n(self) -> int:
+        return int(self.raw.shape[0])
+
+    @property
     def size(self) -> tuple[int, int]:
-        return int(self.x.shape[-2]), int(self.x.shape[-1])
+        return int(self.raw.shape[-2]), int(self.raw.shape[-1])
+
+    def rgb(self, a: int, b: int, dtype: torch.dtype, device: torch.device | None = None) -> torch.Tensor:
+        """Images a..b-1 as float ``dtype`` b x 3 x H x W in 0..255."""
+        r = self.raw[a:b]
+        if device is not None:
+            r = r.to(device)
+        c = int(r.shape[1])
+        r = r[:, :1].expand(-1, 3, -1, -1) if c in (1, 2) else r[:, :3]
+        if self.float_input:
+            return r.to(dtype) * 255.0
+        return r.to(dtype)
 
     def canonical_uint8(self, i: int) -> np.ndarray:
-        """Image i as H x W x 3 uint8 (rounded for float inputs): the key for seeding."""
-        xi = self.x[i]
+        """Image i as 3 x H x W uint8 (rounded for float inputs): the pixel key for seeding."""
+        r = self.raw[i]
+        r = r[:1].expand(3, -1, -1) if r.shape[0] in (1, 2) else r[:3]
         if self.float_input:
-            xi = torch.round(xi)
-        return xi.clamp(0, 255).to(torch.uint8).permute(1, 2, 0).cpu().numpy()
+            r = torch.round(r.to(torch.float32) * 255.0).clamp(0, 255).to(torch.uint8)
+        return r.contiguous().cpu().numpy()
+
+    def levels_hwc(self, i: int) -> np.ndarray:
+        """Image i as H x W x 3 uint8 levels (rounded for float inputs)."""
+        return np.ascontiguousarray(self.canonical_uint8(i).transpose(1, 2, 0))
+
+    def alpha(self, a: int, b: int) -> torch.Tensor | None:
+        c = int(self.raw.shape[1])
+        if c == 4:
+            return self.raw[a:b, 3:4]
+        if c == 2:
+            return self.raw[a:b, 1:2]
+        return None
 
 
 def _check_size(h: int, w: int, argument: str) -> None:
@@ -57,25 +88,19 @@ def _check_size(h: int, w: int, argument: str) -> None:
 def _check_float_range(t: torch.Tensor, argument: str) -> None:
     if t.numel() == 0:
         return
-    lo, hi = float(t.min()), float(t.max())
-    if not (np.isfinite(lo) and np.isfinite(hi)) or lo < -_FLOAT_TOL or hi > 1 + _FLOAT_TOL:
+    lo, hi = torch.aminmax(t.detach().to(torch.float32) if t.dtype in (torch.float16, torch.bfloat16) else t.detach())
+    lo_f, hi_f = float(lo), float(hi)
+    if not (np.isfinite(lo_f) and np.isfinite(hi_f)) or lo_f < -_FLOAT_TOL or hi_f > 1 + _FLOAT_TOL:
         raise ImageRangeError(
             argument,
-            f"values in [{lo:.4g}, {hi:.4g}]",
+            f"values in [{lo_f:.4g}, {hi_f:.4g}]",
             "float images with values in [0, 1] (or uint8 images in 0..255)",
         )
 
 
-def _split_channels(t: torch.Tensor, argument: str) -> tuple[torch.Tensor, torch.Tensor | None, int]:
-    """t: B x C x H x W float 0..255 -> (B x 3 x H x W, alpha or None, C)."""
-    c = int(t.shape[1])
-    if c == 1:
-        return t.expand(-1, 3, -1, -1).contiguous(), None, 1
-    if c == 3:
-        return t, None, 3
-    if c == 4:
-        return t[:, :3].contiguous(), t[:, 3:4].clone(), 4
-    raise ImageShapeError(argument, f"{c} channels", "1 (gray), 3 (RGB) or 4 (RGBA) channels")
+def _check_channels(c: int, argument: str) -> None:
+    if c not in (1, 3, 4):
+        raise ImageShapeError(argument, f"{c} channels", "1 (gray), 3 (RGB) or 4 (RGBA) channels")
 
 
 def to_batch(images: Any, argument: str = "images", device: torch.device | str | None = None) -> Batch:
@@ -108,25 +133,17 @@ def _from_tensor(t: torch.Tensor, argument: str, device: Any) -> Batch:
         t4, batched = t, True
     else:
         raise ImageShapeError(argument, tuple(t.shape), "H x W, C x H x W or B x C x H x W")
+    _check_channels(int(t4.shape[1]), argument)
+    _check_size(int(t4.shape[-2]), int(t4.shape[-1]), argument)
     if device is not None:
         t4 = t4.to(device)
-    _check_size(int(t4.shape[-2]), int(t4.shape[-1]), argument)
-    is_float = t.dtype != torch.uint8
-    if is_float:
+    if t.dtype != torch.uint8:
         _check_float_range(t4, argument)
-        x = t4.to(torch.float64) * 255.0
-    else:
-        x = t4.to(torch.float64)
-    rgb, alpha, c = _split_channels(x, argument)
-    return Batch(rgb, "tensor", batched, c, is_float, t.dtype, alpha, squeeze_channel=squeeze)
+    return Batch(t4, "tensor", batched, int(t4.shape[1]), t.dtype, squeeze_channel=squeeze)
 
 
 def _from_numpy(a: np.ndarray, argument: str, device: Any) -> Batch:
-    if a.dtype == np.uint8:
-        is_float = False
-    elif a.dtype in (np.float16, np.float32, np.float64):
-        is_float = True
-    else:
+    if a.dtype not in (np.uint8, np.float16, np.float32, np.float64):
         raise ImageTypeError(argument, f"numpy dtype {a.dtype}", "uint8 (0..255) or float (0..1)")
     squeeze = False
     if a.ndim == 2:
@@ -141,84 +158,93 @@ def _from_numpy(a: np.ndarray, argument: str, device: Any) -> Batch:
         a4, batched = a, True
     else:
         raise ImageShapeError(argument, a.shape, "H x W, H x W x C or B x H x W x C")
-    a4 = np.ascontiguousarray(a4)
+    _check_size(int(a4.shape[1]), int(a4.shape[2]), argument)
     if not a4.flags.writeable:
         a4 = a4.copy()
     t = torch.from_numpy(a4).permute(0, 3, 1, 2)
     if device is not None:
         t = t.to(device)
-    _check_size(int(t.shape[-2]), int(t.shape[-1]), argument)
-    if is_float:
+    if a.dtype != np.uint8:
         _check_float_range(t, argument)
-        x = t.to(torch.float64) * 255.0
-    else:
-        x = t.to(torch.float64)
-    rgb, alpha, c = _split_channels(x, argument)
-    return Batch(rgb, "numpy", batched, c, is_float, a.dtype, alpha, channels_last=True, squeeze_channel=squeeze)
+    return Batch(t, "numpy", batched, int(t.shape[1]), a.dtype, squeeze_channel=squeeze)
 
 
 def _from_pil(imgs: list[Image.Image], batched: bool, argument: str, device: Any) -> Batch:
     sizes = {im.size for im in imgs}
     if len(sizes) != 1:
         raise ImageShapeError(argument, sorted(sizes), "a list of PIL images that all have the same size")
+    modes = {im.mode for im in imgs}
+    if len(modes) != 1:
+        raise ImageShapeError(argument, sorted(modes), "PIL images of one mode")
     mode = imgs[0].mode
     arrays = []
     for im in imgs:
-        if im.mode in ("L", "LA", "RGB", "RGBA"):
-            m = im.mode
-        elif "A" in im.getbands():
-            im, m = im.convert("RGBA"), "RGBA"
-        else:
-            im, m = im.convert("RGB"), "RGB"
+        if im.mode not in ("L", "LA", "RGB", "RGBA"):
+            im = im.convert("RGBA" if "A" in im.getbands() else "RGB")
         a = np.asarray(im)
-        if m == "LA":
-            a = np.stack([a[..., 0], a[..., 0], a[..., 0], a[..., 1]], axis=-1)
         arrays.append(a if a.ndim == 3 else a[..., None])
-    if len({a.shape[-1] for a in arrays}) != 1:
-        raise ImageShapeError(argument, sorted({im.mode for im in imgs}), "PIL images of one mode")
-    b = _from_numpy(np.stack(arrays), argument, device)
-    b.kind, b.batched, b.pil_mode, b.channels_last, b.squeeze_channel = "pil", batched, mode, False, False
-    if mode == "LA":
-        b.channels = 2
-    return b
+    stacked = np.stack(arrays)
+    _check_size(int(stacked.shape[1]), int(stacked.shape[2]), argument)
+    t = torch.from_numpy(stacked).permute(0, 3, 1, 2)
+    if device is not None:
+        t = t.to(device)
+    return Batch(t, "pil", batched, int(t.shape[1]), np.uint8, pil_mode=mode)
 
 
-def _luma(x: torch.Tensor, integer: bool) -> torch.Tensor:
-    """ITU-R 601 luma of B x 3 x H x W; integer mode follows PIL's 'L' conversion."""
+def luma(x: torch.Tensor, integer: bool) -> torch.Tensor:
+    """ITU-R 601 luma of b x 3 x H x W; integer mode follows PIL's 'L' conversion."""
     if integer:
-        xi = x.to(torch.int64)
+        xi = x.to(torch.int32)
         return ((xi[:, 0:1] * 19595 + xi[:, 1:2] * 38470 + xi[:, 2:3] * 7471 + 0x8000) >> 16).to(x.dtype)
     return x[:, 0:1] * 0.299 + x[:, 1:2] * 0.587 + x[:, 2:3] * 0.114
 
 
-def from_batch(y: torch.Tensor, b: Batch, quantize: bool) -> Any:
-    """Turn a B x 3 x H x W result in 0..255 back into the input's form.
+class Output:
+    """Collects result chunks (b x 3 x H x W in 0..255) into the input's form."""
 
-    ``quantize`` truncates to 8 bits (the reference's ``np.uint8``); it is forced
-    for uint8 and PIL inputs.
-    """
-    y = y.clamp(0, 255)
-    to_uint8 = (not b.float_input) or quantize
-    if to_uint8:
-        y = torch.floor(y)
-    if b.channels in (1, 2):
-        y = _luma(y, integer=to_uint8)
-    if b.alpha is not None:
-        y = torch.cat([y, b.alpha.to(y.dtype)], dim=1)
-    if b.kind == "pil":
-        arr = y.to(torch.uint8).permute(0, 2, 3, 1).cpu().numpy()
-        outs = [Image.fromarray(a[..., 0] if a.shape[-1] == 1 else a) for a in arr]
-        return outs if b.batched else outs[0]
-    if b.float_input:
-        out_t = (y / 255.0).clamp(0, 1)
-    else:
-        out_t = y
-    if b.kind == "numpy":
-        out = out_t.permute(0, 2, 3, 1).cpu().numpy().astype(b.dtype)
+    def __init__(self, b: Batch, quantize: bool) -> None:
+        self.b = b
+        self.to_uint8 = (not b.float_input) or quantize or b.kind == "pil"
+        n, _, h, w = b.raw.shape
+        c = b.channels
+        if self.to_uint8 and not b.float_input:
+            dtype = torch.uint8
+        else:
+            dtype = b.raw.dtype
+        self.buf = torch.empty((n, c, h, w), dtype=dtype, device=b.raw.device)
+
+    def put(self, a: int, b_: int, y: torch.Tensor) -> None:
+        b = self.b
+        y = y.to(self.buf.device)
+        if self.to_uint8:
+            y = y.clamp(0, 255).to(torch.uint8)  # truncation, as np.uint8 on non-negative values
+            if b.channels in (1, 2):
+                y = luma(y, integer=True)
+            if self.buf.dtype != torch.uint8:  # quantised float output
+                y = y.to(self.buf.dtype) / 255.0
+        else:
+            y = (y.clamp(0, 255) / 255.0).to(self.buf.dtype)
+            if b.channels in (1, 2):
+                y = luma(y, integer=False).clamp(0, 1)
+        nc = int(y.shape[1])
+        self.buf[a:b_, :nc] = y
+        al = b.alpha(a, b_)
+        if al is not None:
+            self.buf[a:b_, nc:] = al
+
+    def result(self) -> Any:
+        b, out = self.b, self.buf
+        if b.kind == "pil":
+            arr = out.permute(0, 2, 3, 1).cpu().numpy()
+            imgs = [Image.fromarray(a[..., 0] if a.shape[-1] == 1 else a) for a in arr]
+            return imgs if b.batched else imgs[0]
+        if b.kind == "numpy":
+            res = out.permute(0, 2, 3, 1).cpu().numpy()
+            if res.dtype != b.dtype:
+                res = res.astype(b.dtype)
+            if b.squeeze_channel:
+                res = res[..., 0]
+            return res if b.batched else res[0]
         if b.squeeze_channel:
-            out = out[..., 0]
+            return out[0, 0]
         return out if b.batched else out[0]
-    out_t = out_t.to(b.dtype)
-    if b.squeeze_channel:
-        return out_t[0, 0]
-    return out_t if b.batched else out_t[0]

@@ -50,6 +50,7 @@ class SampleContext:
     edition: str
     severity: int
     _image: Callable[[], np.ndarray] | None = None
+    _levels: Callable[[], np.ndarray] | None = None
 
     @property
     def image(self) -> np.ndarray:
@@ -57,6 +58,13 @@ class SampleContext:
         if self._image is None:
             raise RuntimeError("this sampler was called without access to the image")
         return self._image()
+
+    @property
+    def levels(self) -> np.ndarray:
+        """The image as H x W x 3 uint8 levels (rounded for float inputs)."""
+        if self._levels is None:
+            raise RuntimeError("this sampler was called without access to the image")
+        return self._levels()
 
 
 @dataclass

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ._images import Batch, from_batch, to_batch
+from ._images import Batch, Output, to_batch
 from ._registry import ApplyContext, Corruption, SampleContext, get_corruption
 from ._validate import check_severity
 from .editions import Edition, edition_for_size, get_edition
@@ -36,18 +36,23 @@ def _check_seed(seed: Any) -> int:
 
 
 def _sample_one(
-    spec: Corruption, params: Any, ed: Edition, severity: int, x_i: torch.Tensor, source: Draws
+    spec: Corruption, params: Any, ed: Edition, severity: int, b: Batch, i: int, source: Draws
 ) -> dict[str, np.ndarray]:
     assert spec.sample is not None
-    h, w = int(x_i.shape[-2]), int(x_i.shape[-1])
+    h, w = b.size
     cache: dict[str, np.ndarray] = {}
 
     def image() -> np.ndarray:
         if "img" not in cache:
-            cache["img"] = x_i.permute(1, 2, 0).cpu().numpy() / 255.0
+            cache["img"] = b.rgb(i, i + 1, torch.float64, torch.device("cpu"))[0].permute(1, 2, 0).numpy() / 255.0
         return cache["img"]
 
-    ctx = SampleContext(params=params, height=h, width=w, edition=ed.name, severity=severity, _image=image)
+    def levels() -> np.ndarray:
+        if "lv" not in cache:
+            cache["lv"] = b.levels_hwc(i)
+        return cache["lv"]
+
+    ctx = SampleContext(params=params, height=h, width=w, edition=ed.name, severity=severity, _image=image, _levels=levels)
     return spec.sample(source, ctx)
 
 
@@ -82,8 +87,8 @@ def sample_draws(
     spec = get_corruption(corruption)
     s = check_severity(severity)
     b = to_batch(image, "image")
-    if b.x.shape[0] != 1:
-        raise InvalidArgumentError("image", tuple(b.x.shape), "a single image")
+    if b.n != 1:
+        raise InvalidArgumentError("image", tuple(b.raw.shape), "a single image")
     h, w = b.size
     ed = _resolve_edition(spec, edition, h, w)
     if spec.sample is None:
@@ -91,13 +96,13 @@ def sample_draws(
     if source is None:
         k = key_to_int(key) if key is not None else image_key(b.canonical_uint8(0))
         source = FastDraws(derive_generator(_check_seed(seed), k, spec.name, s))
-    return _sample_one(spec, spec.severity_params(ed.name, s), ed, s, b.x[0], source)
+    return _sample_one(spec, spec.severity_params(ed.name, s), ed, s, b, 0, source)
 
 
 def release_jpeg(y_uint8: torch.Tensor, quality: int = RELEASE_JPEG_QUALITY) -> torch.Tensor:
     """Store-and-reload as the published datasets did: JPEG (4:2:0, optimised Huffman) and decode.
 
-    ``y_uint8``: B x C x H x W uint8 (C = 3). Returns the decoded batch (uint8, same device).
+    ``y_uint8``: B x 3 x H x W uint8. Returns the decoded batch (uint8, same device).
     """
     arr = y_uint8.permute(0, 2, 3, 1).cpu().numpy()
     outs = []
@@ -105,14 +110,19 @@ def release_jpeg(y_uint8: torch.Tensor, quality: int = RELEASE_JPEG_QUALITY) -> 
         buf = io.BytesIO()
         Image.fromarray(a).save(buf, format="JPEG", quality=quality, optimize=True)
         buf.seek(0)
-        outs.append(np.asarray(Image.open(buf).convert("RGB")))
+        with Image.open(buf) as im:
+            outs.append(np.asarray(im.convert("RGB")))
     return torch.from_numpy(np.stack(outs)).permute(0, 3, 1, 2).to(y_uint8.device)
 
 
-def _apply(spec: Corruption, b: Batch, params: Any, ed: Edition, s: int, draws: dict[str, torch.Tensor]) -> torch.Tensor:
-    x = b.x.to(spec.dtype)
-    y = spec.apply(x, params, draws, ApplyContext(edition=ed.name, severity=s))
-    return y
+_CHUNK_VALUES = 1 << 20  # values per chunk on the CPU: keeps intermediates cache-resident
+
+
+def _chunk_size(b: Batch) -> int:
+    if b.raw.device.type != "cpu":
+        return b.n
+    h, w = b.size
+    return max(1, _CHUNK_VALUES // (3 * h * w))
 
 
 def corrupt(
@@ -154,7 +164,7 @@ def corrupt(
     s = check_severity(severity)
     seed = _check_seed(seed)
     b = to_batch(images, "images", device)
-    n = int(b.x.shape[0])
+    n = b.n
     h, w = b.size
     ed = _resolve_edition(spec, edition, h, w)
     params = spec.severity_params(ed.name, s)
@@ -162,24 +172,27 @@ def corrupt(
         raise InvalidArgumentError("keys", f"{len(keys)} keys", f"exactly one key per image ({n})")
     if draws is not None and len(draws) != n:
         raise InvalidArgumentError("draws", f"{len(draws)} dicts", f"exactly one dict per image ({n})")
-
-    stacked: dict[str, torch.Tensor] = {}
-    if spec.sample is not None:
-        if draws is None:
-            per_image = []
-            for i in range(n):
-                k = key_to_int(keys[i]) if keys is not None else image_key(b.canonical_uint8(i))
-                src = FastDraws(derive_generator(seed, k, spec.name, s))
-                per_image.append(_sample_one(spec, params, ed, s, b.x[i], src))
-        else:
-            per_image = list(draws)
-        stacked = _stack_draws(per_image, b.x.device)
-
-    y = _apply(spec, b, params, ed, s, stacked)
-    if release:
-        q = torch.floor(y.clamp(0, 255)).to(torch.uint8)
-        y = release_jpeg(q).to(torch.float64)
-    return from_batch(y.to(torch.float64), b, quantize=quantize or release)
+    out = Output(b, quantize=quantize or release)
+    ctx = ApplyContext(edition=ed.name, severity=s)
+    step = _chunk_size(b)
+    for a in range(0, n, step):
+        e = min(n, a + step)
+        stacked: dict[str, torch.Tensor] = {}
+        if spec.sample is not None:
+            if draws is None:
+                per_image = []
+                for i in range(a, e):
+                    k = key_to_int(keys[i]) if keys is not None else image_key(b.canonical_uint8(i))
+                    src = FastDraws(derive_generator(seed, k, spec.name, s))
+                    per_image.append(_sample_one(spec, params, ed, s, b, i, src))
+            else:
+                per_image = list(draws[a:e])
+            stacked = _stack_draws(per_image, b.raw.device)
+        y = spec.apply(b.rgb(a, e, spec.dtype), params, stacked, ctx)
+        if release:
+            y = release_jpeg(y.clamp(0, 255).to(torch.uint8))
+        out.put(a, e, y)
+    return out.result()
 
 
 class Corrupt:

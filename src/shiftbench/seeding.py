@@ -19,6 +19,7 @@ draw order in tests) both implement it.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
@@ -40,6 +41,10 @@ class Draws(Protocol):
     """The random primitives a sampler may use. ``high`` bounds are exclusive."""
 
     def normal(self, size: Any, loc: float = 0.0, scale: float = 1.0) -> np.ndarray: ...
+
+    def standard_normal32(self, size: Any) -> np.ndarray: ...
+
+    def poisson_levels(self, levels: np.ndarray, scale: float) -> np.ndarray: ...
 
     def uniform(self, low: float, high: float, size: Any = None) -> Any: ...
 
@@ -76,6 +81,49 @@ class FastDraws:
     def poisson(self, lam: np.ndarray) -> np.ndarray:
         return self.generator.poisson(lam)
 
+    def standard_normal32(self, size: Any) -> np.ndarray:
+        """Standard normal field in float32 (the reference's noise fields, at half the cost)."""
+        return self.generator.standard_normal(size, dtype=np.float32)
+
+    def poisson_levels(self, levels: np.ndarray, scale: float) -> np.ndarray:
+        """Poisson(scale * level / 255) for uint8 levels, exact, via per-level alias tables."""
+        prob, alias = _poisson_alias_tables(float(scale))
+        k = prob.shape[0] // 256
+        u = self.generator.random(levels.shape) * k
+        j = u.astype(np.intp)
+        idx = levels.astype(np.intp) * k + j
+        keep = (u - j) < np.take(prob, idx)
+        return np.where(keep, j, np.take(alias, idx)).astype(np.float32)
+
+
+@lru_cache(maxsize=64)
+def _poisson_alias_tables(scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Walker/Vose alias tables of Poisson(scale * l / 255), l = 0..255, flattened (256 rows of K).
+
+    Rows are truncated at K = scale + 12 sqrt(scale) + 30, where the tail mass is below 1e-17.
+    """
+    from scipy.stats import poisson
+
+    lam = np.arange(256) / 255.0 * scale
+    k = int(scale + 12 * np.sqrt(scale) + 30)
+    pmf = poisson.pmf(np.arange(k)[None, :], lam[:, None])
+    pmf /= pmf.sum(axis=1, keepdims=True)
+    prob = np.ones((256, k))
+    alias = np.tile(np.arange(k), (256, 1))
+    for row in range(256):
+        p = pmf[row] * k
+        small = [i for i in range(k) if p[i] < 1.0]
+        large = [i for i in range(k) if p[i] >= 1.0]
+        while small and large:
+            s_, l_ = small.pop(), large.pop()
+            prob[row, s_] = p[s_]
+            alias[row, s_] = l_
+            p[l_] = p[l_] + p[s_] - 1.0
+            (small if p[l_] < 1.0 else large).append(l_)
+        for i in large + small:
+            prob[row, i] = 1.0
+    return prob.ravel(), alias.ravel()
+
 
 class LegacyDraws:
     """Draws from NumPy's legacy ``RandomState`` with the reference code's calls.
@@ -103,9 +151,17 @@ class LegacyDraws:
     def poisson(self, lam: np.ndarray) -> np.ndarray:
         return self.state.poisson(lam)
 
+    def standard_normal32(self, size: Any) -> np.ndarray:
+        # the reference draws float64 normals: keep them, the functional casts
+        return self.state.normal(loc=0.0, scale=1.0, size=size)
 
-def _digest_int(data: bytes) -> int:
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+    def poisson_levels(self, levels: np.ndarray, scale: float) -> np.ndarray:
+        # the reference: np.random.poisson(np.array(img) / 255. * c)
+        return self.state.poisson(levels / 255.0 * scale)
+
+
+def _digest_int(data: bytes | memoryview) -> int:
+    return int.from_bytes(hashlib.sha256(data).digest()[:8], "little")
 
 
 def name_key(name: str) -> int:
@@ -114,10 +170,11 @@ def name_key(name: str) -> int:
 
 
 def image_key(pixels: np.ndarray) -> int:
-    """Content key of an image: a digest of its 8-bit pixels (H x W x C uint8)."""
+    """Content key of an image: a digest of its 8-bit pixels (3 x H x W uint8, channels first)."""
     a = np.ascontiguousarray(pixels, dtype=np.uint8)
-    header = f"{a.shape}".encode()
-    return _digest_int(header + a.tobytes())
+    h = hashlib.sha256(f"{a.shape}".encode())
+    h.update(memoryview(a).cast("B"))
+    return int.from_bytes(h.digest()[:8], "little")
 
 
 def key_to_int(key: Any) -> int:

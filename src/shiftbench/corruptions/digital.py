@@ -32,7 +32,7 @@ def saturate(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor]
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
 
 
-@register("contrast", family="digital", group="benchmark", sample=None)
+@register("contrast", family="digital", group="benchmark", sample=None, dtype=torch.float32)
 def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Shrink each channel towards its spatial mean by the factor c."""
     x = x / 255.0
@@ -49,7 +49,7 @@ def _from_uint8_images(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a)).permute(0, 3, 1, 2).to(device=like.device, dtype=like.dtype)
 
 
-@register("pixelate", family="digital", group="benchmark", sample=None, quantized_output=True)
+@register("pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.float32)
 def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Box-downsample to (W*c, H*c) and box-upsample back (Pillow, 8-bit)."""
     imgs = _to_uint8_images(x)
@@ -62,7 +62,7 @@ def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyCo
     return _from_uint8_images(out, x)
 
 
-@register("jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True)
+@register("jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.float32)
 def jpeg_compression(x: torch.Tensor, c: int, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Encode as JPEG at quality c (4:2:0 chroma subsampling) and decode (Pillow/libjpeg)."""
     imgs = _to_uint8_images(x)

@@ -1,0 +1,178 @@
+"""Corruption throughput: shiftbench vs the reference imagenet-c, imagecorruptions and albumentations.
+
+All libraries run in one invocation, on the same real 224 photos, with the same
+number of worker processes (one thread each), over the 15 benchmark corruptions
+x 5 severities. The peers run in the peers environment (tools/reference-env.sh).
+
+    python benchmarks/speed.py                       # full comparison, 2 processes
+    python benchmarks/speed.py --only shiftbench     # just shiftbench
+    python benchmarks/speed.py --device cuda         # shiftbench on a GPU (batched)
+
+Reports per-corruption rates (corrupted images per second of one core) and the
+overall wall-clock rate of the whole 15 x 5 pass, with ratios to the reference,
+and writes JSON to benchmarks/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+
+
+def machine() -> dict[str, object]:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+
+
+def _ours_worker(args: tuple[np.ndarray, list[str], list[int], int, str]) -> dict[str, dict[str, float]]:
+    images, names, sevs, batch, device = args
+    import torch
+
+    torch.set_num_threads(1)
+    import shiftbench
+
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous().to(device)
+    shiftbench.corrupt(x[:2], "contrast", 1)  # warm-up (imports, numba compilation happen below per corruption)
+    out: dict[str, dict[str, float]] = {}
+    for n in names:
+        shiftbench.corrupt(x[:2], n, 5, seed=99)  # warm-up: JIT compilation and caches outside the timed region
+        if device != "cpu":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        cnt = 0
+        for s in sevs:
+            for a in range(0, len(x), batch):
+                shiftbench.corrupt(x[a : a + batch], n, s, seed=0)
+                cnt += len(x[a : a + batch])
+        if device != "cpu":
+            torch.cuda.synchronize()
+        out[n] = {"images": cnt, "seconds": time.perf_counter() - t0}
+    return out
+
+
+def run_ours(images: np.ndarray, names: list[str], sevs: list[int], procs: int, batch: int, device: str) -> dict[str, object]:
+    parts = [images[i::procs] for i in range(procs)] if device == "cpu" else [images]
+    t0 = time.perf_counter()
+    if len(parts) == 1:
+        results = [_ours_worker((parts[0], names, sevs, batch, device))]
+    else:
+        with get_context("spawn").Pool(procs) as pool:
+            results = pool.map(_ours_worker, [(p, names, sevs, batch, device) for p in parts])
+    wall = time.perf_counter() - t0
+    per = {n: {"images": sum(r[n]["images"] for r in results), "cpu_seconds": sum(r[n]["seconds"] for r in results)} for n in names}
+    busy = max(sum(r[n]["seconds"] for n in names) for r in results)
+    return {"library": "shiftbench", "processes": len(parts), "wall_seconds": wall, "busy_seconds": busy, "per_corruption": per}
+
+
+def run_peer(lib: str, images: np.ndarray, names: list[str], sevs: list[int], procs: int) -> dict[str, object]:
+    from tests.oracle.harness import peers_python
+
+    py = peers_python()
+    if py is None:
+        return {"library": lib, "error": "peers environment not available (tools/reference-env.sh)"}
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, outp = Path(tmp) / "in.npz", Path(tmp) / "out.json"
+        np.savez(inp, images=images, names=np.array(names), severities=np.array(sevs))
+        r = subprocess.run([str(py), str(HERE / "_peers_speed.py"), str(inp), str(outp), lib, str(procs)], capture_output=True, text=True)
+        if r.returncode != 0:
+            return {"library": lib, "error": r.stderr[-2000:]}
+        return json.loads(outp.read_text())
+
+
+def rate(entry: dict[str, float]) -> float | None:
+    if "error" in entry or not entry.get("cpu_seconds"):
+        return None
+    return entry["images"] / entry["cpu_seconds"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--images", type=int, default=64, help="photos for shiftbench and albumentations")
+    ap.add_argument("--peer-images", type=int, default=8, help="photos for the (slow) reference and imagecorruptions")
+    ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--only", nargs="*", default=None, help="subset of: shiftbench imagenet_c imagecorruptions albumentations")
+    ap.add_argument("--corruptions", nargs="*", default=None)
+    ap.add_argument("--out", default=None, help="JSON output path")
+    args = ap.parse_args()
+
+    import shiftbench
+    from tests.oracle.harness import load_sample_224
+
+    names = args.corruptions or shiftbench.list_corruptions(group="benchmark")
+    sevs = [1, 2, 3, 4, 5]
+    imgs = load_sample_224(max(args.images, args.peer_images))
+    libs = args.only or ["shiftbench", "imagenet_c", "imagecorruptions", "albumentations"]
+    results = {}
+    for lib in libs:
+        print(f"running {lib} ...", file=sys.stderr, flush=True)
+        if lib == "shiftbench":
+            results[lib] = run_ours(imgs[: args.images], names, sevs, args.processes, args.batch_size, args.device)
+        else:
+            n = args.peer_images if lib != "albumentations" else min(args.images, 32)
+            results[lib] = run_peer(lib, imgs[:n], names, sevs, args.processes)
+
+    ref = results.get("imagenet_c", {}).get("per_corruption", {})
+    header = f"{'corruption':20s}" + "".join(f"{lib:>18s}" for lib in libs) + "   shiftbench/reference"
+    lines = ["per-corruption rate, corrupted 224 images per second of one core", header]
+    for n in names:
+        row = f"{n:20s}"
+        for lib in libs:
+            e = results[lib].get("per_corruption", {}).get(n, {"error": results[lib].get("error", "")})
+            r = rate(e)
+            row += f"{(f'{r:.1f}' if r else 'fails'):>18s}"
+        ro, rr = rate(results.get("shiftbench", {}).get("per_corruption", {}).get(n, {"error": 1})), rate(ref.get(n, {"error": 1}))
+        row += f"   {ro / rr:8.1f}x" if ro and rr else "        -"
+        lines.append(row)
+    lines.append("")
+    lines.append(f"whole 15 x 5 pass with {args.processes} processes (wall clock):")
+    for lib in libs:
+        res = results[lib]
+        if "error" in res:
+            lines.append(f"  {lib:18s} error: {res['error'][:200]}")
+            continue
+        per = res["per_corruption"]
+        ok = [v for v in per.values() if "error" not in v]
+        total = sum(v["images"] for v in ok)
+        wall = res.get("busy_seconds", res["wall_seconds"])
+        note = "" if len(ok) == len(per) else f" ({len(per) - len(ok)} corruptions fail)"
+        lines.append(f"  {lib:18s} {total / wall:9.1f} corrupted images/s{note}")
+        res["overall_rate"] = total / wall
+    if "shiftbench" in results and "imagenet_c" in results and "overall_rate" in results["imagenet_c"]:
+        lines.append(f"  shiftbench / reference: {results['shiftbench']['overall_rate'] / results['imagenet_c']['overall_rate']:.1f}x")
+    text = "\n".join(lines)
+    print(text)
+    meta = {"machine": machine(), "device": args.device, "args": vars(args), "shiftbench": shiftbench.__version__}
+    import torch
+
+    meta["torch"] = torch.__version__
+    out = Path(args.out) if args.out else HERE / "results" / f"speed--{platform.node() or 'machine'}--{args.device}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"metadata": meta, "results": results, "table": text}, indent=1))
+    print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
