@@ -13,12 +13,15 @@ import torch
 from PIL import Image
 
 from .._registry import ApplyContext, register
+from ._hsv_cpu import hsv_edit_cpu
 from ._ops import hsv_to_rgb, rgb_to_hsv
 
 
 @register("brightness", family="weather", group="benchmark", sample=None)
 def brightness(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Add c to the HSV value channel (scikit-image HSV, float64)."""
+    if x.device.type == "cpu" and x.dtype == torch.float64:
+        return hsv_edit_cpu(x, 0, c)
     hsv = rgb_to_hsv(x / 255.0)
     hsv = torch.stack([hsv[:, 0], hsv[:, 1], torch.clamp(hsv[:, 2] + c, 0, 1)], dim=1)
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
@@ -27,6 +30,8 @@ def brightness(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Apply
 @register("saturate", family="digital", group="extra", sample=None)
 def saturate(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Scale and shift the HSV saturation channel: S * c0 + c1."""
+    if x.device.type == "cpu" and x.dtype == torch.float64:
+        return hsv_edit_cpu(x, 1, c[0], c[1])
     hsv = rgb_to_hsv(x / 255.0)
     hsv = torch.stack([hsv[:, 0], torch.clamp(hsv[:, 1] * c[0] + c[1], 0, 1), hsv[:, 2]], dim=1)
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
