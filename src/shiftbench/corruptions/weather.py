@@ -1,3 +1,337 @@
-"""weather corruptions of ImageNet-C."""
+"""Weather corruptions: snow, frost, fog (benchmark) and spatter (extra).
+
+(brightness, also a weather corruption in the papers' taxonomy, lives in
+``digital.py`` next to saturate.)
+
+Each corruption computes in the precision the reference uses so that the final
+8-bit truncation lands on the same level: fog in float64 on ``x / 255``, frost
+in float64 in the 0..255 domain, snow and spatter in float32 on ``x / 255``
+(with their random layers in float64 until the reference casts them).
+
+* fog: the diamond-square plasma map is built by the sampler (NumPy, cheap;
+  :func:`plasma_fractal`) and only blended in ``apply``.
+* frost: the texture files ship as package data (``assets/frost``); the sampler
+  draws the file index and the crop corner, ``apply`` gathers the crops.
+* snow: the snow layer is zoomed (:func:`~._geometry.clipped_zoom`), thresholded,
+  stored as 8 bits, motion-blurred (:func:`~._geometry.motion_blur`) and added
+  twice (once rotated by 180 degrees) to a brightened image.
+* spatter: "water" severities draw an outline texture with OpenCV's integer
+  routines (Canny, distance transform, histogram equalisation), computed per
+  image on the CPU; "mud" severities are pure tensor code.
+"""
 
 from __future__ import annotations
+
+import math
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+
+from .._registry import ApplyContext, SampleContext, register
+from ..editions import get_edition
+from ._geometry import clipped_zoom, motion_blur
+from ._ops import as_tensor_matrix, gaussian_filter2d, gaussian_matrix
+
+__all__ = [
+    "plasma_fractal",
+    "fog_mapsize",
+    "FROST_FILES",
+    "FROST_SELECTABLE",
+    "frost_texture",
+    "rgb_to_gray_f32",
+    "snow",
+    "frost",
+    "fog",
+    "spatter",
+]
+
+
+# --------------------------------------------------------------------------- fog
+
+
+def plasma_fractal(draws: Any, mapsize: int, wibbledecay: float) -> np.ndarray:
+    """Diamond-square height map on a torus, scaled to [0, 1] (float64, mapsize x mapsize).
+
+    Draw order per octave (``n = mapsize / step`` cells per side): one ``(n, n)``
+    uniform array for the square centres, then one for the diamond points on the
+    rows ``0::step`` and one for the diamond points on the rows ``step/2::step``.
+    Each noise value is ``wibble * U(-wibble, wibble)``; wibble starts at 100 and
+    is divided by ``wibbledecay`` after every octave.
+
+    Args:
+        draws: a :class:`~shiftbench.seeding.Draws` source.
+        mapsize: side of the map, a power of two.
+        wibbledecay: per-octave decay of the noise amplitude.
+
+    Returns:
+        The normalised map (minimum 0, maximum 1).
+
+    Raises:
+        ValueError: if ``mapsize`` is not a power of two >= 2.
+    """
+    n_side = int(mapsize)
+    if n_side < 2 or n_side & (n_side - 1):
+        raise ValueError(f"mapsize={mapsize!r} must be a power of two >= 2")
+    grid = np.empty((n_side, n_side), dtype=np.float64)
+    grid[0, 0] = 0.0
+    step = n_side
+    wibble = 100.0
+    cat = np.concatenate
+    while step >= 2:
+        half = step // 2
+        cells = n_side // step
+        # square centres: mean of the four lattice corners around each cell (torus neighbours)
+        corners = np.ascontiguousarray(grid[0:n_side:step, 0:n_side:step])
+        acc = corners + cat((corners[1:], corners[:1]), axis=0)
+        acc = acc + cat((acc[:, 1:], acc[:, :1]), axis=1)
+        centres = acc / 4 + wibble * draws.uniform(-wibble, wibble, (cells, cells))
+        grid[half:n_side:step, half:n_side:step] = centres
+        # diamond points: mean of the two neighbouring centres and the two neighbouring corners
+        acc = (centres + cat((centres[-1:], centres[:-1]), axis=0)) + (corners + cat((corners[:, 1:], corners[:, :1]), axis=1))
+        grid[0:n_side:step, half:n_side:step] = acc / 4 + wibble * draws.uniform(-wibble, wibble, (cells, cells))
+        acc = (centres + cat((centres[:, -1:], centres[:, :-1]), axis=1)) + (corners + cat((corners[1:], corners[:1]), axis=0))
+        grid[half:n_side:step, 0:n_side:step] = acc / 4 + wibble * draws.uniform(-wibble, wibble, (cells, cells))
+        step //= 2
+        wibble /= wibbledecay
+    grid -= grid.min()
+    return grid / grid.max()
+
+
+def fog_mapsize(edition: str, height: int, width: int) -> int:
+    """Side of the plasma map for an image: the edition's map size, or the next power of two >= max(H, W)."""
+    need = max(int(height), int(width))
+    return max(get_edition(edition).fog_mapsize, 1 << (need - 1).bit_length())
+
+
+def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
+    size = fog_mapsize(ctx.edition, ctx.height, ctx.width)
+    pmap = plasma_fractal(draws, size, float(ctx.params[1]))
+    return {"plasma": np.ascontiguousarray(pmap[: ctx.height, : ctx.width])}
+
+
+@register("fog", family="weather", group="benchmark", sample=_sample_fog)
+def fog(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """Add a gray plasma-fractal haze of strength c0 and renormalise by the image maximum."""
+    x = x / 255.0
+    peak = torch.amax(x, dim=(1, 2, 3), keepdim=True)
+    x += (c[0] * d["plasma"].to(x.dtype))[:, None]
+    x *= peak
+    x /= peak + c[0]
+    return x.clamp_(0, 1).mul_(255)
+
+
+# ------------------------------------------------------------------------- frost
+
+FROST_FILES: tuple[str, ...] = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg", "frost6.jpg")
+"""The six texture files shipped in ``shiftbench/assets/frost``."""
+
+FROST_SELECTABLE = 5
+"""How many of :data:`FROST_FILES` the sampler can pick (index ``integers(5)``: frost6 is never used)."""
+
+_FROST_MARGIN = 1.1
+
+
+@lru_cache(maxsize=None)
+def _frost_native(index: int) -> np.ndarray:
+    """Texture ``index`` as decoded by OpenCV (BGR, alpha dropped), converted to RGB; read-only."""
+    data = resources.files("shiftbench").joinpath("assets", "frost", FROST_FILES[index]).read_bytes()
+    bgr = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
+    if bgr is None:  # pragma: no cover - corrupted installation
+        raise RuntimeError(f"could not decode frost texture {FROST_FILES[index]}")
+    rgb = np.ascontiguousarray(bgr[..., ::-1])
+    rgb.setflags(write=False)
+    return rgb
+
+
+@lru_cache(maxsize=None)
+def _frost_edition(index: int, scale: float | None) -> np.ndarray:
+    """Texture ``index`` resized by the edition's factor (``cv2.resize`` bilinear, fx = fy = scale)."""
+    tex = _frost_native(index)
+    if scale is None:
+        return tex
+    # resizing the BGR original and reversing the channels equals resizing the RGB copy
+    out = cv2.resize(np.ascontiguousarray(tex), (0, 0), fx=scale, fy=scale, interpolation=cv2.INTER_LINEAR)
+    out.setflags(write=False)
+    return out
+
+
+@lru_cache(maxsize=64)
+def _frost_fitted(index: int, scale: float | None, height: int, width: int) -> np.ndarray:
+    tex = _frost_edition(index, scale)
+    th, tw = tex.shape[:2]
+    if th > height and tw > width:
+        return tex
+    # too small for this image: enlarge (bilinear) so that both sides exceed the image by 10 %
+    f = _FROST_MARGIN * max(height / th, width / tw)
+    size = (int(math.ceil(tw * f)), int(math.ceil(th * f)))
+    out = cv2.resize(np.ascontiguousarray(tex), size, interpolation=cv2.INTER_LINEAR)
+    out.setflags(write=False)
+    return out
+
+
+def frost_texture(index: int, edition: str = "224", height: int | None = None, width: int | None = None) -> np.ndarray:
+    """The RGB uint8 frost texture that ``frost`` crops from (read-only array).
+
+    Args:
+        index: 0..5 into :data:`FROST_FILES` (the sampler only draws 0..4).
+        edition: the edition; "64" and "32" shrink the textures by 0.3 and 0.2.
+        height, width: the image size; a texture that is not larger than the image
+            in both directions is enlarged to 1.1 times the size needed.
+    """
+    scale = get_edition(edition).frost_scale
+    if height is None or width is None:
+        return _frost_edition(int(index), scale)
+    return _frost_fitted(int(index), scale, int(height), int(width))
+
+
+_FROST_TENSORS: dict[tuple[int, str, torch.device], torch.Tensor] = {}
+
+
+def _frost_tensor(tex: np.ndarray, device: torch.device) -> torch.Tensor:
+    key = (id(tex), str(device), device)
+    t = _FROST_TENSORS.get(key)
+    if t is None:
+        if len(_FROST_TENSORS) > 64:
+            _FROST_TENSORS.clear()
+        t = torch.from_numpy(np.array(tex)).permute(2, 0, 1).contiguous().to(device)
+        _FROST_TENSORS[key] = t
+    return t
+
+
+def _sample_frost(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
+    index = int(draws.integers(FROST_SELECTABLE))
+    tex = frost_texture(index, ctx.edition, ctx.height, ctx.width)
+    top = int(draws.integers(0, tex.shape[0] - ctx.height))
+    left = int(draws.integers(0, tex.shape[1] - ctx.width))
+    return {"index": np.int64(index), "top": np.int64(top), "left": np.int64(left)}
+
+
+@register("frost", family="weather", group="benchmark", sample=_sample_frost)
+def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """Blend a random crop of a frost texture: clip(c0 * x + c1 * frost, 0, 255) in the 0..255 domain."""
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    idx = d["index"].cpu().tolist()
+    tops = d["top"].cpu().tolist()
+    lefts = d["left"].cpu().tolist()
+    layer = torch.empty_like(x)
+    for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
+        tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device)
+        layer[n].copy_(tex[:, t : t + h, l : l + w])
+    layer *= c[1]
+    layer += x * c[0]
+    return layer.clamp_(0, 255)
+
+
+# -------------------------------------------------------------------------- snow
+
+# OpenCV's RGB -> gray weights for float images, as float32
+_GRAY_R, _GRAY_G, _GRAY_B = (float(np.float32(v)) for v in (0.299, 0.587, 0.114))
+
+
+def rgb_to_gray_f32(x: torch.Tensor) -> torch.Tensor:
+    """``cv2.cvtColor(img, COLOR_RGB2GRAY)`` of float32 images: B x 3 x H x W -> B x H x W (float32).
+
+    OpenCV's vector path evaluates ``fma(B, 0.114f, fma(R, 0.299f, G * 0.587f))``
+    in float32; each fused multiply-add is emulated exactly by forming the
+    product and the sum in float64 and rounding once to float32.
+    """
+    r, g, b = (x[:, k].to(torch.float64) for k in range(3))
+    t = (g * _GRAY_G).to(torch.float32).to(torch.float64)
+    t = (r * _GRAY_R + t).to(torch.float32).to(torch.float64)
+    return (b * _GRAY_B + t).to(torch.float32)
+
+
+def _sample_snow(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
+    c = ctx.params
+    layer = draws.normal(size=(ctx.height, ctx.width), loc=c[0], scale=c[1])
+    angle = draws.uniform(-135, -45)
+    return {"layer": np.asarray(layer, dtype=np.float64), "angle": np.float64(angle)}
+
+
+@register("snow", family="weather", group="benchmark", sample=_sample_snow, dtype=torch.float32)
+def snow(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """Zoomed, thresholded, motion-blurred snow flakes over a brightened, washed-out image."""
+    x = x.to(torch.float32) / 255.0
+    layer = clipped_zoom(d["layer"].to(torch.float64), float(c[2]))
+    layer = torch.where(layer < c[3], torch.zeros_like(layer), layer)
+    # the layer is stored as an 8-bit gray image (truncation) before the motion blur
+    layer8 = torch.floor(torch.clamp(layer, 0, 1) * 255)
+    flakes = motion_blur(layer8[:, None], float(c[4]), float(c[5]), d["angle"].to(torch.float64))
+    flakes = flakes.to(torch.float64) / 255.0
+    bright = rgb_to_gray_f32(x)[:, None].mul_(1.5).add_(0.5)
+    bright = torch.maximum(x, bright).mul_(1 - c[6])
+    x = x * c[6]
+    x += bright
+    out = x.to(torch.float64)
+    out += flakes
+    out += torch.flip(flakes, dims=(-2, -1))
+    return out.clamp_(0, 1).mul_(255)
+
+
+# ----------------------------------------------------------------------- spatter
+
+_EMBOSS = np.array([[-2, -1, 0], [-1, 1, 1], [0, 1, 2]], dtype=np.float32)
+_WATER = tuple(float(np.float32(v / 255.0)) for v in (175, 238, 238))  # pale turquoise (RGB)
+_MUD = tuple(float(np.float32(v / 255.0)) for v in (63, 42, 20))  # brown (RGB)
+
+
+def _water_texture(level: np.ndarray) -> np.ndarray:
+    """OpenCV outline texture of one 8-bit liquid layer (H x W uint8 -> H x W float32)."""
+    edges = cv2.Canny(level, 50, 150)
+    dist = cv2.distanceTransform(255 - edges, cv2.DIST_L2, 5)
+    _, dist = cv2.threshold(dist, 20, 20, cv2.THRESH_TRUNC)
+    dist = cv2.blur(dist, (3, 3)).astype(np.uint8)
+    dist = cv2.equalizeHist(dist)
+    dist = cv2.filter2D(dist, cv2.CV_8U, _EMBOSS)
+    return cv2.blur(dist, (3, 3)).astype(np.float32)
+
+
+def _gaussian_f32(m: torch.Tensor, sigma: float) -> torch.Tensor:
+    """SciPy ``gaussian_filter`` (mode 'nearest', truncate 4) of float32 data with float32 output.
+
+    SciPy filters one axis at a time in float64 and stores each pass in the
+    float32 output, so each pass is rounded to float32 here as well.
+    """
+    h, w = int(m.shape[-2]), int(m.shape[-1])
+    mh = as_tensor_matrix(gaussian_matrix(h, sigma, "nearest", 4.0), m.device, torch.float64)
+    mw = as_tensor_matrix(gaussian_matrix(w, sigma, "nearest", 4.0), m.device, torch.float64)
+    t = torch.matmul(mh, m.to(torch.float64)).to(torch.float32)
+    return torch.matmul(t.to(torch.float64), mw.transpose(0, 1)).to(torch.float32)
+
+
+def _sample_spatter(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
+    c = ctx.params
+    layer = draws.normal(size=(ctx.height, ctx.width), loc=c[0], scale=c[1])
+    return {"layer": np.asarray(layer, dtype=np.float64)}
+
+
+@register("spatter", family="weather", group="extra", sample=_sample_spatter, dtype=torch.float32)
+def spatter(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """Water drops (severities 1-3 of the reference tables) or mud splashes (4-5) over the image."""
+    x = x.to(torch.float32) / 255.0
+    layer = gaussian_filter2d(d["layer"].to(torch.float64), float(c[2]), mode="nearest", truncate=4.0)
+    layer = torch.where(layer < c[3], torch.zeros_like(layer), layer)
+    if int(c[5]) == 0:
+        # 8-bit layer: truncation, wrapping modulo 256 like a C cast of values above 255
+        level = torch.remainder(torch.floor(layer * 255), 256).to(torch.uint8)
+        level_np = level.cpu().numpy()
+        tex = np.stack([_water_texture(a) for a in level_np])
+        m = level.to(torch.float32) * torch.from_numpy(tex).to(x.device)
+        peak = torch.amax(m, dim=(1, 2), keepdim=True)
+        # an empty liquid layer has no outline: add no water (the reference divides by zero)
+        m = torch.where(peak > 0, m / torch.where(peak > 0, peak, torch.ones_like(peak)), torch.zeros_like(m))
+        m = m * float(np.float32(c[4]))
+        color = torch.tensor(_WATER, dtype=torch.float32, device=x.device).view(1, 3, 1, 1)
+        x += m[:, None] * color
+        return x.clamp_(0, 1).mul_(255)
+    mask = (layer > c[3]).to(torch.float32)
+    mask = _gaussian_f32(mask, float(c[4]))
+    mask = torch.where(mask < 0.8, torch.zeros_like(mask), mask)[:, None]
+    color = torch.tensor(_MUD, dtype=torch.float32, device=x.device).view(1, 3, 1, 1) * mask
+    x *= 1 - mask
+    x += color
+    return x.clamp_(0, 1).mul_(255)

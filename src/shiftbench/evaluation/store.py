@@ -1,0 +1,708 @@
+"""The results store: an embedded SQLite database of runs and per-image predictions.
+
+Layout (schema version 1)::
+
+    meta(key, value)                          schema_version, created_by
+    models(id, name, identity, checksum, details)       UNIQUE(identity, checksum)
+    sources(id, kind, identity, location, classes, details)   UNIQUE(identity)
+    label_spaces(id, digest, mode, classes)              UNIQUE(digest)
+    evaluations(id, model_id, source_id, benchmark, edition, seed, release,
+                label_space_id, created)                 UNIQUE(all but id, created)
+    runs(id, evaluation_id, source_id, corruption, severity, n_expected, status,
+         versions, error, created, updated, finished)  UNIQUE(evaluation_id, corruption, severity)
+    predictions(run_id, image, label, top1, top2, top3, top4, top5)  PRIMARY KEY(run_id, image)
+    skipped(run_id, image, reason)                      PRIMARY KEY(run_id, image)
+
+An *evaluation* is one model on one dataset with fixed settings (benchmark,
+edition, seed, release mode, label space); its *runs* are the conditions
+(``clean``/severity 0, or a corruption and severity 1..5). Labels and
+predictions are indices into the evaluation's label space. Each batch of
+predictions is written in one transaction, and ``(run, image)`` is a primary
+key, so a run interrupted at any point (Ctrl-C, ``kill -9``) resumes without
+lost or duplicated rows. A run is marked ``complete`` only when every expected
+image has a prediction or a recorded skip.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidArgumentError, MissingDependencyError, UnknownNameError
+from .errors import StoreError, StoreSchemaError
+from .metrics import Baseline
+
+__all__ = ["SCHEMA_VERSION", "ResultsStore", "EvaluationInfo", "RunInfo", "DEFAULT_STORE", "EXPORT_TABLES"]
+
+SCHEMA_VERSION = 1
+DEFAULT_STORE = Path("shiftbench-workspace") / "results.sqlite"
+EXPORT_TABLES = ("runs", "predictions")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS models(
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    identity TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    details TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL,
+    UNIQUE(identity, checksum)
+);
+CREATE TABLE IF NOT EXISTS sources(
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    identity TEXT NOT NULL UNIQUE,
+    location TEXT NOT NULL,
+    classes TEXT NOT NULL,
+    details TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS label_spaces(
+    id INTEGER PRIMARY KEY,
+    digest TEXT NOT NULL UNIQUE,
+    mode TEXT NOT NULL,
+    classes TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS evaluations(
+    id INTEGER PRIMARY KEY,
+    model_id INTEGER NOT NULL REFERENCES models(id),
+    source_id INTEGER NOT NULL REFERENCES sources(id),
+    benchmark TEXT NOT NULL,
+    edition TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    release INTEGER NOT NULL,
+    label_space_id INTEGER NOT NULL REFERENCES label_spaces(id),
+    created REAL NOT NULL,
+    UNIQUE(model_id, source_id, benchmark, edition, seed, release, label_space_id)
+);
+CREATE TABLE IF NOT EXISTS runs(
+    id INTEGER PRIMARY KEY,
+    evaluation_id INTEGER NOT NULL REFERENCES evaluations(id),
+    source_id INTEGER NOT NULL REFERENCES sources(id),
+    corruption TEXT NOT NULL,
+    severity INTEGER NOT NULL,
+    n_expected INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK(status IN ('running', 'complete', 'failed')),
+    versions TEXT NOT NULL,
+    error TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    finished REAL,
+    UNIQUE(evaluation_id, corruption, severity)
+);
+CREATE TABLE IF NOT EXISTS predictions(
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    image TEXT NOT NULL,
+    label INTEGER NOT NULL,
+    top1 INTEGER NOT NULL,
+    top2 INTEGER, top3 INTEGER, top4 INTEGER, top5 INTEGER,
+    PRIMARY KEY(run_id, image)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS skipped(
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    image TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY(run_id, image)
+) WITHOUT ROWID;
+"""
+
+CLEAN_NAME = "clean"
+
+
+@dataclass(frozen=True)
+class EvaluationInfo:
+    """One stored evaluation (a model on a dataset with fixed settings)."""
+
+    id: int
+    model: str
+    model_checksum: str
+    source_kind: str
+    source: str
+    n_classes: int
+    label_space: str
+    benchmark: str
+    edition: str
+    seed: int
+    release: bool
+    created: float
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One stored run (one condition of an evaluation) with its counts."""
+
+    id: int
+    evaluation_id: int
+    corruption: str
+    severity: int
+    status: str
+    n_expected: int
+    n_predicted: int
+    n_wrong: int
+    n_skipped: int
+    error: str | None
+
+    @property
+    def top1_error(self) -> float | None:
+        """Top-1 error over the predicted images (None if none)."""
+        return self.n_wrong / self.n_predicted if self.n_predicted else None
+
+
+class ResultsStore:
+    """An SQLite results store (see the module docstring).
+
+    Args:
+        path: the database file; created with its folder unless ``create`` is False.
+        create: create a missing store (False: a missing file is an error).
+
+    Raises:
+        StoreError: the file is not a shiftbench store, or cannot be opened.
+        StoreSchemaError: the store was written by a newer schema.
+
+    Example:
+        >>> with ResultsStore("shiftbench-workspace/results.sqlite") as store:  # doctest: +SKIP
+        ...     for ev in store.evaluations():
+        ...         print(ev.model, store.runs(ev.id))
+    """
+
+    def __init__(self, path: str | Path = DEFAULT_STORE, *, create: bool = True) -> None:
+        self.path = Path(path)
+        if self.path.exists() and self.path.is_dir():
+            raise InvalidArgumentError("store", str(self.path), "a database file path, not a folder")
+        if not self.path.exists():
+            if not create:
+                raise StoreError(f"--store {str(self.path)!r} does not exist (no results have been stored there yet)")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._check_and_create()
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as e:
+            if hasattr(self, "_db"):
+                self._db.close()
+            raise StoreError(f"--store {str(self.path)!r} is not a usable SQLite results store: {e}") from e
+
+    def _check_and_create(self) -> None:
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "meta" in tables:
+            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                raise StoreError(f"--store {str(self.path)!r} has no schema version: not a shiftbench results store")
+            try:
+                found = int(row[0])
+            except ValueError as e:
+                raise StoreError(f"--store {str(self.path)!r} has a malformed schema version {row[0]!r}") from e
+            if found > SCHEMA_VERSION:
+                raise StoreSchemaError(str(self.path), found, SCHEMA_VERSION)
+            if found < 1:
+                raise StoreError(f"--store {str(self.path)!r} has an unknown schema version {found}")
+            return
+        if tables:
+            raise StoreError(
+                f"--store {str(self.path)!r} is an SQLite database with other tables "
+                f"({', '.join(sorted(tables)[:5])}): not a shiftbench results store; pass another --store"
+            )
+        self._db.executescript(
+            "BEGIN IMMEDIATE;"
+            + _SCHEMA
+            + f"INSERT OR IGNORE INTO meta VALUES('schema_version', '{SCHEMA_VERSION}');"
+            + "INSERT OR IGNORE INTO meta VALUES('created_by', 'shiftbench');"
+            + "COMMIT;"
+        )
+
+    # -- plumbing -----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self._db.close()
+
+    def __enter__(self) -> ResultsStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: everything inside is stored, or nothing (also after ``kill -9``)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    def _get_or_insert(self, select: str, sargs: tuple[Any, ...], insert: str, iargs: tuple[Any, ...]) -> int:
+        row = self._db.execute(select, sargs).fetchone()
+        if row is not None:
+            return int(row[0])
+        with self.transaction():
+            row = self._db.execute(select, sargs).fetchone()
+            if row is not None:
+                return int(row[0])
+            cur = self._db.execute(insert, iargs)
+            return int(cur.lastrowid or 0)
+
+    # -- registration ---------------------------------------------------------------
+
+    def register_model(self, name: str, identity: str, checksum: str, details: dict[str, Any]) -> int:
+        """Id of the model (inserted on first use)."""
+        return self._get_or_insert(
+            "SELECT id FROM models WHERE identity=? AND checksum=?",
+            (identity, checksum),
+            "INSERT INTO models(name, identity, checksum, details, created) VALUES(?,?,?,?,?)",
+            (name, identity, checksum, json.dumps(details, sort_keys=True, default=str), time.time()),
+        )
+
+    def register_source(
+        self, kind: str, identity: str, location: str, classes: Sequence[str], details: dict[str, Any]
+    ) -> int:
+        """Id of the data source (inserted on first use)."""
+        return self._get_or_insert(
+            "SELECT id FROM sources WHERE identity=?",
+            (identity,),
+            "INSERT INTO sources(kind, identity, location, classes, details) VALUES(?,?,?,?,?)",
+            (kind, identity, location, json.dumps(list(classes)), json.dumps(details, sort_keys=True, default=str)),
+        )
+
+    def register_label_space(self, digest: str, mode: str, classes: Sequence[str]) -> int:
+        """Id of the label space (inserted on first use)."""
+        return self._get_or_insert(
+            "SELECT id FROM label_spaces WHERE digest=?",
+            (digest,),
+            "INSERT INTO label_spaces(digest, mode, classes) VALUES(?,?,?)",
+            (digest, mode, json.dumps(list(classes))),
+        )
+
+    def register_evaluation(
+        self,
+        model_id: int,
+        source_id: int,
+        benchmark: str,
+        edition: str,
+        seed: int,
+        release: bool,
+        label_space_id: int,
+    ) -> int:
+        """Id of the evaluation with these settings (inserted on first use).
+
+        ``source_id`` is the data the corrupted images come from; the clean run
+        may use other data (its own ``source_id`` is stored with the run).
+        """
+        key = (model_id, source_id, benchmark, edition, seed, int(release), label_space_id)
+        return self._get_or_insert(
+            "SELECT id FROM evaluations WHERE model_id=? AND source_id=? AND benchmark=? "
+            "AND edition=? AND seed=? AND release=? AND label_space_id=?",
+            key,
+            "INSERT INTO evaluations(model_id, source_id, benchmark, edition, seed, release, "
+            "label_space_id, created) VALUES(?,?,?,?,?,?,?,?)",
+            (*key, time.time()),
+        )
+
+    def register_run(
+        self,
+        evaluation_id: int,
+        source_id: int,
+        corruption: str,
+        severity: int,
+        n_expected: int,
+        versions: dict[str, str],
+    ) -> int:
+        """Id of the run for this condition (inserted on first use).
+
+        Raises:
+            StoreError: a stored run of this condition used other data, or expects a
+                different number of images (the data changed since it was started).
+        """
+        row = self._db.execute(
+            "SELECT id, n_expected, source_id FROM runs WHERE evaluation_id=? AND corruption=? AND severity=?",
+            (evaluation_id, corruption, severity),
+        ).fetchone()
+        if row is not None:
+            if int(row[2]) != source_id:
+                loc = self._db.execute("SELECT location FROM sources WHERE id=?", (row[2],)).fetchone()
+                raise StoreError(
+                    f"stored run {row[0]} ({corruption}, severity {severity}) was evaluated on other data "
+                    f"({loc[0] if loc else 'unknown'}). Rerun with --rerun to replace it, or pass another --store."
+                )
+            if int(row[1]) != n_expected:
+                raise StoreError(
+                    f"stored run {row[0]} ({corruption}, severity {severity}) expects {row[1]} images but the data now "
+                    f"has {n_expected}: the data changed since it was started. Rerun with --rerun to start it over, "
+                    "or pass another --store."
+                )
+            return int(row[0])
+        now = time.time()
+        return self._get_or_insert(
+            "SELECT id FROM runs WHERE evaluation_id=? AND corruption=? AND severity=?",
+            (evaluation_id, corruption, severity),
+            "INSERT INTO runs(evaluation_id, source_id, corruption, severity, n_expected, status, versions, created, "
+            "updated) VALUES(?,?,?,?,?,'running',?,?,?)",
+            (
+                evaluation_id,
+                source_id,
+                corruption,
+                severity,
+                n_expected,
+                json.dumps(versions, sort_keys=True),
+                now,
+                now,
+            ),
+        )
+
+    def delete_runs(self, run_ids: Sequence[int]) -> None:
+        """Delete runs with their predictions and skips (for ``--rerun``)."""
+        with self.transaction():
+            for rid in run_ids:
+                self._db.execute("DELETE FROM predictions WHERE run_id=?", (rid,))
+                self._db.execute("DELETE FROM skipped WHERE run_id=?", (rid,))
+                self._db.execute("DELETE FROM runs WHERE id=?", (rid,))
+
+    # -- writing ---------------------------------------------------------------------
+
+    def done_keys(self, run_id: int) -> set[str]:
+        """Image ids already predicted or skipped in a run."""
+        keys = {r[0] for r in self._db.execute("SELECT image FROM predictions WHERE run_id=?", (run_id,))}
+        keys.update(r[0] for r in self._db.execute("SELECT image FROM skipped WHERE run_id=?", (run_id,)))
+        return keys
+
+    def write_batch(
+        self,
+        run_id: int,
+        keys: Sequence[str],
+        labels: Sequence[int],
+        topk: Sequence[Sequence[int]],
+        skipped: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Store one batch of predictions (and skipped images) in one transaction.
+
+        Rows already present are left as they are (a resumed run never duplicates).
+        """
+        rows = []
+        for key, label, top in zip(keys, labels, topk, strict=True):
+            t = [int(v) for v in top][:5]
+            t += [None] * (5 - len(t))  # type: ignore[list-item]
+            rows.append((run_id, key, int(label), *t))
+        with self.transaction():
+            self._db.executemany("INSERT OR IGNORE INTO predictions VALUES(?,?,?,?,?,?,?,?)", rows)
+            self._db.executemany(
+                "INSERT OR IGNORE INTO skipped VALUES(?,?,?)", [(run_id, k, r[:500]) for k, r in skipped]
+            )
+            self._db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), run_id))
+
+    def finish_run(self, run_id: int) -> bool:
+        """Mark a run complete if every expected image is predicted or skipped; returns whether it is."""
+        with self.transaction():
+            row = self._db.execute(
+                "SELECT n_expected, (SELECT COUNT(*) FROM predictions WHERE run_id=runs.id), "
+                "(SELECT COUNT(*) FROM skipped WHERE run_id=runs.id) FROM runs WHERE id=?",
+                (run_id,),
+            ).fetchone()
+            if row is None:
+                return False
+            done = int(row[1]) + int(row[2]) >= int(row[0]) and int(row[1]) > 0
+            if done:
+                self._db.execute(
+                    "UPDATE runs SET status='complete', error=NULL, finished=?, updated=? WHERE id=?",
+                    (time.time(), time.time(), run_id),
+                )
+            return done
+
+    def fail_runs(self, run_ids: Sequence[int], message: str) -> None:
+        """Mark unfinished runs as failed with a message (their rows stay, for a later resume)."""
+        with self.transaction():
+            for rid in run_ids:
+                self._db.execute(
+                    "UPDATE runs SET status='failed', error=?, updated=? WHERE id=? AND status!='complete'",
+                    (message[:2000], time.time(), rid),
+                )
+
+    def mark_running(self, run_ids: Sequence[int]) -> None:
+        """Mark unfinished runs as running again (on resume)."""
+        with self.transaction():
+            for rid in run_ids:
+                self._db.execute(
+                    "UPDATE runs SET status='running', updated=? WHERE id=? AND status!='complete'", (time.time(), rid)
+                )
+
+    # -- reading ---------------------------------------------------------------------
+
+    def evaluations(self, model: str | None = None) -> list[EvaluationInfo]:
+        """Stored evaluations, oldest first (``model``: keep names containing this text)."""
+        rows = self._db.execute(
+            "SELECT e.id, m.name, m.checksum, s.kind, s.location, l.classes, l.mode, e.benchmark, e.edition, e.seed, "
+            "e.release, e.created FROM evaluations e JOIN models m ON m.id=e.model_id "
+            "JOIN sources s ON s.id=e.source_id JOIN label_spaces l ON l.id=e.label_space_id ORDER BY e.id"
+        ).fetchall()
+        out = [
+            EvaluationInfo(
+                int(r[0]),
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                len(json.loads(r[5])),
+                r[6],
+                r[7],
+                r[8],
+                int(r[9]),
+                bool(r[10]),
+                float(r[11]),
+            )
+            for r in rows
+        ]
+        if model is not None:
+            out = [e for e in out if model.lower() in e.model.lower()]
+        return out
+
+    def evaluation(self, evaluation_id: int) -> EvaluationInfo:
+        """One stored evaluation.
+
+        Raises:
+            InvalidArgumentError: no evaluation has this id.
+        """
+        for e in self.evaluations():
+            if e.id == evaluation_id:
+                return e
+        raise InvalidArgumentError(
+            "evaluation", evaluation_id, "the id of a stored evaluation (see `shiftbench results --runs`)"
+        )
+
+    def runs(self, evaluation_id: int) -> list[RunInfo]:
+        """Runs of an evaluation with their counts, clean first, then by corruption and severity."""
+        rows = self._db.execute(
+            "SELECT r.id, r.evaluation_id, r.corruption, r.severity, r.status, r.n_expected, "
+            "(SELECT COUNT(*) FROM predictions p WHERE p.run_id=r.id), "
+            "(SELECT COUNT(*) FROM predictions p WHERE p.run_id=r.id AND p.top1!=p.label), "
+            "(SELECT COUNT(*) FROM skipped k WHERE k.run_id=r.id), r.error "
+            "FROM runs r WHERE r.evaluation_id=? ORDER BY r.severity!=0, r.id",
+            (evaluation_id,),
+        ).fetchall()
+        return [
+            RunInfo(int(r[0]), int(r[1]), r[2], int(r[3]), r[4], int(r[5]), int(r[6]), int(r[7]), int(r[8]), r[9])
+            for r in rows
+        ]
+
+    def label_space_classes(self, evaluation_id: int) -> list[str]:
+        """Class ids of an evaluation's label space."""
+        row = self._db.execute(
+            "SELECT l.classes FROM evaluations e JOIN label_spaces l ON l.id=e.label_space_id WHERE e.id=?",
+            (evaluation_id,),
+        ).fetchone()
+        return [] if row is None else list(json.loads(row[0]))
+
+    def error_table(self, evaluation_id: int) -> tuple[float | None, dict[str, dict[int, float]], list[RunInfo]]:
+        """Clean error and per-severity errors of an evaluation, from its complete runs.
+
+        Returns:
+            ``(clean_error or None, {corruption: {severity: error}}, incomplete runs)``.
+        """
+        clean: float | None = None
+        table: dict[str, dict[int, float]] = {}
+        incomplete: list[RunInfo] = []
+        for r in self.runs(evaluation_id):
+            if r.status != "complete" or r.top1_error is None:
+                incomplete.append(r)
+                continue
+            if r.corruption == CLEAN_NAME:
+                clean = r.top1_error
+            else:
+                table.setdefault(r.corruption, {})[r.severity] = r.top1_error
+        return clean, table, incomplete
+
+    def model_details(self, evaluation_id: int) -> dict[str, Any]:
+        """Model name, identity, checksum and details of an evaluation."""
+        row = self._db.execute(
+            "SELECT m.name, m.identity, m.checksum, m.details FROM evaluations e JOIN models m ON m.id=e.model_id "
+            "WHERE e.id=?",
+            (evaluation_id,),
+        ).fetchone()
+        if row is None:
+            return {}
+        return {"name": row[0], "identity": row[1], "checksum": row[2], **json.loads(row[3])}
+
+    def baseline(self, spec: str, *, edition: str | None = None, source_kind: str | None = None) -> Baseline:
+        """A stored model's errors as a CE baseline.
+
+        Args:
+            spec: ``"eval:<id>"`` / ``"#<id>"`` for one evaluation, or a model name
+                (its evaluations with complete runs are considered).
+            edition: keep only evaluations of this edition.
+            source_kind: prefer evaluations on this kind of data.
+
+        Raises:
+            UnknownNameError: no stored model has this name.
+            InvalidArgumentError: several evaluations match (pass ``eval:<id>``), or
+                the match has no complete corrupted runs.
+        """
+        evs = self.evaluations()
+        s = spec.strip()
+        if s.startswith(("eval:", "#")):
+            try:
+                eid = int(s.split(":", 1)[1] if s.startswith("eval:") else s[1:])
+            except ValueError as e:
+                raise InvalidArgumentError("baseline", spec, "'eval:<id>' with a numeric id") from e
+            cands = [e for e in evs if e.id == eid]
+            if not cands:
+                raise InvalidArgumentError(
+                    "baseline", spec, "the id of a stored evaluation (see `shiftbench results --runs`)"
+                )
+        else:
+            names = sorted({e.model for e in evs})
+            cands = [e for e in evs if e.model == s]
+            if not cands:
+                from .._validate import suggest
+
+                raise UnknownNameError("baseline", spec, ["alexnet", *names], suggest(s, names))
+            if edition is not None:
+                cands = [e for e in cands if e.edition == edition] or cands
+            if source_kind is not None and len(cands) > 1:
+                cands = [e for e in cands if e.source_kind == source_kind] or cands
+            complete = [e for e in cands if any(r.status == "complete" and r.severity > 0 for r in self.runs(e.id))]
+            cands = complete or cands
+            if len(cands) > 1:
+                raise InvalidArgumentError(
+                    "baseline",
+                    spec,
+                    "a model with one stored evaluation, or one evaluation id",
+                    f"{s!r} has evaluations {', '.join('eval:' + str(e.id) for e in cands)}; pass one of them.",
+                )
+        ev = cands[0]
+        clean, table, _ = self.error_table(ev.id)
+        if not table:
+            raise InvalidArgumentError("baseline", spec, "a stored evaluation with complete corrupted runs")
+        n = max((r.n_predicted for r in self.runs(ev.id)), default=0)
+        return Baseline(
+            name=ev.model,
+            errors=table,
+            clean_error=clean,
+            source=(
+                f"results store {self.path}, evaluation {ev.id} ({ev.source_kind} {ev.source}, edition {ev.edition})"
+            ),
+            edition=ev.edition,
+            n_images=n or None,
+        )
+
+    # -- export ----------------------------------------------------------------------
+
+    def rows(self, table: str = "runs", evaluation_id: int | None = None) -> list[dict[str, Any]]:
+        """Flat records for export.
+
+        Args:
+            table: ``"runs"`` (one record per run: model, checksum, data, corruption,
+                severity, seed, edition, release, versions, counts, error) or
+                ``"predictions"`` (one record per image: the run's keys plus image,
+                label and top-5 predictions as class indices and class ids).
+            evaluation_id: only this evaluation.
+        """
+        if table not in EXPORT_TABLES:
+            raise InvalidArgumentError("table", table, f"one of {', '.join(EXPORT_TABLES)}")
+        where = "" if evaluation_id is None else "WHERE e.id=?"
+        args: tuple[Any, ...] = () if evaluation_id is None else (evaluation_id,)
+        base = (
+            "SELECT r.id, e.id, m.name, m.checksum, s.kind, s.location, e.benchmark, e.edition, e.seed, e.release, "
+            "r.corruption, r.severity, r.status, r.n_expected, r.versions, r.error, l.classes "
+            "FROM runs r JOIN evaluations e ON e.id=r.evaluation_id JOIN models m ON m.id=e.model_id "
+            f"JOIN sources s ON s.id=r.source_id JOIN label_spaces l ON l.id=e.label_space_id {where} ORDER BY r.id"
+        )
+        out: list[dict[str, Any]] = []
+        for r in self._db.execute(base, args).fetchall():
+            meta = {
+                "run": int(r[0]),
+                "evaluation": int(r[1]),
+                "model": r[2],
+                "model_checksum": r[3],
+                "data_kind": r[4],
+                "data": r[5],
+                "benchmark": r[6],
+                "edition": r[7],
+                "seed": None if int(r[8]) < 0 else int(r[8]),
+                "release": bool(r[9]),
+                "corruption": r[10],
+                "severity": int(r[11]),
+            }
+            if table == "runs":
+                info = next(x for x in self.runs(int(r[1])) if x.id == int(r[0]))
+                out.append(
+                    {
+                        **meta,
+                        "status": r[12],
+                        "n_expected": int(r[13]),
+                        "n_predicted": info.n_predicted,
+                        "n_skipped": info.n_skipped,
+                        "top1_error": info.top1_error,
+                        "versions": r[14],
+                        "error": r[15],
+                    }
+                )
+                continue
+            classes = json.loads(r[16])
+            for p in self._db.execute(
+                "SELECT image, label, top1, top2, top3, top4, top5 FROM predictions WHERE run_id=? ORDER BY image",
+                (r[0],),
+            ):
+                top = [v for v in p[2:] if v is not None]
+                out.append(
+                    {
+                        **meta,
+                        "image": p[0],
+                        "label": int(p[1]),
+                        "label_class": classes[int(p[1])] if 0 <= int(p[1]) < len(classes) else None,
+                        "top1": int(p[2]),
+                        "top5": " ".join(str(int(v)) for v in top),
+                        "top5_classes": " ".join(classes[int(v)] for v in top if 0 <= int(v) < len(classes)),
+                        "correct": int(p[2]) == int(p[1]),
+                    }
+                )
+        return out
+
+    def export(
+        self, path: str | Path, *, table: str = "runs", fmt: str | None = None, evaluation_id: int | None = None
+    ) -> int:
+        """Write :meth:`rows` to a CSV or JSON file (format from ``fmt`` or the suffix); returns the row count."""
+        p = Path(path)
+        fmt = (fmt or p.suffix.lstrip(".")).lower()
+        if fmt not in ("csv", "json"):
+            raise InvalidArgumentError("format", fmt or str(path), "'csv' or 'json' (or a file ending in .csv/.json)")
+        records = self.rows(table, evaluation_id)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "json":
+            p.write_text(json.dumps(records, indent=1, default=str) + "\n", encoding="utf-8")
+        else:
+            p.write_text(records_to_csv(records), encoding="utf-8")
+        return len(records)
+
+    def to_pandas(self, table: str = "runs", evaluation_id: int | None = None) -> Any:
+        """:meth:`rows` as a pandas DataFrame.
+
+        Raises:
+            MissingDependencyError: pandas is not installed.
+        """
+        try:
+            import pandas as pd
+        except ImportError as e:
+            raise MissingDependencyError("pandas", "Exporting results to pandas", "pandas") from e
+        return pd.DataFrame.from_records(self.rows(table, evaluation_id))
+
+
+def records_to_csv(records: Sequence[dict[str, Any]]) -> str:
+    """Records (dicts with the same keys) as CSV text with a header row."""
+    buf = io.StringIO()
+    if records:
+        w = csv.DictWriter(buf, fieldnames=list(records[0]), lineterminator="\n")
+        w.writeheader()
+        for rec in records:
+            w.writerow(rec)
+    return buf.getvalue()

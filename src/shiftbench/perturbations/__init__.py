@@ -1,0 +1,103 @@
+"""ImageNet-P: perturbation sequences and prediction-stability metrics.
+
+Quick start::
+
+    from shiftbench import perturbations as P
+    P.list_perturbations("test")                     # the 10 of mFR / mT5D
+    frames = P.perturb(photos, "rotate", seed=0)     # B x 31 x 3 x 224 x 224 uint8
+"""
+
+from __future__ import annotations
+
+from ._errors import CorruptVideoError, InvalidDifficultyError, UnknownPerturbationError, VideoShapeError
+from ._source import PreparedImages, prepare
+from ._spec import (
+    P_EDITIONS,
+    TEST_PERTURBATIONS,
+    VALIDATION_PERTURBATIONS,
+    Perturbation,
+    check_difficulty,
+    get_perturbation,
+    list_perturbations,
+)
+from .evaluate import (
+    PEvaluation,
+    PSummary,
+    SequenceScores,
+    evaluate_released,
+    evaluate_sequences,
+    score_top5,
+    summarize_p,
+)
+from .metrics import (
+    PBaseline,
+    alexnet_p_baseline,
+    comparison_pairs,
+    flip_probability,
+    flip_rate,
+    flips_per_video,
+    mean_flip_rate,
+    mean_top5_distance,
+    ranks_from_logits,
+    top5_distance,
+    top5_distance_bruteforce,
+    top5_distance_ratio,
+    top5_from_logits,
+    unnormalized_top5_distance,
+)
+from .sequences import perturb, perturb_chunks
+from .video import (
+    ImageNetPVideos,
+    open_imagenet_p,
+    read_cifar_p,
+    read_video,
+    save_cifar_p,
+    save_imagenet_p,
+    write_video,
+)
+
+__all__ = [
+    "Perturbation",
+    "get_perturbation",
+    "list_perturbations",
+    "check_difficulty",
+    "TEST_PERTURBATIONS",
+    "VALIDATION_PERTURBATIONS",
+    "P_EDITIONS",
+    "PreparedImages",
+    "prepare",
+    "perturb",
+    "perturb_chunks",
+    "evaluate_sequences",
+    "evaluate_released",
+    "score_top5",
+    "summarize_p",
+    "PEvaluation",
+    "PSummary",
+    "SequenceScores",
+    "ranks_from_logits",
+    "top5_from_logits",
+    "comparison_pairs",
+    "flips_per_video",
+    "flip_probability",
+    "top5_distance",
+    "top5_distance_bruteforce",
+    "unnormalized_top5_distance",
+    "PBaseline",
+    "alexnet_p_baseline",
+    "flip_rate",
+    "top5_distance_ratio",
+    "mean_flip_rate",
+    "mean_top5_distance",
+    "write_video",
+    "read_video",
+    "save_imagenet_p",
+    "open_imagenet_p",
+    "ImageNetPVideos",
+    "save_cifar_p",
+    "read_cifar_p",
+    "UnknownPerturbationError",
+    "InvalidDifficultyError",
+    "VideoShapeError",
+    "CorruptVideoError",
+]

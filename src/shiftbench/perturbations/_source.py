@@ -1,0 +1,261 @@
+"""Turn user images into the canvases the ImageNet-P generators work on.
+
+Each edition of the reference generator starts from a *source* photo and
+derives two images from it:
+
+======  =============================================  =====================================
+name    base (canvas of the geometric perturbations)   crop (the edition-size clean frame)
+======  =============================================  =====================================
+224     shorter side resized to 256 (PIL bilinear)     CenterCrop(224) of the base
+299     the source itself                              central 87.5 % crop, squashed to 299
+64      shorter side resized to 64 (PIL bilinear)      CenterCrop(64) of the base
+32      the image (other sizes squashed to 32 x 32)    the same image
+======  =============================================  =====================================
+
+With ``preprocessed=True`` the inputs are taken as edition-size crops with no
+surrounding context (source = base = crop): geometric perturbations then fill
+black wherever the crop has no pixels, whereas the reference shows the rest
+of the resized photo there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from ..errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
+from ..seeding import image_key, key_to_int
+from ..sources import load_image_rgb
+from ._spec import resolve_p_edition
+
+__all__ = ["PreparedImages", "prepare", "center_window", "resized_crop_window"]
+
+_SIZES = {"224": 224, "299": 299, "64": 64, "32": 32}
+_BASE_SHORT = {"224": 256, "64": 64}
+
+
+def _resize_short_size(height: int, width: int, size: int) -> tuple[int, int]:
+    """Output ``(height, width)`` of torchvision ``Resize(size)``: shorter side ``size``, longer ``int(size * long / short)``."""
+    if (width <= height and width == size) or (height <= width and height == size):
+        return height, width
+    if width < height:
+        return int(size * height / width), size
+    return size, int(size * width / height)
+
+
+def _resize_short(img: Image.Image, size: int) -> Image.Image:
+    """torchvision ``Resize(size)`` of a PIL image (PIL bilinear)."""
+    w, h = img.size
+    rh, rw = _resize_short_size(h, w, size)
+    if (rh, rw) == (h, w):
+        return img
+    return img.resize((rw, rh), Image.BILINEAR)
+
+
+def center_window(height: int, width: int, th: int, tw: int) -> tuple[int, int, int, int]:
+    """``(top, left, th, tw)`` of torchvision's CenterCrop (offsets ``int(round(d / 2))``, half to even)."""
+    return int(round((height - th) / 2.0)), int(round((width - tw) / 2.0)), th, tw
+
+
+def resized_crop_window(height: int, width: int) -> tuple[int, int, int, int]:
+    """The central 87.5 % window of the 299 edition: ``int(0.875 h) x int(0.875 w)``, centred."""
+    return center_window(height, width, int(height * 0.875), int(width * 0.875))
+
+
+def _crop(a: np.ndarray, window: tuple[int, int, int, int]) -> np.ndarray:
+    top, left, th, tw = window
+    return np.ascontiguousarray(a[top : top + th, left : left + tw])
+
+
+@dataclass
+class PreparedImages:
+    """Images ready for sequence generation in one edition.
+
+    Attributes:
+        edition: ``"224"``, ``"299"``, ``"64"`` or ``"32"``.
+        size: side of the frames.
+        sources: per image, the source photo (H x W x 3 uint8).
+        bases: per image, the canvas of the geometric perturbations (H x W x 3 uint8).
+        crops: N x 3 x S x S uint8 tensor (CPU): the clean frames.
+        keys: per image, the 64-bit key of its draws (pixel digest of the crop unless given).
+        preprocessed: whether the inputs were taken as crops without context.
+    """
+
+    edition: str
+    size: int
+    sources: list[np.ndarray]
+    bases: list[np.ndarray]
+    crops: torch.Tensor
+    keys: list[int]
+    preprocessed: bool = False
+    _tensors: dict[tuple[str, int, str], torch.Tensor] = field(default_factory=dict, repr=False)
+
+    def __len__(self) -> int:
+        return int(self.crops.shape[0])
+
+    def subset(self, start: int, end: int) -> PreparedImages:
+        """Images ``start..end-1`` (shares the arrays)."""
+        return PreparedImages(
+            self.edition,
+            self.size,
+            self.sources[start:end],
+            self.bases[start:end],
+            self.crops[start:end],
+            self.keys[start:end],
+            self.preprocessed,
+        )
+
+    def canvas(self, which: str, i: int, device: torch.device) -> torch.Tensor:
+        """Image ``i``'s ``"source"``, ``"base"`` or ``"crop"`` as 3 x H x W float64 levels on ``device``."""
+        key = (which, i, str(device))
+        t = self._tensors.get(key)
+        if t is None:
+            if which == "crop":
+                t = self.crops[i].to(device=device, dtype=torch.float64)
+            else:
+                arr = self.sources[i] if which == "source" else self.bases[i]
+                t = torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1))).to(device=device, dtype=torch.float64)
+            if len(self._tensors) > 64:
+                self._tensors.clear()
+            self._tensors[key] = t
+        return t
+
+
+def _hwc_from_array(a: np.ndarray, argument: str) -> np.ndarray:
+    if a.ndim == 2:
+        a = a[..., None]
+    if a.ndim != 3 or a.shape[-1] not in (1, 3, 4):
+        raise ImageShapeError(argument, tuple(a.shape), "H x W, H x W x 1, H x W x 3 or H x W x 4")
+    if a.dtype == np.uint8:
+        out = a
+    elif np.issubdtype(a.dtype, np.floating):
+        if a.size and (float(np.nanmin(a)) < -1e-6 or float(np.nanmax(a)) > 1 + 1e-6 or np.isnan(a).any()):
+            raise ImageRangeError(argument, "values outside [0, 1]", "float images with values in [0, 1]")
+        out = np.clip(np.round(a.astype(np.float64) * 255.0), 0, 255).astype(np.uint8)
+    else:
+        raise ImageTypeError(argument, str(a.dtype), "uint8 or float (in [0, 1]) arrays")
+    c = out.shape[-1]
+    if c == 1:
+        out = np.repeat(out, 3, axis=-1)
+    elif c == 4:
+        out = out[..., :3]
+    return np.ascontiguousarray(out)
+
+
+def _to_hwc_list(images: Any, argument: str) -> list[np.ndarray]:
+    if isinstance(images, Image.Image):
+        return [np.asarray(images.convert("RGB"))]
+    if isinstance(images, (str, Path)):
+        return [np.asarray(load_image_rgb(Path(images)))]
+    if isinstance(images, torch.Tensor):
+        t = images.detach().cpu()
+        if t.ndim == 3:
+            t = t.unsqueeze(0)
+        if t.ndim != 4:
+            raise ImageShapeError(argument, tuple(images.shape), "C x H x W or B x C x H x W (C = 1, 3 or 4)")
+        return [_hwc_from_array(x.permute(1, 2, 0).numpy(), argument) for x in t]
+    if isinstance(images, np.ndarray):
+        if images.ndim == 4:
+            return [_hwc_from_array(x, argument) for x in images]
+        return [_hwc_from_array(images, argument)]
+    if isinstance(images, Sequence) and not isinstance(images, (bytes, bytearray)):
+        out: list[np.ndarray] = []
+        for k, item in enumerate(images):
+            if isinstance(item, (np.ndarray, torch.Tensor)) and item.ndim == 4:
+                raise ImageShapeError(f"{argument}[{k}]", tuple(item.shape), "one image per list entry")
+            out.extend(_to_hwc_list(item, f"{argument}[{k}]"))
+        return out
+    raise ImageTypeError(
+        argument, type(images).__name__, "a PIL image, a path, a NumPy array, a torch tensor, or a list of them"
+    )
+
+
+def prepare(
+    images: Any,
+    edition: str | int | None = None,
+    *,
+    preprocessed: bool = False,
+    keys: Sequence[Any] | None = None,
+) -> PreparedImages:
+    """Load images and derive each edition's base canvas and clean crop (see the module docstring).
+
+    Args:
+        images: one or several source photos: PIL images, paths, H x W x C
+            arrays (uint8, or float in [0, 1]), C x H x W tensors, a B x H x W x C
+            array, a B x C x H x W tensor, or a list of these; or a
+            :class:`PreparedImages` (returned unchanged when it matches).
+        edition: ``"224"`` (ImageNet-P, the default), ``"299"``, ``"64"``
+            (Tiny-ImageNet-P) or ``"32"`` (CIFAR-P); aliases such as ``"tiny"``
+            and ``"cifar"`` work. ``None`` keeps a :class:`PreparedImages`' own edition.
+        preprocessed: the inputs are already edition-size crops (no context).
+        keys: one key (int, str or bytes) per image for the random draws;
+            default: a digest of the crop's pixels.
+
+    Returns:
+        The prepared images.
+
+    Raises:
+        ImageTypeError, ImageShapeError, ImageRangeError: unusable images.
+        InvalidArgumentError: a key count that does not match, or preprocessed
+            images of the wrong size.
+    """
+    if isinstance(images, PreparedImages):
+        if keys is not None:
+            raise InvalidArgumentError("keys", "keys for PreparedImages", "keys passed to prepare() with the raw images")
+        if edition is None:
+            return images
+        ed = resolve_p_edition(edition)
+        if images.edition != ed:
+            raise InvalidArgumentError("images", f"images prepared for edition {images.edition}", f"edition {ed}")
+        return images
+    ed = resolve_p_edition("224" if edition is None else edition)
+    size = _SIZES[ed]
+    arrays = _to_hwc_list(images, "images")
+    if not arrays:
+        raise InvalidArgumentError("images", "no images", "at least one image")
+    sources: list[np.ndarray] = []
+    bases: list[np.ndarray] = []
+    crops: list[np.ndarray] = []
+    for k, a in enumerate(arrays):
+        h, w = a.shape[:2]
+        if min(h, w) < 1:
+            raise ImageShapeError(f"images[{k}]", tuple(a.shape), "a non-empty image")
+        if preprocessed:
+            if (h, w) != (size, size):
+                raise ImageShapeError(
+                    f"images[{k}]", (h, w), f"{size} x {size} crops with preprocessed=True (edition {ed})"
+                )
+            sources.append(a)
+            bases.append(a)
+            crops.append(a)
+            continue
+        img = Image.fromarray(a)
+        if ed in _BASE_SHORT:
+            base = np.asarray(_resize_short(img, _BASE_SHORT[ed]))
+            crop = _crop(base, center_window(base.shape[0], base.shape[1], size, size))
+            if crop.shape[:2] != (size, size):
+                raise ImageShapeError(f"images[{k}]", (h, w), f"an image whose resized base covers {size} x {size}")
+        elif ed == "299":
+            base = a
+            crop = np.asarray(Image.fromarray(_crop(a, resized_crop_window(h, w))).resize((size, size), Image.BILINEAR))
+        else:
+            base = a if (h, w) == (size, size) else np.asarray(img.resize((size, size), Image.BILINEAR))
+            crop = base
+        sources.append(a)
+        bases.append(np.ascontiguousarray(base))
+        crops.append(np.ascontiguousarray(crop))
+    crop_t = torch.from_numpy(np.stack(crops)).permute(0, 3, 1, 2).contiguous()
+    if keys is not None:
+        if isinstance(keys, (str, bytes)) or len(keys) != len(arrays):
+            got = "a single key" if isinstance(keys, (str, bytes)) else f"{len(keys)} keys"
+            raise InvalidArgumentError("keys", got, f"exactly one key per image ({len(arrays)})")
+        key_ints = [key_to_int(k) for k in keys]
+    else:
+        key_ints = [image_key(c.numpy()) for c in crop_t]
+    return PreparedImages(ed, size, sources, bases, crop_t, key_ints, preprocessed)
