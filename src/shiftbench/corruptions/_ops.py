@@ -80,18 +80,19 @@ def gaussian_matrix(n: int, sigma: float, mode: str = "nearest", truncate: float
     return _gaussian_matrix_np(int(n), float(sigma), str(mode), float(truncate))
 
 
-_TENSOR_CACHE: dict[tuple[int, str, torch.dtype], torch.Tensor] = {}
+_TENSOR_CACHE: dict[tuple[int, str, torch.dtype], tuple[np.ndarray, torch.Tensor]] = {}
 
 
 def as_tensor_matrix(m: np.ndarray, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """Cached device copy of a (cached, immutable) NumPy operator matrix."""
     key = (id(m), str(device), dtype)
-    t = _TENSOR_CACHE.get(key)
-    if t is None:
-        if len(_TENSOR_CACHE) > 512:
-            _TENSOR_CACHE.clear()
-        t = torch.from_numpy(m).to(device=device, dtype=dtype)
-        _TENSOR_CACHE[key] = t
+    hit = _TENSOR_CACHE.get(key)
+    if hit is not None and hit[0] is m:  # holding m keeps its id from being reused while cached
+        return hit[1]
+    if len(_TENSOR_CACHE) > 512:
+        _TENSOR_CACHE.clear()
+    t = torch.from_numpy(m).to(device=device, dtype=dtype)
+    _TENSOR_CACHE[key] = (m, t)
     return t
 
 
