@@ -169,7 +169,39 @@ def _print_notes(console: Console, notes: list[str]) -> None:
         console.print(f"• {n}", highlight=False, soft_wrap=False)
 
 
+# Benchmarks evaluated by other subpackages. Each handler takes the options of
+# ``shiftbench evaluate`` as keyword arguments (the same ``kw`` as
+# ``_evaluate_command``) and prints or writes its own report; it is imported only
+# when asked for, so a benchmark's optional dependencies never slow the CLI.
+OTHER_BENCHMARKS: dict[str, str] = {
+    "imagenet-p": "shiftbench.perturbations.cli:evaluate_command",
+    "imagenet-noc": "shiftbench.overlap.cli:evaluate_command",
+    "imagenet-d": "shiftbench.domains.cli:evaluate_command",
+}
+
+
+def _other_benchmark_handler(name: str) -> Any:
+    import importlib
+
+    module, _, attr = OTHER_BENCHMARKS[name].partition(":")
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name is not None and e.name.startswith("shiftbench"):
+            raise click.ClickException(f"--benchmark {name!r} is not available in this build of shiftbench") from e
+        raise
+    return getattr(mod, attr)
+
+
 def _evaluate_command(**kw: Any) -> None:
+    if kw.get("benchmark") in OTHER_BENCHMARKS:
+        _other_benchmark_handler(kw["benchmark"])(**kw)
+        return
+    for opt in ("perturbations", "difficulties"):
+        if kw.pop(opt, None) is not None:
+            raise click.BadParameter(
+                f"--{opt} applies to --benchmark imagenet-p, not {kw.get('benchmark')!r}", param_hint=f"--{opt}"
+            )
     fmt = kw.pop("results_format")
     results_file = kw.pop("results_file")
     show_progress = kw.pop("progress")
@@ -360,7 +392,13 @@ def register(cli: click.Group) -> None:
         default=None,
         help="Released dataset: ImageNet-C / Tiny-ImageNet-C tree or CIFAR-10-C/100-C folder.",
     )
-    @click.option("--benchmark", type=click.Choice(sorted(BENCHMARKS)), default="imagenet-c", show_default=True)
+    @click.option(
+        "--benchmark",
+        type=click.Choice(sorted([*BENCHMARKS, *OTHER_BENCHMARKS])),
+        default="imagenet-c",
+        show_default=True,
+        help="imagenet-c (corruptions), imagenet-p (perturbation sequences), imagenet-noc, imagenet-d.",
+    )
     @click.option("--edition", default=None, help="224 (default), 299, 64 (Tiny), 32 (CIFAR); released data: detected.")
     @click.option(
         "--corruptions",
@@ -368,6 +406,16 @@ def register(cli: click.Group) -> None:
         help="Comma-separated names, wildcards or groups (benchmark, extra, noise, blur...). Default: all.",
     )
     @click.option("--severities", default="1-5", show_default=True, help="e.g. 1-5 or 1,3,5.")
+    @click.option(
+        "--perturbations",
+        default=None,
+        help="imagenet-p: comma-separated perturbation names, wildcards or groups (test, validation). Default: test.",
+    )
+    @click.option(
+        "--difficulties",
+        default=None,
+        help="imagenet-p: difficulties, e.g. 1-3 or 1 (default: all the perturbation has).",
+    )
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the on-the-fly corruptions.")
     @click.option(
         "--release/--no-release",
