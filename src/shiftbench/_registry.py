@@ -36,8 +36,12 @@ __all__ = [
     "GROUPS",
 ]
 
-FAMILIES = ("noise", "blur", "weather", "digital")
-GROUPS = ("benchmark", "extra")
+FAMILIES = ("noise", "blur", "weather", "digital", "occlusion", "geometric", "color")
+GROUPS = ("benchmark", "extra", "candidate")
+# Groups left out of list_corruptions() unless asked for by group (group="candidate" or the
+# pattern "candidate"): the overlap study's candidate corruptions (shiftbench.overlap), which
+# draw one value from a continuous range per image instead of following the ImageNet-C tables.
+OPT_IN_GROUPS = ("candidate",)
 
 
 @dataclass
@@ -121,8 +125,13 @@ def register(
     needs_image: bool = False,
     quantized_output: bool = False,
     description: str = "",
+    params: Mapping[str, tuple[Any, ...]] | None = None,
 ) -> Callable[[ApplyFn], ApplyFn]:
-    """Decorator registering ``apply`` under ``name``; parameters come from package data."""
+    """Decorator registering ``apply`` under ``name``.
+
+    Parameters come from package data (``imagenet_c_params.json``) unless ``params``
+    gives the per-edition table of 5 severity entries directly.
+    """
     from ._params import imagenet_c_params
 
     if family not in FAMILIES:
@@ -133,7 +142,7 @@ def register(
     def deco(fn: ApplyFn) -> ApplyFn:
         if name in _REGISTRY:
             raise ValueError(f"corruption {name!r} is already registered")
-        table = imagenet_c_params(name)
+        table = dict(params) if params is not None else imagenet_c_params(name)
         _REGISTRY[name] = Corruption(
             name=name,
             family=family,
@@ -164,6 +173,7 @@ def _paper_order(name: str) -> int:
 
 def _ensure_loaded() -> None:
     from . import corruptions  # noqa: F401  (registers everything)
+    from .overlap import candidates  # noqa: F401  (the overlap study's candidate corruptions)
 
 
 def get_corruption(name: str) -> Corruption:
@@ -189,9 +199,13 @@ def list_corruptions(
 
     Args:
         pattern: fnmatch wildcard(s) such as ``"*blur*"``; ``None`` means all.
-            The words ``"benchmark"``, ``"extra"``, ``"all"`` and the family names
-            ``"noise"``, ``"blur"``, ``"weather"``, ``"digital"`` select groups.
-        group: keep only ``"benchmark"`` (the 15) or ``"extra"`` (the 4).
+            The words ``"benchmark"``, ``"extra"``, ``"candidate"``, ``"all"`` and the family
+            names ``"noise"``, ``"blur"``, ``"weather"``, ``"digital"``... select groups.
+        group: keep only ``"benchmark"`` (the 15), ``"extra"`` (the 4) or ``"candidate"``
+            (the overlap study's candidates, see :mod:`shiftbench.overlap`).
+
+    The ``"candidate"`` group is opt-in: it is listed only with ``group="candidate"`` or
+    the pattern ``"candidate"``, so that the default listing stays the 19 ImageNet-C ones.
         family: keep only one family.
         edition: keep only corruptions defined for this edition.
     """
@@ -201,6 +215,9 @@ def list_corruptions(
     if family is not None and family not in FAMILIES:
         raise InvalidArgumentError("family", family, f"one of {FAMILIES} or None")
     items = sorted(_REGISTRY.values(), key=lambda c: c.order)
+    raw = [pattern] if isinstance(pattern, str) else list(pattern or [])
+    wanted_opt_in = {g for g in OPT_IN_GROUPS if g == group or g in [str(p).strip().lower() for p in raw]}
+    items = [c for c in items if c.group not in OPT_IN_GROUPS or c.group in wanted_opt_in]
     patterns = [pattern] if isinstance(pattern, str) else list(pattern or ["*"])
     selected: list[str] = []
     for pat in patterns:
