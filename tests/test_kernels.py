@@ -9,6 +9,8 @@ import torch
 from shiftbench.corruptions._hsv_cpu import hsv_edit_cpu
 from shiftbench.corruptions._ops import hsv_to_rgb, rgb_to_hsv
 
+import shiftbench
+
 from .conftest import photos
 
 
@@ -29,3 +31,27 @@ def test_fused_hsv_equals_tensor_path(mode: int, a: float, b: float) -> None:
     synth = torch.from_numpy(rng.integers(0, 4, (2, 3, 64, 64)).astype(np.float64) * 85.0)
     for x in (real, synth):
         assert torch.equal(hsv_edit_cpu(x, mode, a, b), _tensor_path(x, mode, a, b))
+
+
+# Each edition's pixelate factors at its size, and odd, non-square sizes: the device
+# path of pixelate (Pillow's BOX resampling as integer tensor ops) equals Pillow.
+@pytest.mark.parametrize(
+    ("edition", "height", "width"),
+    [("224", 224, 224), ("299", 299, 299), ("64", 64, 64), ("32", 32, 32), ("224", 37, 101), ("64", 224, 180)],
+)
+def test_tensor_box_resize_equals_pillow(edition: str, height: int, width: int) -> None:
+    from PIL import Image
+
+    from shiftbench.corruptions.digital import pillow_box_resize
+
+    rng = np.random.default_rng(height * 1000 + width)
+    for c in [*shiftbench.get_corruption("pixelate").params[edition], 1.7]:  # 1.7: an enlargement
+        a = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        size = (max(1, int(width * c)), max(1, int(height * c)))
+        small_ref = Image.fromarray(a).resize(size, Image.BOX)
+        back_ref = np.asarray(small_ref.resize((width, height), Image.BOX))
+        x = torch.from_numpy(a).permute(2, 0, 1)[None]
+        small = pillow_box_resize(x, size[1], size[0])
+        back = pillow_box_resize(small, height, width)
+        assert np.array_equal(small[0].permute(1, 2, 0).numpy(), np.asarray(small_ref)), c
+        assert np.array_equal(back[0].permute(1, 2, 0).numpy(), back_ref), c

@@ -49,12 +49,20 @@ class Batch:
         return int(self.raw.shape[-2]), int(self.raw.shape[-1])
 
     def rgb(self, a: int, b: int, dtype: torch.dtype, device: torch.device | None = None) -> torch.Tensor:
-        """Images a..b-1 as float ``dtype`` b x 3 x H x W in 0..255."""
+        """Images a..b-1 as ``dtype`` b x 3 x H x W in 0..255.
+
+        ``torch.uint8`` asks for 8-bit levels (float inputs rounded), for the
+        corruptions that work on 8-bit images as the reference does (Pillow).
+        """
         r = self.raw[a:b]
         if device is not None:
             r = r.to(device)
         c = int(r.shape[1])
         r = r[:, :1].expand(-1, 3, -1, -1) if c in (1, 2) else r[:, :3]
+        if dtype == torch.uint8:
+            if self.float_input:
+                return torch.round(r.to(torch.float32) * 255.0).clamp_(0, 255).to(torch.uint8)
+            return r
         if self.float_input:
             return r.to(dtype) * 255.0
         return r.to(dtype)
@@ -217,11 +225,14 @@ class Output:
         b = self.b
         y = y.to(self.buf.device)
         if self.to_uint8:
-            y = y.clamp(0, 255).to(torch.uint8)  # truncation, as np.uint8 on non-negative values
+            if y.dtype != torch.uint8:
+                y = y.clamp(0, 255).to(torch.uint8)  # truncation, as np.uint8 on non-negative values
             if b.channels in (1, 2):
                 y = luma(y, integer=True)
             if self.buf.dtype != torch.uint8:  # quantised float output
                 y = y.to(self.buf.dtype) / 255.0
+        elif y.dtype == torch.uint8:
+            y = y.to(self.buf.dtype) / 255.0
         else:
             y = (y.clamp(0, 255) / 255.0).to(self.buf.dtype)
             if b.channels in (1, 2):

@@ -7,6 +7,8 @@ saturate because both are the same HSV edit. (elastic_transform: see ``elastic.p
 from __future__ import annotations
 
 import io
+import math
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -45,36 +47,109 @@ def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyCo
     return torch.clamp((x - means) * c + means, 0, 1) * 255
 
 
-def _to_uint8_images(x: torch.Tensor) -> np.ndarray:
-    """B x 3 x H x W (0..255) -> B x H x W x 3 uint8 (the reference works on 8-bit PIL images)."""
-    return torch.round(x).clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).cpu().numpy()
+def _hwc_images(x: torch.Tensor) -> np.ndarray:
+    """B x 3 x H x W uint8 -> contiguous B x H x W x 3 uint8 on the CPU (what Pillow reads)."""
+    return np.ascontiguousarray(x.permute(0, 2, 3, 1).cpu().numpy())
 
 
-def _from_uint8_images(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(a)).permute(0, 3, 1, 2).to(device=like.device, dtype=like.dtype)
+def _chw_tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(a).permute(0, 3, 1, 2).to(like.device)
 
 
-@register("pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.float32)
+# Pillow's 8-bit two-pass resampling, re-expressed as batched integer tensor ops so
+# that pixelate runs on whole batches, on any device, with Pillow's exact output.
+# Pillow (Resample.c) computes, per output position, the input span of a filter of
+# support 0.5 * max(scale, 1) around the centre (i + 0.5) * scale, weights
+# box((j - centre + 0.5) / max(scale, 1)) normalised to sum 1, then to fixed point
+# with 22 fraction bits (rounded half away from zero). A pass adds 2^21 to the
+# integer weighted sum and shifts right by 22, clipping to 0..255. The horizontal
+# pass runs first (on the rows the vertical pass needs), then the vertical pass.
+_PRECISION_BITS = 22
+
+
+@lru_cache(maxsize=256)
+def _box_coefficients(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Input indices and fixed-point weights (out_size x taps) of Pillow's BOX filter."""
+    scale = in_size / out_size
+    filterscale = max(scale, 1.0)
+    support = 0.5 * filterscale
+    taps = int(math.ceil(support)) * 2 + 1
+    idx = np.zeros((out_size, taps), dtype=np.int64)
+    wts = np.zeros((out_size, taps), dtype=np.int64)
+    for i in range(out_size):
+        centre = (i + 0.5) * scale
+        lo = max(int(centre - support + 0.5), 0)
+        hi = min(int(centre + support + 0.5), in_size)
+        w = np.array([1.0 if -0.5 < (j + 0.5 - centre) / filterscale <= 0.5 else 0.0 for j in range(lo, hi)])
+        if w.sum() != 0.0:
+            w = w / w.sum()
+        n = hi - lo
+        idx[i, :n] = np.arange(lo, hi)
+        idx[i, n:] = lo
+        wts[i, :n] = np.floor(w * (1 << _PRECISION_BITS) + 0.5).astype(np.int64)  # weights are >= 0
+    return idx, wts
+
+
+def _resample_rows(x: torch.Tensor, out_size: int) -> torch.Tensor:
+    """One Pillow BOX pass along dim -2 (whole rows are gathered: contiguous copies)."""
+    idx_np, w_np = _box_coefficients(int(x.shape[-2]), out_size)
+    idx = torch.from_numpy(idx_np).to(x.device)
+    w = torch.from_numpy(w_np).to(device=x.device, dtype=torch.int32)
+    acc = torch.full((*x.shape[:-2], out_size, x.shape[-1]), 1 << (_PRECISION_BITS - 1), dtype=torch.int32, device=x.device)
+    for t in range(idx.shape[1]):
+        if bool((w[:, t] != 0).any()):
+            acc += x.index_select(-2, idx[:, t]) * w[:, t, None]
+    return (acc >> _PRECISION_BITS).clamp_(0, 255)
+
+
+def pillow_box_resize(x: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """``Image.resize((width, height), Image.BOX)`` of 8-bit RGB images, bit for bit.
+
+    Args:
+        x: B x C x H x W uint8 (or integer) tensor.
+        height, width: output size.
+
+    Returns:
+        B x C x height x width int32 tensor of levels 0..255.
+    """
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    y = x.to(torch.int32)
+    if (height, width) == (h, w):
+        return y
+    if width != w:  # horizontal pass first, as Pillow does
+        y = _resample_rows(y.transpose(-1, -2).contiguous(), width).transpose(-1, -2)
+    if height != h:
+        y = _resample_rows(y.contiguous(), height)
+    return y
+
+
+@register("pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8)
 def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
-    """Box-downsample to (W*c, H*c) and box-upsample back (Pillow, 8-bit)."""
-    imgs = _to_uint8_images(x)
-    h, w = imgs.shape[1:3]
-    small = (int(w * c), int(h * c))
+    """Box-downsample to (W*c, H*c) and box-upsample back (Pillow's BOX filter, 8-bit).
+
+    On the CPU Pillow itself is the fastest exact implementation; elsewhere the
+    same arithmetic runs as batched tensor ops on the device.
+    """
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    if x.device.type != "cpu":
+        small = pillow_box_resize(x, int(h * c), int(w * c))
+        return pillow_box_resize(small, h, w).to(torch.uint8)
+    imgs = _hwc_images(x)
+    small_size = (int(w * c), int(h * c))
     out = np.empty_like(imgs)
     for i, a in enumerate(imgs):
-        im = Image.fromarray(a).resize(small, Image.BOX).resize((w, h), Image.BOX)
-        out[i] = np.asarray(im)
-    return _from_uint8_images(out, x)
+        out[i] = np.asarray(Image.fromarray(a).resize(small_size, Image.BOX).resize((w, h), Image.BOX))
+    return _chw_tensor(out, x)
 
 
-@register("jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.float32)
+@register("jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8)
 def jpeg_compression(x: torch.Tensor, c: int, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Encode as JPEG at quality c (4:2:0 chroma subsampling) and decode (Pillow/libjpeg)."""
-    imgs = _to_uint8_images(x)
+    imgs = _hwc_images(x)
     out = np.empty_like(imgs)
     for i, a in enumerate(imgs):
         buf = io.BytesIO()
         Image.fromarray(a).save(buf, format="JPEG", quality=int(c))
         buf.seek(0)
         out[i] = np.asarray(Image.open(buf).convert("RGB"))
-    return _from_uint8_images(out, x)
+    return _chw_tensor(out, x)
