@@ -1,0 +1,433 @@
+"""Evaluate an ImageNet-1k classifier on ImageNet-D, storing per-image predictions.
+
+Predictions go to the results store file (SQLite) in tables of their own,
+prefixed ``imagenet_d_``; the store's own tables are left untouched (the file
+is created through :class:`shiftbench.evaluation.store.ResultsStore`, so it stays a
+valid results store). Every batch is committed in one transaction, keyed by
+``(evaluation, image)``: an interrupted evaluation resumes where it stopped.
+
+Each image is decoded in place, resized to 256 on its shorter side and centre
+cropped to 224 (``shiftbench.preprocess(img, "224")``, the standard ImageNet
+recipe), then handed to the classifier, whose own transform normalises it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..editions import preprocess
+from ..errors import InvalidArgumentError
+from ..evaluation.data import _DECODE_ERRORS, _load_rgb
+from ..evaluation.errors import ImageReadError
+from ..evaluation.models import Classifier, imagenet_wnids, load_model
+from .dataset import DomainImage, DomainNetDataset
+from .mapping import DOMAINS, ImageNetDMapping, domainnet_classes, load_mapping
+from .metrics import (
+    FilteredResult,
+    PredictionCount,
+    alexnet_errors,
+    error_analysis,
+    filtered_evaluation,
+    mean_domain_error,
+    rank_correlations,
+    topk_domain_error,
+)
+
+__all__ = ["DomainPredictions", "ImageNetDResult", "evaluate_imagenet_d", "stored_scores", "stored_correlations"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS imagenet_d_evaluations(
+    id INTEGER PRIMARY KEY,
+    model TEXT NOT NULL,
+    model_identity TEXT NOT NULL,
+    model_checksum TEXT NOT NULL,
+    data TEXT NOT NULL,
+    data_identity TEXT NOT NULL,
+    mapping_digest TEXT NOT NULL,
+    created REAL NOT NULL,
+    UNIQUE(model_identity, model_checksum, data_identity, mapping_digest)
+);
+CREATE TABLE IF NOT EXISTS imagenet_d_predictions(
+    evaluation_id INTEGER NOT NULL REFERENCES imagenet_d_evaluations(id),
+    domain TEXT NOT NULL,
+    image TEXT NOT NULL,
+    label INTEGER NOT NULL,
+    top1 INTEGER NOT NULL, top2 INTEGER, top3 INTEGER, top4 INTEGER, top5 INTEGER,
+    PRIMARY KEY(evaluation_id, image)
+);
+CREATE TABLE IF NOT EXISTS imagenet_d_skipped(
+    evaluation_id INTEGER NOT NULL REFERENCES imagenet_d_evaluations(id),
+    domain TEXT NOT NULL,
+    image TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY(evaluation_id, image)
+);
+"""
+
+
+@contextmanager
+def _open_store(path: Path) -> Iterator[sqlite3.Connection]:
+    from ..evaluation.store import ResultsStore
+
+    ResultsStore(path).close()  # creates (or checks) a valid results store file
+    con = sqlite3.connect(str(path), timeout=60.0)
+    try:
+        con.executescript(_SCHEMA)
+        yield con
+    finally:
+        con.close()
+
+
+@dataclass
+class DomainPredictions:
+    """Stored predictions of one domain (rows sorted by image key)."""
+
+    keys: list[str]
+    labels: list[str]
+    top5: np.ndarray  # N x 5 ImageNet-1k indices
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def top1(self) -> list[int]:
+        return [int(v) for v in self.top5[:, 0]] if len(self.keys) else []
+
+
+@dataclass
+class ImageNetDResult:
+    """The outcome of :func:`evaluate_imagenet_d`.
+
+    Attributes:
+        model: model name; ``model_checksum`` identifies its weights.
+        data: the dataset's description.
+        domains: evaluated domains.
+        predictions: per domain, the stored predictions.
+        errors: per domain, top-1 error (fraction, one-to-many correctness).
+        top5_errors: per domain, top-5 error.
+        de: per domain, error / AlexNet's error (Table 2).
+        mde: mDE in % (None unless all six domains were evaluated).
+        filtered: per domain, 004 Table 4 numbers.
+        analysis: per domain, the most frequently predicted ImageNet classes (004 Figure 2).
+        warnings: counted problems of the data (missing folders, missing listed images, unreadable files).
+        evaluation_id: row id in the store (None without a store).
+        new_predictions: images predicted in this call (0: all came from the store).
+    """
+
+    model: str
+    model_checksum: str
+    data: str
+    domains: tuple[str, ...]
+    predictions: dict[str, DomainPredictions]
+    errors: dict[str, float]
+    top5_errors: dict[str, float]
+    de: dict[str, float]
+    mde: float | None
+    filtered: dict[str, FilteredResult]
+    analysis: dict[str, list[PredictionCount]]
+    warnings: list[str]
+    evaluation_id: int | None
+    store_path: Path | None
+    new_predictions: int
+    n_images: dict[str, int]
+    outside_imagenet_d: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (no per-image rows)."""
+        return {
+            "model": self.model,
+            "model_checksum": self.model_checksum,
+            "data": self.data,
+            "domains": list(self.domains),
+            "n_images": self.n_images,
+            "top1_error": self.errors,
+            "top5_error": self.top5_errors,
+            "de": self.de,
+            "mde": self.mde,
+            "alexnet_errors": {d: alexnet_errors()[d] for d in self.domains},
+            "filtered": {
+                d: {"error": f.error, "filtered_error": f.filtered_error, "rejected": f.rejected, "n": f.n}
+                for d, f in self.filtered.items()
+            },
+            "top_predictions": {
+                d: [
+                    {"rank": p.rank, "index": p.index, "wnid": p.wnid, "name": p.name, "count": p.count,
+                     "share": p.share, "inside_imagenet_d": p.inside}
+                    for p in rows
+                ]
+                for d, rows in self.analysis.items()
+            },
+            "warnings": self.warnings,
+            "outside_imagenet_d_images": self.outside_imagenet_d,
+            "evaluation_id": self.evaluation_id,
+            "store": str(self.store_path) if self.store_path else None,
+        }
+
+
+def _read(item: DomainImage) -> np.ndarray:
+    return np.asarray(preprocess(_load_rgb(item.path), "224"))
+
+
+def _register(con: sqlite3.Connection, clf: Classifier, data: DomainNetDataset, digest: str) -> int:
+    args = (clf.name, clf.identity, clf.checksum, data.describe(), data.identity, digest)
+    with con:
+        con.execute(
+            "INSERT OR IGNORE INTO imagenet_d_evaluations(model, model_identity, model_checksum, data, data_identity, "
+            "mapping_digest, created) VALUES(?,?,?,?,?,?,?)",
+            (*args, time.time()),
+        )
+    row = con.execute(
+        "SELECT id FROM imagenet_d_evaluations WHERE model_identity=? AND model_checksum=? AND data_identity=? "
+        "AND mapping_digest=?",
+        (clf.identity, clf.checksum, data.identity, digest),
+    ).fetchone()
+    return int(row[0])
+
+
+def evaluate_imagenet_d(
+    model: str | torch.nn.Module | Classifier | Callable[[torch.Tensor], torch.Tensor] = "efficientnet-lite0",
+    data: str | Path | DomainNetDataset | None = None,
+    *,
+    domains: Sequence[str] | None = None,
+    split: str = "all",
+    weights: str | None = None,
+    batch_size: int = 32,
+    device: str = "cpu",
+    store: str | Path | None = None,
+    limit: int | None = None,
+    bad_images: str = "skip",
+    rerun: bool = False,
+    top: int = 10,
+    progress: Callable[[int, int, str], None] | None = None,
+    mapping: ImageNetDMapping | None = None,
+) -> ImageNetDResult:
+    """Evaluate an ImageNet-1k classifier on ImageNet-D.
+
+    Args:
+        model: a model name (``efficientnet-lite0``, ``torchvision:resnet50``, ...), a
+            module or a :class:`Classifier` whose outputs are the 1000 ImageNet-1k
+            classes in index order.
+        data: a DomainNet folder (or a :class:`DomainNetDataset`).
+        domains, split, limit, bad_images: see :class:`DomainNetDataset`; unreadable
+            images are also skipped and counted (``"skip"``) or raise (``"fail"``).
+        weights: a local checkpoint for a named model.
+        batch_size, device: inference settings.
+        store: SQLite results store for the predictions (resumable); None keeps
+            them in memory only.
+        rerun: discard stored predictions of this evaluation first.
+        top: classes per domain in the error analysis.
+        progress: called as ``progress(done, total, domain)`` after each batch.
+
+    Raises:
+        InvalidArgumentError: the model's outputs are not the 1000 ImageNet-1k classes.
+        DataError and its subclasses: see :class:`DomainNetDataset`.
+    """
+    m = mapping or load_mapping()
+    if data is None:
+        raise InvalidArgumentError("data", None, "a DomainNet folder (<root>/<domain>/<class>/<image>)")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgumentError("batch_size", batch_size, "a positive integer")
+    ds = (
+        data
+        if isinstance(data, DomainNetDataset)
+        else DomainNetDataset(data, domains=domains, split=split, limit=limit, bad_images=bad_images, mapping=m)
+    )
+    clf = load_model(model, weights=weights, device=device) if not isinstance(model, Classifier) else model.to(device)
+    if clf.classes is not None and tuple(clf.classes) != imagenet_wnids():
+        raise InvalidArgumentError(
+            "model",
+            clf.name,
+            "a classifier over the 1000 ImageNet-1k classes in index order (ImageNet-D maps DomainNet to them)",
+        )
+    names = domainnet_classes()
+    label_index = {c: i for i, c in enumerate(names)}
+    mem: dict[str, dict[str, tuple[int, list[int]]]] = {d: {} for d in ds.domains}
+    mem_skipped: dict[str, dict[str, str]] = {d: {} for d in ds.domains}
+    con_cm = _open_store(Path(store)) if store is not None else None
+    con = con_cm.__enter__() if con_cm is not None else None
+    new = 0
+    try:
+        eval_id = None
+        if con is not None:
+            eval_id = _register(con, clf, ds, m.digest)
+            if rerun:
+                with con:
+                    con.execute("DELETE FROM imagenet_d_predictions WHERE evaluation_id=?", (eval_id,))
+                    con.execute("DELETE FROM imagenet_d_skipped WHERE evaluation_id=?", (eval_id,))
+            done = {
+                r[0]
+                for r in con.execute("SELECT image FROM imagenet_d_predictions WHERE evaluation_id=?", (eval_id,))
+            } | {r[0] for r in con.execute("SELECT image FROM imagenet_d_skipped WHERE evaluation_id=?", (eval_id,))}
+        else:
+            done = set()
+        todo = [it for d in ds.domains for it in ds.items(d) if it.key not in done]
+        total = len(todo)
+        for start in range(0, total, batch_size):
+            chunk = todo[start : start + batch_size]
+            arrays: list[np.ndarray] = []
+            good: list[DomainImage] = []
+            bad: list[tuple[DomainImage, str]] = []
+            for it in chunk:
+                try:
+                    arrays.append(_read(it))
+                    good.append(it)
+                except _DECODE_ERRORS as e:
+                    if bad_images == "fail":
+                        raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
+                    bad.append((it, f"{type(e).__name__}: {e}"))
+            rows: list[tuple[Any, ...]] = []
+            if good:
+                x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
+                logits = clf.logits(x)
+                if logits.shape[1] != 1000:
+                    raise InvalidArgumentError("model", clf.name, f"1000 ImageNet-1k logits, got {logits.shape[1]}")
+                if not bool(torch.isfinite(logits).all()):
+                    raise InvalidArgumentError("model", clf.name, "finite logits (got NaN or inf)")
+                top5 = torch.topk(logits, 5, dim=1).indices.tolist()
+                for it, t in zip(good, top5, strict=True):
+                    rows.append((eval_id, it.domain, it.key, label_index[it.cls], *t))
+                    mem[it.domain][it.key] = (label_index[it.cls], t)
+            for it, why in bad:
+                mem_skipped[it.domain][it.key] = why
+            if con is not None:
+                with con:
+                    con.executemany("INSERT OR REPLACE INTO imagenet_d_predictions VALUES(?,?,?,?,?,?,?,?,?)", rows)
+                    con.executemany(
+                        "INSERT OR REPLACE INTO imagenet_d_skipped VALUES(?,?,?,?)",
+                        [(eval_id, it.domain, it.key, why) for it, why in bad],
+                    )
+            new += len(chunk)
+            if progress is not None:
+                progress(min(start + batch_size, total), total, chunk[-1].domain)
+        if con is not None:
+            wanted = {it.key for d in ds.domains for it in ds.items(d)}
+            for dom, key, lab, *t in con.execute(
+                "SELECT domain, image, label, top1, top2, top3, top4, top5 FROM imagenet_d_predictions "
+                "WHERE evaluation_id=?",
+                (eval_id,),
+            ):
+                if key in wanted:
+                    mem[dom][key] = (int(lab), [int(v) for v in t])
+            for dom, key, why in con.execute(
+                "SELECT domain, image, reason FROM imagenet_d_skipped WHERE evaluation_id=?", (eval_id,)
+            ):
+                if key in wanted:
+                    mem_skipped[dom][key] = why
+    finally:
+        if con_cm is not None:
+            con_cm.__exit__(None, None, None)
+
+    preds: dict[str, DomainPredictions] = {}
+    errors: dict[str, float] = {}
+    top5e: dict[str, float] = {}
+    filt: dict[str, FilteredResult] = {}
+    analysis: dict[str, list[PredictionCount]] = {}
+    warnings = ds.report.warnings()
+    for d in ds.domains:
+        keys = sorted(mem[d])
+        labels = [names[mem[d][k][0]] for k in keys]
+        t5 = np.array([mem[d][k][1] for k in keys], dtype=np.int64).reshape(-1, 5)
+        preds[d] = DomainPredictions(keys, labels, t5, sorted(mem_skipped[d].items()))
+        if mem_skipped[d]:
+            warnings.append(f"{d}: {len(mem_skipped[d])} unreadable image(s) skipped, e.g. {next(iter(mem_skipped[d]))}")
+        if not keys:
+            warnings.append(f"{d}: no image could be evaluated")
+            continue
+        top1 = preds[d].top1
+        filt[d] = filtered_evaluation(labels, top1, m)
+        errors[d] = filt[d].error
+        top5e[d] = topk_domain_error(labels, t5.tolist(), m)
+        analysis[d] = error_analysis(top1, top=top, mapping=m)
+    base = alexnet_errors()
+    de = {d: errors[d] / base[d] for d in errors}
+    mde = mean_domain_error(errors) if all(d in errors for d in DOMAINS) else None
+    return ImageNetDResult(
+        model=clf.name,
+        model_checksum=clf.checksum,
+        data=ds.describe(),
+        domains=ds.domains,
+        predictions=preds,
+        errors=errors,
+        top5_errors=top5e,
+        de=de,
+        mde=mde,
+        filtered=filt,
+        analysis=analysis,
+        warnings=warnings,
+        evaluation_id=eval_id,
+        store_path=Path(store) if store is not None else None,
+        new_predictions=new,
+        n_images={d: len(preds[d].keys) for d in ds.domains},
+        outside_imagenet_d=dict(ds.report.outside_imagenet_d),
+    )
+
+
+def stored_scores(store: str | Path, mapping: ImageNetDMapping | None = None) -> dict[str, dict[str, float]]:
+    """Scores of every model in a results store, for rank correlations.
+
+    Returns ``model -> {benchmark: score}`` with ``"IN-D <domain>"`` top-1 errors
+    (%), ``"IN-D mDE"`` (when all six domains are stored) and, from the store's
+    ImageNet-C evaluations, ``"IN-C mCE"`` and ``"IN clean"`` (%). A model with
+    several evaluations keeps the latest of each.
+    """
+    from ..evaluation.metrics import summarize
+    from ..evaluation.runner import resolve_baseline
+    from ..evaluation.store import ResultsStore
+
+    m = mapping or load_mapping()
+    path = Path(store)
+    out: dict[str, dict[str, float]] = {}
+    with ResultsStore(path, create=False) as db:
+        for e in db.evaluations():
+            if e.benchmark != "imagenet-c":
+                continue
+            clean, tab, _ = db.error_table(e.id)
+            base, _why = resolve_baseline("alexnet", store=db, edition=e.edition, source_kind=e.source_kind)
+            s = summarize(e.model, tab, clean, base)
+            row = out.setdefault(e.model, {})
+            if s.mce is not None:
+                row["IN-C mCE"] = 100.0 * s.mce
+            if clean is not None:
+                row["IN clean"] = 100.0 * clean
+    names = domainnet_classes()
+    with _open_store(path) as con:
+        evs = con.execute(
+            "SELECT id, model FROM imagenet_d_evaluations WHERE mapping_digest=? ORDER BY id", (m.digest,)
+        ).fetchall()
+        for eid, model in evs:
+            errs: dict[str, float] = {}
+            for d in DOMAINS:
+                rows = con.execute(
+                    "SELECT label, top1 FROM imagenet_d_predictions WHERE evaluation_id=? AND domain=?", (eid, d)
+                ).fetchall()
+                if rows:
+                    ok = m.correct([names[r[0]] for r in rows], [r[1] for r in rows])
+                    errs[d] = 1.0 - sum(ok) / len(ok)
+            if not errs:
+                continue
+            row = out.setdefault(model, {})
+            for d, e in errs.items():
+                row[f"IN-D {d}"] = 100.0 * e
+            if len(errs) == len(DOMAINS):
+                row["IN-D mDE"] = mean_domain_error(errs)
+    return out
+
+
+def stored_correlations(store: str | Path) -> dict[tuple[str, str], tuple[float | None, int]]:
+    """Spearman correlation of each ImageNet-D column with the other benchmarks, across stored models."""
+    table = stored_scores(store)
+    rows = [f"IN-D {d}" for d in DOMAINS] + ["IN-D mDE"]
+    cols = ["IN-C mCE", "IN clean"]
+    return rank_correlations(table, rows, cols)
+
+
+def _jsonable(result: ImageNetDResult) -> str:
+    return json.dumps(result.to_dict(), indent=2)
