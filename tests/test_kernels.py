@@ -55,3 +55,19 @@ def test_tensor_box_resize_equals_pillow(edition: str, height: int, width: int) 
         back = pillow_box_resize(small, height, width)
         assert np.array_equal(small[0].permute(1, 2, 0).numpy(), np.asarray(small_ref)), c
         assert np.array_equal(back[0].permute(1, 2, 0).numpy(), back_ref), c
+
+
+@pytest.mark.parametrize(("edition", "severity"), [("224", 3), ("299", 1), ("64", 2), ("64", 5), ("32", 1), ("32", 4)])
+def test_fused_elastic_equals_tensor_path(edition: str, severity: int) -> None:
+    from shiftbench._registry import ApplyContext
+    from shiftbench.api import sample_draws
+
+    spec = shiftbench.get_corruption("elastic_transform")
+    x = torch.from_numpy(photos(edition, 2)).permute(0, 3, 1, 2).contiguous().to(torch.float32)
+    draws = [sample_draws(x[i].to(torch.uint8), spec.name, severity, seed=5, edition=edition) for i in range(2)]
+    stacked = {k: torch.stack([torch.as_tensor(np.asarray(d[k])) for d in draws]) for k in draws[0]}
+    params = spec.severity_params(edition, severity)
+    fused = spec.apply(x, params, stacked, ApplyContext(edition, severity, {"fused": True}))
+    tensor = spec.apply(x, params, stacked, ApplyContext(edition, severity, {"fused": False}))
+    assert fused.dtype == tensor.dtype == torch.float32
+    assert torch.equal(fused, tensor)
