@@ -71,3 +71,23 @@ def test_fused_elastic_equals_tensor_path(edition: str, severity: int) -> None:
     tensor = spec.apply(x, params, stacked, ApplyContext(edition, severity, {"fused": False}))
     assert fused.dtype == tensor.dtype == torch.float32
     assert torch.equal(fused, tensor)
+
+
+@pytest.mark.parametrize(("level", "scale"), [(0, 60.0), (1, 60.0), (128, 60.0), (255, 3.0), (200, 300.0)])
+def test_alias_poisson_draws_follow_the_poisson_law(level: int, scale: float) -> None:
+    from scipy.stats import poisson
+
+    from shiftbench.seeding import FastDraws
+
+    draws = FastDraws(np.random.Generator(np.random.PCG64(level))).poisson_levels(
+        np.full((500, 500, 4), level, dtype=np.uint8), scale
+    )
+    assert draws.dtype == np.float32 and draws.shape == (500, 500, 4)
+    lam = scale * level / 255.0
+    counts = np.bincount(draws.astype(np.int64).ravel())
+    pmf = poisson.pmf(np.arange(len(counts) + 50), lam)
+    emp = np.zeros_like(pmf)
+    emp[: len(counts)] = counts / draws.size
+    # total variation distance of 10^6 draws: sampling noise alone stays far below 0.01
+    assert 0.5 * np.abs(emp - pmf).sum() < 0.01
+    assert abs(float(draws.mean()) - lam) < 0.01 * max(1.0, lam**0.5)

@@ -87,13 +87,12 @@ class FastDraws:
 
     def poisson_levels(self, levels: np.ndarray, scale: float) -> np.ndarray:
         """Poisson(scale * level / 255) for uint8 levels, exact, via per-level alias tables."""
+        from .corruptions._noise_cpu import alias_lookup
+
         prob, alias = _poisson_alias_tables(float(scale))
         k = prob.shape[0] // 256
-        u = self.generator.random(levels.shape) * k
-        j = u.astype(np.intp)
-        idx = levels.astype(np.intp) * k + j
-        keep = (u - j) < np.take(prob, idx)
-        return np.where(keep, j, np.take(alias, idx)).astype(np.float32)
+        u = self.generator.random(levels.shape)
+        return alias_lookup(u, np.ascontiguousarray(levels), prob, alias, k)
 
 
 @lru_cache(maxsize=64)

@@ -58,38 +58,51 @@ def seed_for(i: int, severity: int) -> int:
     return 7919 * i + 104729 * severity + 17
 
 
-def _run_chunk(py: Path, name: str, images: np.ndarray, seeds: np.ndarray, sevs: np.ndarray) -> np.ndarray:
+def _item_path(name: str, image: np.ndarray, seed: int, severity: int) -> Path:
+    """Cache file of one reference output: keyed by corruption, pixels, seed and severity."""
     h = hashlib.sha256()
-    for a in (images, seeds.astype(np.int64), sevs.astype(np.int64)):
-        h.update(np.ascontiguousarray(a).tobytes())
-    h.update(name.encode())
-    path = cache_dir() / f"{name}-{h.hexdigest()[:24]}.npz"
-    if path.exists():
-        return np.load(path)["out"]
+    h.update(np.ascontiguousarray(image).tobytes())
+    h.update(f"{name}:{int(seed)}:{int(severity)}".encode())
+    return cache_dir() / name / f"{h.hexdigest()[:32]}.npy"
+
+
+def _run_chunk(py: Path, name: str, images: np.ndarray, seeds: np.ndarray, sevs: np.ndarray) -> np.ndarray:
     with tempfile.TemporaryDirectory() as tmp:
         inp, out = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
         np.savez(inp, images=images, seeds=seeds, severities=sevs, name=name)
         r = subprocess.run([str(py), str(HERE / "ref_worker.py"), str(inp), str(out)], capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"reference worker failed for {name}:\n{r.stderr[-4000:]}")
-        res = np.load(out)["out"]
-    tmp_path = path.with_suffix(".tmp.npz")
-    np.savez(tmp_path, out=res)
-    os.replace(tmp_path, path)
-    return res
+        return np.load(out)["out"]
 
 
 def reference_outputs(name: str, images: np.ndarray, seeds: np.ndarray, severities: np.ndarray, jobs: int = 2) -> np.ndarray:
-    """Reference outputs for each (image, seed, severity), computed in ``jobs`` processes."""
+    """Reference outputs for each (image, seed, severity), computed in ``jobs`` processes.
+
+    Each output is cached on its own, so any subset or ordering of the same
+    (image, seed, severity) items reuses earlier results.
+    """
     py = peers_python()
     if py is None:
         raise RuntimeError("the peers environment with the reference imagenet-c is not available")
-    n = len(images)
-    chunk = max(1, -(-n // (jobs * 2)))
-    parts = [(i, min(n, i + chunk)) for i in range(0, n, chunk)]
-    with ThreadPoolExecutor(jobs) as ex:
-        outs = list(ex.map(lambda ab: _run_chunk(py, name, images[ab[0]:ab[1]], seeds[ab[0]:ab[1]], severities[ab[0]:ab[1]]), parts))
-    return np.concatenate(outs)
+    paths = [_item_path(name, images[i], int(seeds[i]), int(severities[i])) for i in range(len(images))]
+    missing = np.array([i for i, p in enumerate(paths) if not p.exists()], dtype=np.int64)
+    if len(missing):
+        chunk = max(1, -(-len(missing) // (jobs * 2)))
+        parts = [missing[i : i + chunk] for i in range(0, len(missing), chunk)]
+
+        def run(idx: np.ndarray) -> None:
+            res = _run_chunk(py, name, images[idx], seeds[idx], severities[idx])
+            for j, out in zip(idx, res):
+                path = paths[int(j)]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(path.stem + f".{os.getpid()}.tmp.npy")
+                np.save(tmp, out)
+                os.replace(tmp, path)
+
+        with ThreadPoolExecutor(jobs) as ex:
+            list(ex.map(run, parts))
+    return np.stack([np.load(p) for p in paths])
 
 
 def ours_with_reference_draws(name: str, images: np.ndarray, seeds: np.ndarray, severities: np.ndarray) -> np.ndarray:
