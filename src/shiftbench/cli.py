@@ -32,6 +32,12 @@ def _register_subcommands() -> None:
 
     _cli_corrupt.register(cli)
     try:
+        from .overlap import cli as _overlap_cli
+    except ImportError:  # overlap package not present in this build
+        pass
+    else:
+        _overlap_cli.register(cli)
+    try:
         from .evaluation import cli_commands as _eval_cli
     except ImportError:  # evaluation package not present in this build
         return

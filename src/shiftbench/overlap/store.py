@@ -1,0 +1,251 @@
+"""SQLite tables of the overlap study (all prefixed ``overlap_``).
+
+They can live in their own file (the default of a study: ``<output>/overlap.sqlite``)
+or next to the evaluation tables in the results store: every table is created with
+``CREATE TABLE IF NOT EXISTS`` and none of the evaluation's tables is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError
+from .scores import AccuracyMatrix
+
+__all__ = ["OverlapStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS overlap_studies (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    config TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS overlap_models (
+    study_id INTEGER NOT NULL REFERENCES overlap_studies(id),
+    model TEXT NOT NULL,
+    status TEXT NOT NULL,
+    epochs_done INTEGER NOT NULL DEFAULT 0,
+    epochs INTEGER NOT NULL,
+    checkpoint TEXT,
+    seconds REAL NOT NULL DEFAULT 0,
+    train_loss REAL,
+    train_accuracy REAL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (study_id, model)
+);
+CREATE TABLE IF NOT EXISTS overlap_accuracy (
+    study_id INTEGER NOT NULL REFERENCES overlap_studies(id),
+    model TEXT NOT NULL,
+    test TEXT NOT NULL,
+    n_correct INTEGER NOT NULL,
+    n_total INTEGER NOT NULL,
+    PRIMARY KEY (study_id, model, test)
+);
+CREATE TABLE IF NOT EXISTS overlap_benchmarks (
+    name TEXT PRIMARY KEY,
+    doc TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS overlap_noc_evals (
+    id INTEGER PRIMARY KEY,
+    identity TEXT NOT NULL UNIQUE,
+    model TEXT NOT NULL,
+    data TEXT NOT NULL,
+    benchmark TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS overlap_noc_predictions (
+    eval_id INTEGER NOT NULL REFERENCES overlap_noc_evals(id),
+    condition TEXT NOT NULL,
+    key TEXT NOT NULL,
+    correct INTEGER NOT NULL,
+    PRIMARY KEY (eval_id, condition, key)
+);
+"""
+
+
+class OverlapStore:
+    """The overlap study's tables in one SQLite file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(str(self.path), timeout=60)
+            self.db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise DataError(f"{str(self.path)!r} is not a usable SQLite store: {e}") from e
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> OverlapStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # studies and models ------------------------------------------------------------------------
+
+    def study(self, name: str, config: dict[str, Any]) -> int:
+        """Id of the study ``name``; created with ``config`` if new."""
+        row = self.db.execute("SELECT id FROM overlap_studies WHERE name = ?", (name,)).fetchone()
+        if row:
+            return int(row[0])
+        with self.db:
+            cur = self.db.execute(
+                "INSERT INTO overlap_studies (name, config, created) VALUES (?, ?, ?)",
+                (name, json.dumps(config, sort_keys=True), time.time()),
+            )
+        return int(cur.lastrowid or 0)
+
+    def study_config(self, study_id: int) -> dict[str, Any]:
+        row = self.db.execute("SELECT config FROM overlap_studies WHERE id = ?", (study_id,)).fetchone()
+        return json.loads(row[0]) if row else {}
+
+    def studies(self) -> list[tuple[int, str]]:
+        return [(int(i), str(n)) for i, n in self.db.execute("SELECT id, name FROM overlap_studies ORDER BY id")]
+
+    def model_state(self, study_id: int, model: str) -> dict[str, Any] | None:
+        row = self.db.execute(
+            "SELECT status, epochs_done, epochs, checkpoint, seconds, train_loss, train_accuracy "
+            "FROM overlap_models WHERE study_id = ? AND model = ?",
+            (study_id, model),
+        ).fetchone()
+        if row is None:
+            return None
+        keys = ("status", "epochs_done", "epochs", "checkpoint", "seconds", "train_loss", "train_accuracy")
+        return dict(zip(keys, row))
+
+    def set_model_state(
+        self,
+        study_id: int,
+        model: str,
+        *,
+        status: str,
+        epochs_done: int,
+        epochs: int,
+        checkpoint: str | None,
+        seconds: float,
+        train_loss: float | None = None,
+        train_accuracy: float | None = None,
+    ) -> None:
+        with self.db:
+            self.db.execute(
+                "INSERT INTO overlap_models (study_id, model, status, epochs_done, epochs, checkpoint, seconds, "
+                "train_loss, train_accuracy, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(study_id, model) DO UPDATE SET status=excluded.status, epochs_done=excluded.epochs_done, "
+                "epochs=excluded.epochs, checkpoint=excluded.checkpoint, seconds=excluded.seconds, "
+                "train_loss=excluded.train_loss, train_accuracy=excluded.train_accuracy, updated=excluded.updated",
+                (study_id, model, status, epochs_done, epochs, checkpoint, seconds, train_loss, train_accuracy, time.time()),
+            )
+
+    def models(self, study_id: int) -> dict[str, dict[str, Any]]:
+        out = {}
+        for (m,) in self.db.execute("SELECT model FROM overlap_models WHERE study_id = ? ORDER BY rowid", (study_id,)):
+            st = self.model_state(study_id, m)
+            assert st is not None
+            out[str(m)] = st
+        return out
+
+    # accuracy matrix ---------------------------------------------------------------------------
+
+    def put_accuracy(self, study_id: int, model: str, test: str, n_correct: int, n_total: int) -> None:
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO overlap_accuracy (study_id, model, test, n_correct, n_total) VALUES (?, ?, ?, ?, ?)",
+                (study_id, model, test, int(n_correct), int(n_total)),
+            )
+
+    def has_accuracy(self, study_id: int, model: str, test: str) -> bool:
+        return (
+            self.db.execute(
+                "SELECT 1 FROM overlap_accuracy WHERE study_id = ? AND model = ? AND test = ?", (study_id, model, test)
+            ).fetchone()
+            is not None
+        )
+
+    def delete_accuracy(self, study_id: int, model: str) -> None:
+        with self.db:
+            self.db.execute("DELETE FROM overlap_accuracy WHERE study_id = ? AND model = ?", (study_id, model))
+
+    def accuracy_matrix(
+        self, study_id: int, models: Sequence[str] | None = None, tests: Sequence[str] | None = None
+    ) -> AccuracyMatrix:
+        """The stored accuracies as an :class:`AccuracyMatrix` (every model x every test must be present)."""
+        rows = list(
+            self.db.execute("SELECT model, test, n_correct, n_total FROM overlap_accuracy WHERE study_id = ?", (study_id,))
+        )
+        acc: dict[str, dict[str, float]] = {}
+        for m, t, c, n in rows:
+            acc.setdefault(str(m), {})[str(t)] = c / n if n else 0.0
+        ms = list(models) if models is not None else list(acc)
+        ts = list(tests) if tests is not None else sorted({t for v in acc.values() for t in v})
+        missing = [f"{m} x {t}" for m in ms for t in ts if t not in acc.get(m, {})]
+        if missing:
+            raise DataError(
+                f"the accuracy matrix of study {study_id} in {str(self.path)!r} is incomplete: {len(missing)} entries "
+                f"missing ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); run the study to completion"
+            )
+        return AccuracyMatrix(ms, ts, [[acc[m][t] for t in ts] for m in ms])
+
+    # saved benchmarks --------------------------------------------------------------------------
+
+    def save_benchmark(self, name: str, doc: dict[str, Any]) -> None:
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO overlap_benchmarks (name, doc, created) VALUES (?, ?, ?)",
+                (name, json.dumps(doc, sort_keys=True), time.time()),
+            )
+
+    def benchmark(self, name: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT doc FROM overlap_benchmarks WHERE name = ?", (name,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def benchmarks(self) -> list[str]:
+        return [str(n) for (n,) in self.db.execute("SELECT name FROM overlap_benchmarks ORDER BY name")]
+
+    # ImageNet-NOC evaluations ------------------------------------------------------------------
+
+    def noc_eval(self, identity: str, model: str, data: str, benchmark: str, seed: int) -> int:
+        row = self.db.execute("SELECT id FROM overlap_noc_evals WHERE identity = ?", (identity,)).fetchone()
+        if row:
+            return int(row[0])
+        with self.db:
+            cur = self.db.execute(
+                "INSERT INTO overlap_noc_evals (identity, model, data, benchmark, seed, created) VALUES (?, ?, ?, ?, ?, ?)",
+                (identity, model, data, benchmark, seed, time.time()),
+            )
+        return int(cur.lastrowid or 0)
+
+    def noc_done(self, eval_id: int, condition: str) -> set[str]:
+        return {
+            str(k)
+            for (k,) in self.db.execute(
+                "SELECT key FROM overlap_noc_predictions WHERE eval_id = ? AND condition = ?", (eval_id, condition)
+            )
+        }
+
+    def noc_put(self, eval_id: int, condition: str, rows: Iterable[tuple[str, bool]]) -> None:
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO overlap_noc_predictions (eval_id, condition, key, correct) VALUES (?, ?, ?, ?)",
+                [(eval_id, condition, k, int(c)) for k, c in rows],
+            )
+
+    def noc_errors(self, eval_id: int) -> dict[str, tuple[float, int]]:
+        """``{condition: (top-1 error, number of images)}``."""
+        out = {}
+        for cond, n, c in self.db.execute(
+            "SELECT condition, COUNT(*), SUM(correct) FROM overlap_noc_predictions WHERE eval_id = ? GROUP BY condition",
+            (eval_id,),
+        ):
+            out[str(cond)] = (1.0 - (c or 0) / n, int(n))
+        return out
