@@ -40,7 +40,9 @@ def _snapshot(root: Path) -> list[tuple[str, bool]]:
     return sorted((str(p.relative_to(root)), p.is_symlink()) for p in root.rglob("*"))
 
 
-def test_folder_layout_labels_from_folder_names_and_nothing_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_folder_layout_labels_from_folder_names_and_nothing_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "DomainNet"
     _tree(root)
     work = tmp_path / "cwd"

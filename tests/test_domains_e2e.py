@@ -115,7 +115,9 @@ def test_store_resume_and_scores(result_and_store, domainnet_tree: Path) -> None
     assert scores["efficientnet-lite0"]["IN-D mDE"] == pytest.approx(r.mde)
 
 
-def test_cli_json_and_meaningless_options(domainnet_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_json_and_meaningless_options(
+    domainnet_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = str(tmp_path / "r.sqlite")
     out = tmp_path / "r.json"
     args = ["evaluate", "--benchmark", "imagenet-d", "--data", str(domainnet_tree / "sketch"), "--store", store]
@@ -143,7 +145,9 @@ def test_cli_json_and_meaningless_options(domainnet_tree: Path, tmp_path: Path, 
     assert "holds no domain folder" in capsys.readouterr().err
 
 
-def test_chart_and_missing_matplotlib_hint(result_and_store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_chart_and_missing_matplotlib_hint(  # type: ignore[no-untyped-def]
+    result_and_store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     r, _ = result_and_store
     import importlib.util
 

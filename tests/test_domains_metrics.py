@@ -22,7 +22,14 @@ from shiftbench.errors import InvalidArgumentError
 from shiftbench.evaluation.errors import IncompleteResultsError
 
 # 004 Table 2 (AlexNet top-1 error, %).
-TABLE2 = {"real": 54.887, "clipart": 84.010, "infograph": 95.072, "painting": 79.080, "quickdraw": 99.745, "sketch": 91.189}
+TABLE2 = {
+    "real": 54.887,
+    "clipart": 84.010,
+    "infograph": 95.072,
+    "painting": 79.080,
+    "quickdraw": 99.745,
+    "sketch": 91.189,
+}
 
 # 004 Table 3: clipart, infograph, painting, quickdraw, real, sketch, mDE, IN-C mCE, IN-R, IN (all %).
 TABLE3 = {

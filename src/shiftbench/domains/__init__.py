@@ -21,7 +21,15 @@ from .errors import (
     UnknownClassFoldersError,
 )
 from .evaluate import ImageNetDResult, evaluate_imagenet_d, stored_correlations, stored_scores
-from .mapping import DOMAINS, PAPER_TABLE1, ImageNetClass, ImageNetDMapping, domainnet_classes, imagenet_classes, load_mapping
+from .mapping import (
+    DOMAINS,
+    PAPER_TABLE1,
+    ImageNetClass,
+    ImageNetDMapping,
+    domainnet_classes,
+    imagenet_classes,
+    load_mapping,
+)
 from .metrics import (
     FilteredResult,
     PredictionCount,

@@ -103,7 +103,9 @@ def _rows(r: ImageNetDResult) -> list[dict[str, Any]]:
 
 
 def _render(r: ImageNetDResult, console: Console, details: bool, notes: list[str]) -> None:
-    t = Table(title=f"ImageNet-D: {r.model}: top-1 error (%) and Domain Error", title_justify="left", header_style="bold")
+    t = Table(
+        title=f"ImageNet-D: {r.model}: top-1 error (%) and Domain Error", title_justify="left", header_style="bold"
+    )
     for col in ("Domain", "Images", "Top-1 err", "Top-5 err", "AlexNet err", "DE (%)", "Filtered err", "Rejected"):
         t.add_column(col, justify="left" if col == "Domain" else "right")
     for row in _rows(r):
@@ -178,7 +180,9 @@ def evaluate_command(**kw: Any) -> None:
             progress=progress,
         )
     except KeyboardInterrupt:
-        click.echo(f"\nInterrupted. Finished batches are stored in {store}; run the same command again to resume.", err=True)
+        click.echo(
+            f"\nInterrupted. Finished batches are stored in {store}; run the same command again to resume.", err=True
+        )
         raise
     notes = [f"Data: {result.data}.", f"DE and mDE are normalised by {ALEXNET_SOURCE}."]
     if result.mde is None:
@@ -186,7 +190,10 @@ def evaluate_command(**kw: Any) -> None:
         notes.append(f"No mDE: it needs all six domains (missing {', '.join(missing)}).")
     n_min = min(result.n_images.values()) if result.n_images else 0
     if 0 < n_min < 1000:
-        notes.append(f"Only {n_min} images in some domain: an error rate carries a standard error of up to {50 / math.sqrt(n_min):.1f} points.")
+        notes.append(
+            f"Only {n_min} images in some domain: an error rate carries a standard error of up to "
+            f"{50 / math.sqrt(n_min):.1f} points."
+        )
     notes += [f"Warning: {w}" for w in result.warnings]
     outside = {d: n for d, n in result.outside_imagenet_d.items() if n}
     if outside:
@@ -195,13 +202,16 @@ def evaluate_command(**kw: Any) -> None:
             + ", ".join(f"{d} {n} image(s)" for d, n in outside.items())
         )
     if store and result.evaluation_id is not None:
-        notes.append(f"Predictions stored as ImageNet-D evaluation {result.evaluation_id} in {store} (tables imagenet_d_*).")
+        notes.append(
+            f"Predictions stored as ImageNet-D evaluation {result.evaluation_id} in {store} (tables imagenet_d_*)."
+        )
         if details:
             chart = Path(store).parent / f"imagenet-d-eval{result.evaluation_id}-top-predictions.png"
             if importlib.util.find_spec("matplotlib") is not None:
                 from .plot import plot_error_analysis
 
-                plot_error_analysis(result.analysis, chart, title=f"ImageNet-D: most frequent predictions of {result.model}")
+                title = f"ImageNet-D: most frequent predictions of {result.model}"
+                plot_error_analysis(result.analysis, chart, title=title)
                 notes.append(f"Error-analysis chart (blue: inside ImageNet-D, orange: outside): {chart}")
             else:
                 notes.append("No error-analysis chart: it needs matplotlib (pip install 'shiftbench[plot]').")

@@ -205,7 +205,9 @@ class DomainNetDataset:
         for d in self.domains:
             for it in self._items[d]:
                 h.update(it.key.encode() + b"\n")
-        self.identity = f"domainnet:{self.location}:{','.join(self.domains)}:split={split}:limit={limit}:{h.hexdigest()[:16]}"
+        self.identity = (
+            f"domainnet:{self.location}:{','.join(self.domains)}:split={split}:limit={limit}:{h.hexdigest()[:16]}"
+        )
 
     def items(self, domain: str) -> list[DomainImage]:
         """ImageNet-D images of one domain, sorted by key."""

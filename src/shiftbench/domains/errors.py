@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from ..errors import DataError
 from ..evaluation.errors import IncompleteDatasetError
 
-__all__ = ["DomainNetLayoutError", "UnknownClassFoldersError", "MissingDomainsError", "ListFileError", "MissingImageError"]
+__all__ = [
+    "DomainNetLayoutError",
+    "UnknownClassFoldersError",
+    "MissingDomainsError",
+    "ListFileError",
+    "MissingImageError",
+]
 
 
 class DomainNetLayoutError(DataError):
@@ -45,10 +51,11 @@ class UnknownClassFoldersError(DomainNetLayoutError):
     def __init__(self, root: str, folders: Sequence[str], suggestions: dict[str, list[str]]) -> None:
         self.folders = list(folders)
         self.suggestions = dict(suggestions)
-        shown = ", ".join(
-            f"{f}" + (f" (did you mean {' / '.join(suggestions[f.split('/', 1)[1]])}?)" if suggestions.get(f.split("/", 1)[1]) else "")
-            for f in self.folders[:10]
-        )
+        parts = []
+        for f in self.folders[:10]:
+            near = suggestions.get(f.split("/", 1)[1])
+            parts.append(f + (f" (did you mean {' / '.join(near)}?)" if near else ""))
+        shown = ", ".join(parts)
         more = f", ... ({len(self.folders)} in all)" if len(self.folders) > 10 else ""
         super().__init__(
             root,

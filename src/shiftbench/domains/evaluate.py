@@ -13,7 +13,6 @@ recipe), then handed to the classifier, whose own transform normalises it.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -337,7 +336,8 @@ def evaluate_imagenet_d(
         t5 = np.array([mem[d][k][1] for k in keys], dtype=np.int64).reshape(-1, 5)
         preds[d] = DomainPredictions(keys, labels, t5, sorted(mem_skipped[d].items()))
         if mem_skipped[d]:
-            warnings.append(f"{d}: {len(mem_skipped[d])} unreadable image(s) skipped, e.g. {next(iter(mem_skipped[d]))}")
+            first = next(iter(mem_skipped[d]))
+            warnings.append(f"{d}: {len(mem_skipped[d])} unreadable image(s) skipped, e.g. {first}")
         if not keys:
             warnings.append(f"{d}: no image could be evaluated")
             continue
@@ -428,6 +428,3 @@ def stored_correlations(store: str | Path) -> dict[tuple[str, str], tuple[float 
     cols = ["IN-C mCE", "IN clean"]
     return rank_correlations(table, rows, cols)
 
-
-def _jsonable(result: ImageNetDResult) -> str:
-    return json.dumps(result.to_dict(), indent=2)

@@ -25,7 +25,9 @@ def plot_error_analysis(
     """
     if importlib.util.find_spec("matplotlib") is None:
         raise MissingPackageError(
-            "matplotlib", "the ImageNet-D error-analysis chart", "pip install 'shiftbench[plot]'  (or: pip install matplotlib)"
+            "matplotlib",
+            "the ImageNet-D error-analysis chart",
+            "pip install 'shiftbench[plot]'  (or: pip install matplotlib)",
         )
     import matplotlib
 
@@ -51,7 +53,10 @@ def plot_error_analysis(
         ax.set_xlabel("% of predictions")
         ax.tick_params(axis="y", labelsize=8)
     fig.legend(
-        handles=[Patch(color=INSIDE_COLOR, label="inside ImageNet-D"), Patch(color=OUTSIDE_COLOR, label="outside ImageNet-D")],
+        handles=[
+            Patch(color=INSIDE_COLOR, label="inside ImageNet-D"),
+            Patch(color=OUTSIDE_COLOR, label="outside ImageNet-D"),
+        ],
         loc="lower center",
         ncol=2,
     )
