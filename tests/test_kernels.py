@@ -91,3 +91,21 @@ def test_alias_poisson_draws_follow_the_poisson_law(level: int, scale: float) ->
     # total variation distance of 10^6 draws: sampling noise alone stays far below 0.01
     assert 0.5 * np.abs(emp - pmf).sum() < 0.01
     assert abs(float(draws.mean()) - lam) < 0.01 * max(1.0, lam**0.5)
+
+
+@pytest.mark.parametrize("name", ["gaussian_noise", "speckle_noise", "impulse_noise"])
+@pytest.mark.parametrize("severity", [1, 5])
+def test_fused_noise_equals_tensor_path(name: str, severity: int) -> None:
+    from shiftbench._registry import ApplyContext
+    from shiftbench.api import sample_draws
+
+    spec = shiftbench.get_corruption(name)
+    x = torch.from_numpy(photos("224", 2)).permute(0, 3, 1, 2).contiguous()
+    draws = [sample_draws(x[i], name, severity, seed=9, edition="224") for i in range(2)]
+    stacked = {k: torch.stack([torch.as_tensor(np.asarray(d[k])) for d in draws]) for k in draws[0]}
+    params = spec.severity_params("224", severity)
+    xf = x.to(torch.float32)
+    fused = spec.apply(xf, params, stacked, ApplyContext("224", severity, {"fused": True}))
+    tensor = spec.apply(xf, params, stacked, ApplyContext("224", severity, {"fused": False}))
+    assert fused.dtype == tensor.dtype == torch.float32
+    assert torch.equal(fused, tensor)

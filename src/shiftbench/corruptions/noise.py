@@ -16,6 +16,15 @@ import torch
 from .._registry import ApplyContext, SampleContext, register
 
 
+def _fused(x: torch.Tensor, ctx: ApplyContext) -> bool:
+    """CPU float32 batches take the compiled kernels (tests pass fused=False for the tensor path)."""
+    return x.device.type == "cpu" and x.dtype == torch.float32 and ctx.extra.get("fused", True)
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return np.ascontiguousarray(t.detach().cpu().numpy())
+
+
 def _chw(a: torch.Tensor) -> torch.Tensor:
     """B x H x W x C draws -> B x C x H x W."""
     return a.permute(0, 3, 1, 2)
@@ -29,6 +38,8 @@ def _sample_normal(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 @register("gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32)
 def gaussian_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Additive Gaussian noise of standard deviation c (image in [0, 1])."""
+    if _fused(x, ctx):
+        return _gaussian_fused(x, d["z"], c, multiplicative=False)
     x = x / 255.0
     return torch.clamp(x + c * _chw(d["z"]).to(x.dtype), 0, 1) * 255
 
@@ -57,6 +68,12 @@ def _sample_impulse(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 @register("impulse_noise", family="noise", group="benchmark", sample=_sample_impulse, dtype=torch.float32)
 def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Salt-and-pepper noise: each value is replaced by 0 or 1 with probability c."""
+    if _fused(x, ctx):
+        from ._noise_cpu import impulse_kernel
+
+        out = np.empty(tuple(x.shape), dtype=np.float32)
+        impulse_kernel(_np(x), _np(d["flipped"]).astype(np.bool_), _np(d["salted"]).astype(np.bool_), out)
+        return torch.from_numpy(out)
     x = x / 255.0
     flipped = _chw(d["flipped"]).to(torch.bool)
     salted = _chw(d["salted"]).to(torch.bool)
@@ -68,5 +85,15 @@ def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
 @register("speckle_noise", family="noise", group="extra", sample=_sample_normal, dtype=torch.float32)
 def speckle_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Multiplicative noise: x + x * N(0, c^2)."""
+    if _fused(x, ctx):
+        return _gaussian_fused(x, d["z"], c, multiplicative=True)
     x = x / 255.0
     return torch.clamp(x + x * (c * _chw(d["z"]).to(x.dtype)), 0, 1) * 255
+
+
+def _gaussian_fused(x: torch.Tensor, z: torch.Tensor, c: float, multiplicative: bool) -> torch.Tensor:
+    from ._noise_cpu import gaussian_kernel
+
+    out = np.empty(tuple(x.shape), dtype=np.float32)
+    gaussian_kernel(_np(x), _np(z).astype(np.float32, copy=False), np.float32(c), multiplicative, out)
+    return torch.from_numpy(out)
