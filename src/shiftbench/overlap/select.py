@@ -176,8 +176,17 @@ def select_benchmark(overlaps: OverlapMatrix | Any, threshold: float, names: Seq
     """
     t = check_threshold(threshold)
     all_names, m = _as_matrix(overlaps, names)
-    nan_rows = [i for i in range(len(all_names)) if np.isnan(np.delete(m[i], i)).any() or np.isnan(m[i, i])]
-    keep = [i for i in range(len(all_names)) if i not in nan_rows]
+    # leave out undefined candidates: repeatedly the one with the most NaN scores, until none is left
+    keep = list(range(len(all_names)))
+    nan_rows: list[int] = []
+    while keep:
+        sub_nan = np.isnan(m[np.ix_(keep, keep)]).sum(axis=1)
+        if not sub_nan.any():
+            break
+        worst = keep[int(np.flatnonzero(sub_nan == sub_nan.max())[-1])]
+        nan_rows.append(worst)
+        keep.remove(worst)
+    nan_rows.sort()
     excluded = tuple(all_names[i] for i in nan_rows)
     names_k = [all_names[i] for i in keep]
     v = m[np.ix_(keep, keep)] if keep else np.zeros((0, 0))
