@@ -173,3 +173,27 @@ def test_cli_overlap_reports_bad_config(tmp_path: Path, capsys: pytest.CaptureFi
     cfg.write_text('[study]\nname = "x"\n[data]\ndataset = "imagefolder"\nroot = "nope"\n[corruptions]\ntrain = ["noc_hue"]\n')
     assert main(["overlap", "--config", str(cfg)]) != 0
     assert "missing" in capsys.readouterr().err
+
+
+def test_imagenet100_folder_keeps_every_tenth_class(tmp_path: Path) -> None:
+    from PIL import Image
+
+    root = tmp_path / "imagenet"
+    wnids = [f"n{i:08d}" for i in range(0, 200, 10)]  # 20 classes in wnid order
+    rng = np.random.default_rng(0)
+    for part in ("train", "val"):
+        for k, w in enumerate(wnids):
+            d = root / part / w
+            d.mkdir(parents=True)
+            for j in range(2):
+                Image.fromarray((rng.random((40, 48, 3)) * 255).astype(np.uint8)).save(d / f"{j}.png")
+    doc = small(tmp_path)
+    doc["data"] = {"dataset": "imagenet100", "root": str(root), "image_size": 32}
+    doc["train"].update(epochs=1, batch_size=2)
+    doc["corruptions"]["train"] = ["noc_rain"]
+    res = run_study(config_from_dict(doc), heatmap=False)
+    saved = sqlite3.connect(str(tmp_path / "out" / "overlap.sqlite")).execute("SELECT config FROM overlap_studies").fetchone()
+    assert json.loads(saved[0])["data"]["dataset"] == "imagenet100"
+    ck = torch.load(tmp_path / "out" / "checkpoints" / "standard.pt", weights_only=False)
+    assert ck["classes"] == [wnids[0], wnids[10]]  # every tenth class by wnid order
+    assert res.accuracy.values.shape == (2, 2)

@@ -118,7 +118,7 @@ class TrainConfig:
     finetune_from: str = "standard"
     finetune_epochs: int = 5
     finetune_lr: float = 0.01
-    num_workers: int = 4
+    num_workers: int = 4  # threads decoding image files (file datasets only)
     eval_batch_size: int = 256
     cpu_threads: int | None = None
 
@@ -423,8 +423,8 @@ def _read_files(files: Sequence[Path], size: int) -> torch.Tensor:
     return torch.from_numpy(np.stack(out)).permute(0, 3, 1, 2).contiguous()
 
 
-def _batches(ds: Dataset, part: str, order: np.ndarray, batch_size: int) -> Any:
-    """Yield (indices, uint8 images, labels) batches; files are decoded by a small thread pool."""
+def _batches(ds: Dataset, part: str, order: np.ndarray, batch_size: int, workers: int = 4) -> Any:
+    """Yield (indices, uint8 images, labels) batches; files are decoded by ``workers`` threads, two batches ahead."""
     x = ds.train_x if part == "train" else ds.test_x
     y = ds.train_y if part == "train" else ds.test_y
     files = ds.train_files if part == "train" else ds.test_files
@@ -437,7 +437,7 @@ def _batches(ds: Dataset, part: str, order: np.ndarray, batch_size: int) -> Any:
     assert files is not None
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futs = [pool.submit(_read_files, [files[i] for i in c], ds.image_size) for c in chunks[:2]]
         for k, c in enumerate(chunks):
             imgs = futs[k].result()
@@ -568,7 +568,7 @@ def _train_one(
         order = rng.permutation(n)
         flips = rng.random(n) < 0.5
         tot_loss, tot_ok, tot_n = 0.0, 0, 0
-        for idx, xb, yb in _batches(ds, "train", order, tc.batch_size):
+        for idx, xb, yb in _batches(ds, "train", order, tc.batch_size, tc.num_workers):
             xb = xb.to(dev)
             yb = yb.to(dev)
             if tc.hflip:
@@ -621,7 +621,7 @@ def _test_one(
     net.eval()
     order = np.arange(len(ds.test_y))
     ok = {t: 0 for t in todo}
-    for idx, xb, yb in _batches(ds, "test", order, cfg.train.eval_batch_size):
+    for idx, xb, yb in _batches(ds, "test", order, cfg.train.eval_batch_size, cfg.train.num_workers):
         xb, yb = xb.to(dev), yb.to(dev)
         for t in todo:
             key = (t, int(idx[0]))
