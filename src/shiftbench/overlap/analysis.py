@@ -172,7 +172,8 @@ def plot_overlap_heatmap(
         for j in range(n):
             val = overlaps.values[i, j]
             txt = "n/a" if math.isnan(val) else f"{val:.2f}"
-            ax.text(j, i, txt, ha="center", va="center", fontsize=7, color="white" if (math.isnan(val) or val < 0.6) else "black")
+            colour = "dimgray" if math.isnan(val) else ("white" if val < 0.6 else "black")
+            ax.text(j, i, txt, ha="center", va="center", fontsize=7, color=colour)
     for k, lab in enumerate(ax.get_yticklabels()):
         if overlaps.names[k] in highlight:
             lab.set_fontweight("bold")

@@ -134,7 +134,7 @@ _SPECS: list[CandidateSpec] = [
     _spec("noc_vertical_artifacts", "Vertical Artifacts", "occlusion", 15, 180, True, "number of artifacts", 0.758,
           "as noc_artifacts, rotated by 90 degrees"),
     _spec("noc_rhombus", "Rhombus", "occlusion", 9, 76, True, "number of rhombi", 0.728,
-          "7 x 7 diamonds (|dy| + |dx| <= 3) at uniform positions, each filled with one uniform gray value"),
+          "7 x 7 diamonds (abs(dy) + abs(dx) <= 3) at uniform positions, each filled with one uniform gray value"),
     _spec("noc_rain", "Rain", "weather", 12, 120, True, "number of drops", 0.748,
           "discs of radius 7 at uniform positions; inside, x becomes (x + 1) / 2"),
     _spec("noc_circles", "Circles", "occlusion", 7, 50, True, "number of circles", 0.720,

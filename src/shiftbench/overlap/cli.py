@@ -24,9 +24,9 @@ def _fmt_selections(sels: list[Selection]) -> str:
         names = ", ".join(n.removeprefix("noc_") for n in s.names)
         lines.append(f"{s.threshold:9.3f}  {s.size:4d}  {s.mean_overlap:12.3f}  {s.max_overlap:11.3f}  {s.n_largest:8d}  {names}")
         if s.ties:
-            lines.append(f"{'':9}  ties (same mean): " + " | ".join(", ".join(t) for t in s.ties))
+            lines.append(f"{'':9}  ties (same mean): " + " | ".join(", ".join(n.removeprefix("noc_") for n in t) for t in s.ties))
         if s.excluded:
-            lines.append(f"{'':9}  left out (undefined scores): {', '.join(s.excluded)}")
+            lines.append(f"{'':9}  left out (undefined scores): {', '.join(n.removeprefix('noc_') for n in s.excluded)}")
     return "\n".join(lines) + "\n"
 
 
@@ -148,6 +148,14 @@ def register(cli: click.Group) -> None:
     @click.option("--names", default=None, help="Only these corruptions (comma-separated).")
     @click.option("--save", "save_name", default=None, help="Save the benchmark of the first threshold under this name.")
     @click.option("--save-file", type=click.Path(dir_okay=False), default=None, help="Where to write it (default: <name>.json).")
+    @click.option(
+        "--baseline",
+        type=click.Choice(["auto", "alexnet", "standard"]),
+        default="auto",
+        show_default=True,
+        help="CE baseline of a saved benchmark: AlexNet's published ImageNet errors (003 Appendix A), or the "
+        "errors of the study's standard model (needs --store). auto: standard with --store, else alexnet.",
+    )
     @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
     def select_cmd(
         matrix: str | None,
@@ -157,6 +165,7 @@ def register(cli: click.Group) -> None:
         names: str | None,
         save_name: str | None,
         save_file: str | None,
+        baseline: str,
         fmt: str,
     ) -> None:
         """Algorithm 1: the largest set of corruptions whose pairwise overlaps stay under each threshold.
@@ -172,6 +181,7 @@ def register(cli: click.Group) -> None:
             raise click.UsageError("give exactly one of --matrix and --store")
         db = None
         acc = None
+        cfg: dict[str, Any] = {}
         if matrix is not None:
             om = read_overlap_matrix(matrix)
         else:
@@ -200,16 +210,15 @@ def register(cli: click.Group) -> None:
             else:
                 click.echo(_fmt_selections(sels), nl=False)
             if save_name:
-                baseline = None
-                from .noc import alexnet_noc_baseline
-
-                if any(c not in alexnet_noc_baseline().errors for c in sels[0].names):
+                mode = baseline if baseline != "auto" else ("standard" if acc is not None else "alexnet")
+                base = None
+                if mode == "standard":
                     if acc is None:
-                        raise InvalidArgumentError(
-                            "save", save_name, "corruptions with published AlexNet errors, or --store (to normalise by the study's standard model)"
-                        )
-                    baseline = {c: 1.0 - acc.get(STANDARD, c) for c in sels[0].names}
-                bench = benchmark_from_selection(sels[0], save_name, baseline=baseline, baseline_name="study standard model")
+                        raise InvalidArgumentError("baseline", "standard", "alexnet with --matrix (the standard model's errors need --store)")
+                    base = {c: 1.0 - acc.get(STANDARD, c) for c in sels[0].names}
+                bench = benchmark_from_selection(
+                    sels[0], save_name, baseline=base, baseline_name=f"standard model of study {cfg.get('name')!r}" if base else "custom"
+                )
                 p = save_benchmark(bench, save_file or f"{save_name}.json", store=db)
                 click.echo(f"Saved benchmark {save_name!r} ({', '.join(bench.corruptions)}) to {p}", err=True)
                 click.echo(f"Evaluate it with: shiftbench evaluate --benchmark imagenet-noc --corruptions {p}", err=True)
