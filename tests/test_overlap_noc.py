@@ -31,7 +31,15 @@ def test_imagenet_noc_definition() -> None:
     b = imagenet_noc()
     assert b.corruptions == IMAGENET_NOC
     assert [c.removeprefix("noc_") for c in IMAGENET_NOC] == [
-        "quantization", "blur", "vertical_artifacts", "rain", "border", "shear", "brightness", "hue"]
+        "quantization",
+        "blur",
+        "vertical_artifacts",
+        "rain",
+        "border",
+        "shear",
+        "brightness",
+        "hue",
+    ]
     assert b.baseline.errors["noc_hue"] == 0.684 and b.baseline.clean_error == 0.435
     assert "Appendix A" in b.baseline.source
 
@@ -83,14 +91,32 @@ def test_bad_benchmarks(tmp_path: Path) -> None:
 def test_cli_evaluate_imagenet_noc(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("efficientnet_lite_pytorch")
     out = tmp_path / "noc.json"
-    rc = main(["evaluate", "--benchmark", "imagenet-noc", "--limit", "2", "--corruptions", "hue,rain",
-               "--store", str(tmp_path / "s.sqlite"), "--results-format", "json", "--results-file", str(out), "--no-progress"])
+    rc = main(
+        [
+            "evaluate",
+            "--benchmark",
+            "imagenet-noc",
+            "--limit",
+            "2",
+            "--corruptions",
+            "hue,rain",
+            "--store",
+            str(tmp_path / "s.sqlite"),
+            "--results-format",
+            "json",
+            "--results-file",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     doc = json.loads(out.read_text())
     assert set(doc["ce"]) == {"noc_hue", "noc_rain"} and doc["baseline"] == "AlexNet"
 
 
-def test_cli_evaluate_imagenet_noc_refuses_imagenet_c_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_evaluate_imagenet_noc_refuses_imagenet_c_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     s = str(tmp_path / "s.sqlite")
     assert main(["evaluate", "--benchmark", "imagenet-noc", "--severities", "3", "--store", s]) != 0
     assert "severity" in capsys.readouterr().err
@@ -103,7 +129,19 @@ def test_cli_evaluate_imagenet_noc_refuses_imagenet_c_options(tmp_path: Path, ca
 def test_cli_select_on_a_matrix_file_and_save(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     m = tmp_path / "m.csv"
     m.write_text("noc_hue,noc_rain,noc_blur\n1,0,0.4\n0,1,0.05\n0.4,0.05,1\n")
-    rc = main(["select", "--matrix", str(m), "--thresholds", "0.1", "--save", "tiny", "--save-file", str(tmp_path / "tiny.json")])
+    rc = main(
+        [
+            "select",
+            "--matrix",
+            str(m),
+            "--thresholds",
+            "0.1",
+            "--save",
+            "tiny",
+            "--save-file",
+            str(tmp_path / "tiny.json"),
+        ]
+    )
     assert rc == 0
     assert "hue, rain" in capsys.readouterr().out  # {hue, rain} and {rain, blur} qualify; hue-rain overlaps less
     assert load_benchmark(tmp_path / "tiny.json").corruptions == ("noc_hue", "noc_rain")

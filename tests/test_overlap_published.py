@@ -60,8 +60,14 @@ TABLE6 = {  # clean error %, CE of quant blur vert-arti rain border shear bright
     "WideResNet-50-2": (21.5, [112, 59, 97, 92, 35, 96, 72, 58], 78),
 }
 TABLE3 = {  # mCE.IC, mCE.INOC
-    "AlexNet": (100, 100), "SqueezeNet": (118, 106), "VGG-11": (123, 110), "VGG-19-BN": (111, 88),
-    "ResNet-18": (104, 86), "ResNet-50": (105, 81), "DenseNet-121": (94, 73), "DenseNet-201": (89, 66),
+    "AlexNet": (100, 100),
+    "SqueezeNet": (118, 106),
+    "VGG-11": (123, 110),
+    "VGG-19-BN": (111, 88),
+    "ResNet-18": (104, 86),
+    "ResNet-50": (105, 81),
+    "DenseNet-121": (94, 73),
+    "DenseNet-201": (89, 66),
     "WideResNet-50-2": (101, 78),
 }
 
@@ -148,7 +154,7 @@ def test_table2_equals_the_mce_columns_of_tables_7_and_8() -> None:
 def test_table6_ce_reproduced_from_alexnet_errors() -> None:
     base = alexnet_noc_baseline()
     assert base.clean_error == 0.435
-    assert list(base.errors) [:3] == ["noc_quantization", "noc_gaussian_noise", "noc_salt_pepper"]
+    assert list(base.errors)[:3] == ["noc_quantization", "noc_gaussian_noise", "noc_salt_pepper"]
     assert len(IMAGENET_NOC) == 8
     # a model with AlexNet's own errors has CE 100 everywhere (Table 6, first row)
     assert all(half_up(100 * corruption_error(base.errors[c], base.errors[c])) == 100 for c in IMAGENET_NOC)

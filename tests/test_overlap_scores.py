@@ -38,28 +38,38 @@ def test_robustness_score() -> None:
 
 
 def test_identical_corruptions_overlap_1() -> None:
-    a = acc({
-        "standard": {"clean": 0.9, "a": 0.45, "b": 0.45},
-        "a": {"clean": 0.9, "a": 0.8, "b": 0.8},
-        "b": {"clean": 0.9, "a": 0.8, "b": 0.8},
-    })
+    a = acc(
+        {
+            "standard": {"clean": 0.9, "a": 0.45, "b": 0.45},
+            "a": {"clean": 0.9, "a": 0.8, "b": 0.8},
+            "b": {"clean": 0.9, "a": 0.8, "b": 0.8},
+        }
+    )
     om = overlap_matrix(a)
     assert om.get("a", "b") == pytest.approx(1.0) and om.get("a", "a") == 1.0
 
 
 def test_no_transfer_gives_0_and_negative_transfer_is_clipped() -> None:
-    a = acc({
-        "standard": {"clean": 0.9, "a": 0.45, "b": 0.45},
-        "a": {"clean": 0.9, "a": 0.8, "b": 0.40},  # training with a makes b worse
-        "b": {"clean": 0.9, "a": 0.45, "b": 0.8},  # training with b does nothing for a
-    })
+    a = acc(
+        {
+            "standard": {"clean": 0.9, "a": 0.45, "b": 0.45},
+            "a": {"clean": 0.9, "a": 0.8, "b": 0.40},  # training with a makes b worse
+            "b": {"clean": 0.9, "a": 0.45, "b": 0.8},  # training with b does nothing for a
+        }
+    )
     assert overlap_matrix(a).get("a", "b") == 0.0
 
 
 def test_asymmetric_transfer_is_averaged() -> None:
     # a -> b transfers 80 % of b's own gain, b -> a 20 % of a's own gain: O = (0.8 + 0.2) / 2
     std = {"clean": 1.0, "a": 0.5, "b": 0.5}
-    a = acc({"standard": std, "a": {"clean": 1.0, "a": 0.9, "b": 0.5 + 0.8 * 0.3}, "b": {"clean": 1.0, "a": 0.5 + 0.2 * 0.4, "b": 0.8}})
+    a = acc(
+        {
+            "standard": std,
+            "a": {"clean": 1.0, "a": 0.9, "b": 0.5 + 0.8 * 0.3},
+            "b": {"clean": 1.0, "a": 0.5 + 0.2 * 0.4, "b": 0.8},
+        }
+    )
     om = overlap_matrix(a)
     assert om.get("a", "b") == pytest.approx(0.5) and om.get("b", "a") == pytest.approx(0.5)
     # the six-score form agrees
@@ -68,11 +78,13 @@ def test_asymmetric_transfer_is_averaged() -> None:
 
 def test_robustness_uses_each_models_clean_accuracy() -> None:
     # model a is worse on clean images; its robustness score divides by its own clean accuracy
-    a = acc({
-        "standard": {"clean": 0.8, "a": 0.4, "b": 0.4},
-        "a": {"clean": 0.6, "a": 0.6, "b": 0.3},
-        "b": {"clean": 0.8, "a": 0.4, "b": 0.8},
-    })
+    a = acc(
+        {
+            "standard": {"clean": 0.8, "a": 0.4, "b": 0.4},
+            "a": {"clean": 0.6, "a": 0.6, "b": 0.3},
+            "b": {"clean": 0.8, "a": 0.4, "b": 0.8},
+        }
+    )
     om = overlap_matrix(a)
     # R[a,b] = 0.5 = R[std,b] -> 0; R[b,a] = 0.5 = R[std,a] -> 0
     assert om.get("a", "b") == 0.0

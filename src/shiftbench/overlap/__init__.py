@@ -20,10 +20,33 @@ from __future__ import annotations
 from typing import Any
 
 from . import candidates
-from .analysis import Balance, Coverage, balance, corruption_error, coverage, mean_corruption_error, plot_overlap_heatmap
+from .analysis import (
+    Balance,
+    Coverage,
+    balance,
+    corruption_error,
+    coverage,
+    mean_corruption_error,
+    plot_overlap_heatmap,
+)
 from .candidates import CANDIDATES, PAPER_CANDIDATES, candidate_names, corrupt_candidate
-from .noc import IMAGENET_NOC, alexnet_noc_baseline, benchmark_from_selection, evaluate_noc, imagenet_noc, load_benchmark, save_benchmark
-from .scores import AccuracyMatrix, OverlapMatrix, UndefinedOverlapError, overlap_matrix, overlap_score, robustness_score
+from .noc import (
+    IMAGENET_NOC,
+    alexnet_noc_baseline,
+    benchmark_from_selection,
+    evaluate_noc,
+    imagenet_noc,
+    load_benchmark,
+    save_benchmark,
+)
+from .scores import (
+    AccuracyMatrix,
+    OverlapMatrix,
+    UndefinedOverlapError,
+    overlap_matrix,
+    overlap_score,
+    robustness_score,
+)
 from .select import Selection, select_benchmark, select_for_thresholds
 
 __all__ = [

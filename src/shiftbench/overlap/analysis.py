@@ -53,7 +53,11 @@ def mean_corruption_error(ces: Mapping[str, float] | Sequence[float]) -> float:
     if not vals:
         raise InvalidArgumentError("ces", vals, "at least one CE value")
     for v in vals:
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(float(v)):
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float, np.integer, np.floating))
+            or not math.isfinite(float(v))
+        ):
             raise InvalidArgumentError("ces", v, "finite numbers")
     return float(np.mean(np.asarray(vals, dtype=np.float64)))
 
@@ -82,7 +86,11 @@ def balance(mces: Mapping[str, float]) -> Balance:
         raise InvalidArgumentError("mces", mces, "a mapping of at least two models to their mCE")
     vals = {}
     for k, v in mces.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(float(v)):
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float, np.integer, np.floating))
+            or not math.isfinite(float(v))
+        ):
             raise InvalidArgumentError(f"mces[{k!r}]", v, "a finite number")
         vals[str(k)] = float(v)
     a = np.array(list(vals.values()))

@@ -11,9 +11,9 @@ from typing import Any
 import click
 
 from ..errors import DataError, InvalidArgumentError
+from .harness import DEFAULT_THRESHOLDS
 from .scores import CLEAN, STANDARD, OverlapMatrix, overlap_matrix
 from .select import Selection, select_for_thresholds
-from .harness import DEFAULT_THRESHOLDS
 
 __all__ = ["register", "evaluate_command", "read_overlap_matrix"]
 
@@ -22,11 +22,17 @@ def _fmt_selections(sels: list[Selection]) -> str:
     lines = ["threshold  size  mean overlap  max overlap  #largest  benchmark"]
     for s in sels:
         names = ", ".join(n.removeprefix("noc_") for n in s.names)
-        lines.append(f"{s.threshold:9.3f}  {s.size:4d}  {s.mean_overlap:12.3f}  {s.max_overlap:11.3f}  {s.n_largest:8d}  {names}")
+        lines.append(
+            f"{s.threshold:9.3f}  {s.size:4d}  {s.mean_overlap:12.3f}  {s.max_overlap:11.3f}  {s.n_largest:8d}  {names}"
+        )
         if s.ties:
-            lines.append(f"{'':9}  ties (same mean): " + " | ".join(", ".join(n.removeprefix("noc_") for n in t) for t in s.ties))
+            lines.append(
+                f"{'':9}  ties (same mean): " + " | ".join(", ".join(n.removeprefix("noc_") for n in t) for t in s.ties)
+            )
         if s.excluded:
-            lines.append(f"{'':9}  left out (undefined scores): {', '.join(n.removeprefix('noc_') for n in s.excluded)}")
+            lines.append(
+                f"{'':9}  left out (undefined scores): {', '.join(n.removeprefix('noc_') for n in s.excluded)}"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -34,7 +40,9 @@ def _fmt_matrix(names: list[str], rows: list[str], values: Any, fmt: str = "{:6.
     short = [n.removeprefix("noc_")[:10] for n in names]
     out = ["".ljust(22) + "".join(s.rjust(11) for s in short)]
     for r, row in zip(rows, values):
-        out.append(r.removeprefix("noc_")[:21].ljust(22) + "".join(("n/a" if v != v else fmt.format(v)).rjust(11) for v in row))
+        out.append(
+            r.removeprefix("noc_")[:21].ljust(22) + "".join(("n/a" if v != v else fmt.format(v)).rjust(11) for v in row)
+        )
     return "\n".join(out) + "\n"
 
 
@@ -68,7 +76,9 @@ def read_overlap_matrix(path: str | Path) -> OverlapMatrix:
         raise DataError(f"matrix file {str(p)!r}: {e}") from e
     if any(len(r) != len(header) for r in vals) or len(vals) != len(header):
         raise InvalidArgumentError(
-            "matrix", f"{len(vals)} rows of {sorted({len(r) for r in vals})} values for {len(header)} names", "a square matrix"
+            "matrix",
+            f"{len(vals)} rows of {sorted({len(r) for r in vals})} values for {len(header)} names",
+            "a square matrix",
         )
     return OverlapMatrix(header, vals)
 
@@ -101,10 +111,17 @@ def register(cli: click.Group) -> None:
     """Attach ``overlap`` and ``select`` to the root command group."""
 
     @cli.command("overlap")
-    @click.option("--config", "config", required=True, help="Study config (TOML file) or a built-in name: mnist-digits, imagenet100-resnet18.")
+    @click.option(
+        "--config",
+        "config",
+        required=True,
+        help="Study config (TOML file) or a built-in name: mnist-digits, imagenet100-resnet18.",
+    )
     @click.option("--set", "overrides", multiple=True, help="Override a config value: section.key=value (repeatable).")
     @click.option("--heatmap/--no-heatmap", default=True, show_default=True, help="Draw <output>/overlap_heatmap.png.")
-    @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the summary as JSON here.")
+    @click.option(
+        "--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the summary as JSON here."
+    )
     def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out: str | None) -> None:
         """Train and test a corruption-overlap study, then run Algorithm 1.
 
@@ -123,7 +140,10 @@ def register(cli: click.Group) -> None:
         try:
             res = run_study(cfg, log=lambda s: click.echo(s, err=True), heatmap=heatmap)
         except KeyboardInterrupt:
-            click.echo(f"\nInterrupted. Finished epochs are checkpointed in {cfg.output}; run the same command to resume.", err=True)
+            click.echo(
+                f"\nInterrupted. Finished epochs are checkpointed in {cfg.output}; run the same command to resume.",
+                err=True,
+            )
             raise
         acc = res.accuracy
         click.echo(f"Accuracy (rows: trained with; columns: tested on), store {res.store_path}")
@@ -131,7 +151,9 @@ def register(cli: click.Group) -> None:
         click.echo("Overlapping scores (003 eq. 2)")
         click.echo(_fmt_matrix(res.overlaps.names, res.overlaps.names, res.overlaps.values))
         if res.overlaps.undefined:
-            click.echo(f"Undefined (the model did not gain on its own corruption): {', '.join(res.overlaps.undefined)}\n")
+            click.echo(
+                f"Undefined (the model did not gain on its own corruption): {', '.join(res.overlaps.undefined)}\n"
+            )
         click.echo("Algorithm 1")
         click.echo(_fmt_selections(res.selections))
         if res.heatmap:
@@ -141,13 +163,28 @@ def register(cli: click.Group) -> None:
             Path(json_out).write_text(json.dumps(res.summary(), indent=1), encoding="utf-8")
 
     @cli.command("select")
-    @click.option("--matrix", type=click.Path(dir_okay=False), default=None, help="Overlap matrix: .json (names, values) or .csv.")
-    @click.option("--store", type=click.Path(dir_okay=False), default=None, help="A study's overlap.sqlite (uses its accuracy matrix).")
+    @click.option(
+        "--matrix", type=click.Path(dir_okay=False), default=None, help="Overlap matrix: .json (names, values) or .csv."
+    )
+    @click.option(
+        "--store",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="A study's overlap.sqlite (uses its accuracy matrix).",
+    )
     @click.option("--study", default=None, help="Study name in --store (default: the only one).")
-    @click.option("--thresholds", default=None, help="Comma-separated, in [0, 1]. Default: 003 Appendix B's 0,0.025,0.05,0.1,0.2,0.35,0.5.")
+    @click.option(
+        "--thresholds",
+        default=None,
+        help="Comma-separated, in [0, 1]. Default: 003 Appendix B's 0,0.025,0.05,0.1,0.2,0.35,0.5.",
+    )
     @click.option("--names", default=None, help="Only these corruptions (comma-separated).")
-    @click.option("--save", "save_name", default=None, help="Save the benchmark of the first threshold under this name.")
-    @click.option("--save-file", type=click.Path(dir_okay=False), default=None, help="Where to write it (default: <name>.json).")
+    @click.option(
+        "--save", "save_name", default=None, help="Save the benchmark of the first threshold under this name."
+    )
+    @click.option(
+        "--save-file", type=click.Path(dir_okay=False), default=None, help="Where to write it (default: <name>.json)."
+    )
     @click.option(
         "--baseline",
         type=click.Choice(["auto", "alexnet", "standard"]),
@@ -214,14 +251,21 @@ def register(cli: click.Group) -> None:
                 base = None
                 if mode == "standard":
                     if acc is None:
-                        raise InvalidArgumentError("baseline", "standard", "alexnet with --matrix (the standard model's errors need --store)")
+                        raise InvalidArgumentError(
+                            "baseline", "standard", "alexnet with --matrix (the standard model's errors need --store)"
+                        )
                     base = {c: 1.0 - acc.get(STANDARD, c) for c in sels[0].names}
                 bench = benchmark_from_selection(
-                    sels[0], save_name, baseline=base, baseline_name=f"standard model of study {cfg.get('name')!r}" if base else "custom"
+                    sels[0],
+                    save_name,
+                    baseline=base,
+                    baseline_name=f"standard model of study {cfg.get('name')!r}" if base else "custom",
                 )
                 p = save_benchmark(bench, save_file or f"{save_name}.json", store=db)
                 click.echo(f"Saved benchmark {save_name!r} ({', '.join(bench.corruptions)}) to {p}", err=True)
-                click.echo(f"Evaluate it with: shiftbench evaluate --benchmark imagenet-noc --corruptions {p}", err=True)
+                click.echo(
+                    f"Evaluate it with: shiftbench evaluate --benchmark imagenet-noc --corruptions {p}", err=True
+                )
         finally:
             if db is not None:
                 db.close()
@@ -253,7 +297,7 @@ def evaluate_command(**kw: Any) -> None:
         if corr.endswith(".json") or Path(corr).is_file():
             benchmark = corr
         elif corr.startswith("saved:"):
-            benchmark = corr[len("saved:"):]
+            benchmark = corr[len("saved:") :]
         else:
             subset = [c.strip() for c in corr.split(",") if c.strip()]
     classes = kw.get("classes", "auto")

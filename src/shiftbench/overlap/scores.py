@@ -86,7 +86,10 @@ def robustness_score(accuracy_corrupted: float, accuracy_clean: float) -> float:
     a0 = _accuracy("accuracy_clean", accuracy_clean)
     if a0 <= 0.0:
         raise InvalidArgumentError(
-            "accuracy_clean", accuracy_clean, "an accuracy > 0", "A model with no clean accuracy has no robustness score."
+            "accuracy_clean",
+            accuracy_clean,
+            "an accuracy > 0",
+            "A model with no clean accuracy has no robustness score.",
         )
     return ac / a0
 
@@ -107,10 +110,13 @@ def overlap_score(
     Raises:
         UndefinedOverlapError: ``r_m2_c2 <= r_std_c2`` or ``r_m1_c1 <= r_std_c1``.
     """
-    vals = [_number(n, v) for n, v in zip(
-        ("r_m1_c2", "r_std_c2", "r_m2_c2", "r_m2_c1", "r_std_c1", "r_m1_c1"),
-        (r_m1_c2, r_std_c2, r_m2_c2, r_m2_c1, r_std_c1, r_m1_c1),
-    )]
+    vals = [
+        _number(n, v)
+        for n, v in zip(
+            ("r_m1_c2", "r_std_c2", "r_m2_c2", "r_m2_c1", "r_std_c1", "r_m1_c1"),
+            (r_m1_c2, r_std_c2, r_m2_c2, r_m2_c1, r_std_c1, r_m1_c1),
+        )
+    ]
     a, s2, d2, b, s1, d1 = vals
     if d2 - s2 <= 0:
         raise UndefinedOverlapError(c2, d2 - s2)
@@ -155,7 +161,9 @@ class AccuracyMatrix:
         for m in models:
             if set(acc[m]) != set(tests):
                 raise InvalidArgumentError(
-                    "accuracies", f"model {m!r} tested on {sorted(acc[m])}", f"the same test sets for every model: {tests}"
+                    "accuracies",
+                    f"model {m!r} tested on {sorted(acc[m])}",
+                    f"the same test sets for every model: {tests}",
                 )
         return cls(models, tests, np.array([[acc[m][t] for t in tests] for m in models], dtype=np.float64))
 
@@ -228,9 +236,13 @@ class OverlapMatrix:
     def from_dict(cls, doc: Mapping[str, Any]) -> OverlapMatrix:
         try:
             names = list(doc["names"])
-            vals = np.array([[np.nan if v is None else float(v) for v in row] for row in doc["values"]], dtype=np.float64)
+            vals = np.array(
+                [[np.nan if v is None else float(v) for v in row] for row in doc["values"]], dtype=np.float64
+            )
         except (KeyError, TypeError, ValueError) as e:
-            raise InvalidArgumentError("overlap matrix", type(doc).__name__, '{"names": [...], "values": [[...]]}') from e
+            raise InvalidArgumentError(
+                "overlap matrix", type(doc).__name__, '{"names": [...], "values": [[...]]}'
+            ) from e
         return cls(names, vals, list(doc.get("undefined", [])), dict(doc.get("gains", {})))
 
 
@@ -255,7 +267,9 @@ def check_overlap_matrix(values: Any, names: Sequence[str] | None = None, *, all
         raise InvalidArgumentError("names", list(names), "unique corruption names")
     nan = np.isnan(m)
     if nan.any() and not allow_nan:
-        raise InvalidArgumentError("overlap matrix", "NaN entries", "finite scores in [0, 1] (drop undefined corruptions)")
+        raise InvalidArgumentError(
+            "overlap matrix", "NaN entries", "finite scores in [0, 1] (drop undefined corruptions)"
+        )
     if not np.array_equal(nan, nan.T):
         raise InvalidArgumentError("overlap matrix", "NaN pattern not symmetric", "a symmetric matrix")
     f = np.where(nan, 0.0, m)
@@ -266,7 +280,9 @@ def check_overlap_matrix(values: Any, names: Sequence[str] | None = None, *, all
     if not np.allclose(f, f.T, atol=1e-9, rtol=0):
         i, j = np.unravel_index(np.argmax(np.abs(f - f.T)), f.shape)
         raise InvalidArgumentError(
-            "overlap matrix", f"[{i}][{j}]={f[i, j]} but [{j}][{i}]={f[j, i]}", "a symmetric matrix (O[i][j] == O[j][i])"
+            "overlap matrix",
+            f"[{i}][{j}]={f[i, j]} but [{j}][{i}]={f[j, i]}",
+            "a symmetric matrix (O[i][j] == O[j][i])",
         )
     return m
 
@@ -291,7 +307,9 @@ def overlap_matrix(
         raise InvalidArgumentError("on_undefined", on_undefined, "'raise' or 'nan'")
     if STANDARD not in acc.models:
         raise InvalidArgumentError("models", acc.models, f"a {STANDARD!r} row (the model trained on clean images)")
-    names = list(corruptions) if corruptions is not None else [m for m in acc.models if m != STANDARD and m in acc.tests]
+    names = (
+        list(corruptions) if corruptions is not None else [m for m in acc.models if m != STANDARD and m in acc.tests]
+    )
     for c in names:
         if c not in acc.models or c not in acc.tests:
             from .._validate import suggest

@@ -30,7 +30,14 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from .scores import OverlapMatrix, check_overlap_matrix
 
-__all__ = ["Selection", "maximum_cliques", "select_benchmark", "select_for_thresholds", "check_threshold", "mean_overlap"]
+__all__ = [
+    "Selection",
+    "maximum_cliques",
+    "select_benchmark",
+    "select_for_thresholds",
+    "check_threshold",
+    "mean_overlap",
+]
 
 _TIE = 1e-12
 

@@ -144,7 +144,18 @@ class OverlapStore:
                 "ON CONFLICT(study_id, model) DO UPDATE SET status=excluded.status, epochs_done=excluded.epochs_done, "
                 "epochs=excluded.epochs, checkpoint=excluded.checkpoint, seconds=excluded.seconds, "
                 "train_loss=excluded.train_loss, train_accuracy=excluded.train_accuracy, updated=excluded.updated",
-                (study_id, model, status, epochs_done, epochs, checkpoint, seconds, train_loss, train_accuracy, time.time()),
+                (
+                    study_id,
+                    model,
+                    status,
+                    epochs_done,
+                    epochs,
+                    checkpoint,
+                    seconds,
+                    train_loss,
+                    train_accuracy,
+                    time.time(),
+                ),
             )
 
     def models(self, study_id: int) -> dict[str, dict[str, Any]]:
@@ -181,7 +192,9 @@ class OverlapStore:
     ) -> AccuracyMatrix:
         """The stored accuracies as an :class:`AccuracyMatrix` (every model x every test must be present)."""
         rows = list(
-            self.db.execute("SELECT model, test, n_correct, n_total FROM overlap_accuracy WHERE study_id = ?", (study_id,))
+            self.db.execute(
+                "SELECT model, test, n_correct, n_total FROM overlap_accuracy WHERE study_id = ?", (study_id,)
+            )
         )
         acc: dict[str, dict[str, float]] = {}
         for m, t, c, n in rows:
