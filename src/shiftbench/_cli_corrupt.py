@@ -34,7 +34,12 @@ def list_cmd() -> None:
 
 @list_cmd.command("corruptions")
 @click.argument("pattern", required=False, default="*")
-@click.option("--group", type=click.Choice(["benchmark", "extra"]), default=None, help="Only the 15 benchmark or the 4 extra corruptions.")
+@click.option(
+    "--group",
+    type=click.Choice(["benchmark", "extra", "candidate"]),
+    default=None,
+    help="Only the 15 benchmark or the 4 extra corruptions, or the overlap study's candidates (listed only when asked).",
+)
 @click.option("--edition", default=None, help="Only corruptions defined for this edition (224, 299, 64, 32).")
 def list_corruptions_cmd(pattern: str, group: str | None, edition: str | None) -> None:
     """List ImageNet-C corruptions (PATTERN: wildcard such as '*blur*', or noise/blur/weather/digital)."""
