@@ -65,6 +65,7 @@ def test_smoke_study_resume_and_cli_select(tmp_path: Path, capsys: pytest.Captur
     assert res.heatmap is not None and res.heatmap.stat().st_size > 1000
     summary = json.loads((tmp_path / "out" / "overlap_result.json").read_text())
     assert summary["models"] == res.accuracy.models
+    assert summary["analyses"][-1]["benchmark"] == "all defined candidates"
     # a third run does nothing but read the store
     logs.clear()
     again = run_study(cfg, log=logs.append, heatmap=False)

@@ -245,3 +245,19 @@ def test_coverage() -> None:
         coverage(om, ["gauss"], level=3)
     with pytest.raises(UnknownCorruptionError):
         coverage(om, ["fog"])
+
+
+def test_benchmark_mces_feed_balance() -> None:
+    from shiftbench.overlap.analysis import balance, benchmark_mces
+
+    a = acc({
+        "standard": {"clean": 0.9, "a": 0.5, "b": 0.6},
+        "a": {"clean": 0.9, "a": 0.8, "b": 0.6},
+        "b": {"clean": 0.9, "a": 0.5, "b": 0.8},
+    })
+    m = benchmark_mces(a, ["a", "b"])
+    # model a: CE_a = 0.2 / 0.5, CE_b = 0.4 / 0.4; model b: CE_a = 0.5 / 0.5, CE_b = 0.2 / 0.4
+    assert m == pytest.approx({"a": (0.4 + 1.0) / 2, "b": (1.0 + 0.5) / 2})
+    assert balance(m).spread == pytest.approx(0.05)
+    with pytest.raises(InvalidArgumentError, match="benchmark"):
+        benchmark_mces(a, ["a", "zz"])

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgumentError, MissingDependencyError
-from .scores import OverlapMatrix
+from .scores import STANDARD, AccuracyMatrix, OverlapMatrix
 from .select import check_threshold
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "mean_corruption_error",
     "Balance",
     "balance",
+    "benchmark_mces",
     "Coverage",
     "coverage",
     "plot_overlap_heatmap",
@@ -97,6 +98,30 @@ def balance(mces: Mapping[str, float]) -> Balance:
     lo = min(vals, key=vals.__getitem__)
     hi = max(vals, key=vals.__getitem__)
     return Balance(vals, float(a.std(ddof=0)), float(a.max() - a.min()), float(a.mean()), lo, hi)
+
+
+def benchmark_mces(
+    accuracies: AccuracyMatrix, benchmark: Sequence[str], baseline_errors: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """mCE on ``benchmark`` of each model trained with one of its corruptions (the input of :func:`balance`).
+
+    CE of model m on corruption c = ``E[m, c] / E[baseline, c]``; the baseline errors default to those of the
+    study's standard model (003 uses AlexNet's; a study on another dataset has no AlexNet numbers).
+    Models are the rows of ``accuracies`` named after the corruptions.
+    """
+    bench = list(benchmark)
+    for c in bench:
+        if c not in accuracies.models or c not in accuracies.tests:
+            raise InvalidArgumentError("benchmark", c, "corruptions with a trained model and a test column")
+    if baseline_errors is None:
+        if STANDARD not in accuracies.models:
+            raise InvalidArgumentError("accuracies", accuracies.models, f"a {STANDARD!r} row for the baseline errors")
+        baseline_errors = {c: 1.0 - accuracies.get(STANDARD, c) for c in bench}
+    out = {}
+    for m in bench:
+        ces = [corruption_error(1.0 - accuracies.get(m, c), baseline_errors[c]) for c in bench]
+        out[m] = mean_corruption_error(ces)
+    return out
 
 
 @dataclass(frozen=True)

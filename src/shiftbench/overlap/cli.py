@@ -156,6 +156,18 @@ def register(cli: click.Group) -> None:
             )
         click.echo("Algorithm 1")
         click.echo(_fmt_selections(res.selections))
+        click.echo("Balance (spread of the mCE of single-corruption models, CE normalised by the standard model) and")
+        click.echo("coverage (other candidates overlapping some benchmark corruption by more than 0.3)")
+        for row in res.analyses():
+            bal = f"std {row['mce_std']:.3f}, max-min {row['mce_spread']:.3f}" if "mce_std" in row else "n/a (one corruption)"
+            cov = ""
+            if "covered" in row:
+                n_out = len(row["covered"]) + len(row["uncovered"])
+                cov = f"; covers {len(row['covered'])}/{n_out}"
+                if row["uncovered"]:
+                    cov += " (not: " + ", ".join(u.removeprefix("noc_") for u in row["uncovered"]) + ")"
+            click.echo(f"  {row['benchmark']:<24} balance {bal}{cov}")
+        click.echo("")
         if res.heatmap:
             click.echo(f"Heatmap: {res.heatmap}")
         click.echo(f"Summary: {Path(cfg.output) / 'overlap_result.json'}  ({res.seconds:.0f} s this run)")

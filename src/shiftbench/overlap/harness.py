@@ -689,6 +689,33 @@ class StudyResult:
     seconds: float
     training_seconds: dict[str, float]
 
+    def analyses(self, level: float = 0.3) -> list[dict[str, Any]]:
+        """Balance and coverage of each threshold's benchmark, and of all defined candidates together.
+
+        Balance: spread of the mCE (CE normalised by the study's standard model) of the models trained
+        with one of the benchmark's corruptions (003 Section 5.3). Coverage: the other candidates that
+        overlap with some benchmark corruption by more than ``level`` (003 Section 5.2 uses 0.3).
+        """
+        from .analysis import balance, benchmark_mces, coverage
+
+        defined = [n for n in self.overlaps.names if n not in self.overlaps.undefined]
+        rows: list[dict[str, Any]] = []
+        sets = [(f"threshold {s.threshold:g}", list(s.names)) for s in self.selections]
+        sets.append(("all defined candidates", defined))
+        for label, names in sets:
+            row: dict[str, Any] = {"benchmark": label, "corruptions": names}
+            if len(names) >= 2:
+                try:
+                    b = balance(benchmark_mces(self.accuracy, names))
+                    row.update(mce_std=b.std, mce_spread=b.spread, mce_mean=b.mean, mces=b.mces)
+                except InvalidArgumentError as e:  # e.g. the standard model makes no error on a corruption
+                    row["balance_note"] = str(e)
+            if label != "all defined candidates":
+                cov = coverage(self.overlaps, names, [n for n in defined if n not in names], level=level)
+                row.update(covered=sorted(cov.covered), uncovered=sorted(cov.uncovered), coverage_level=level)
+            rows.append(row)
+        return rows
+
     def summary(self) -> dict[str, Any]:
         return {
             "study": self.config.name,
@@ -698,6 +725,7 @@ class StudyResult:
             "accuracy": [[round(float(v), 4) for v in row] for row in self.accuracy.values],
             "overlaps": self.overlaps.to_dict(),
             "selections": [s.to_dict() for s in self.selections],
+            "analyses": self.analyses(),
             "heatmap": None if self.heatmap is None else str(self.heatmap),
             "seconds": round(self.seconds, 1),
             "training_seconds": {k: round(v, 1) for k, v in self.training_seconds.items()},
