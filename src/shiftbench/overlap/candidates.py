@@ -747,7 +747,7 @@ def noc_rotation(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: Apply
     h, w = x.shape[-2:]
     a = (d["v"] * d["sign"]).to(torch.float64) * math.pi / 180.0
     cos, sin = torch.cos(a), torch.sin(a)
-    theta = torch.zeros(x.shape[0], 2, 3, dtype=torch.float64)
+    theta = torch.zeros(x.shape[0], 2, 3, dtype=torch.float64, device=a.device)
     # pixel-space rotation expressed in normalised coordinates (aspect ratio kept)
     theta[:, 0, 0] = cos
     theta[:, 0, 1] = -sin * h / w
