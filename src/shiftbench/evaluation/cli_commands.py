@@ -35,7 +35,7 @@ from .report import (
     to_json,
 )
 from .runner import BENCHMARKS, EvaluationResult, evaluate, resolve_baseline
-from .store import DEFAULT_STORE, EXPORT_TABLES, ResultsStore
+from .store import DEFAULT_STORE, EXPORT_TABLES, ResultsStore, records_to_csv
 
 __all__ = ["register"]
 
@@ -291,7 +291,26 @@ def _results_command(
         if not evs:
             click.echo(f"No stored evaluations in {store}" + (f" matching {model!r}" if model else "") + ".", err=True)
             return
+        # ImageNet-P evaluations keep their runs apart (p_runs); their report lives in shiftbench.perturbations.cli.
+        p_evs = [e for e in evs if e.benchmark == "imagenet-p"]
+        evs = [e for e in evs if e.benchmark != "imagenet-p"]
+        p_cli: Any = None
+        if p_evs:
+            from ..perturbations import cli as p_cli
         console = _stdout_console()
+        if runs and p_evs:
+            t = Table(title=f"ImageNet-P runs in {store}", title_justify="left", header_style="bold")
+            for col in ("Eval", "Run", "Model", "Data", "Perturbation", "Level", "Frames", "Status", "Done", "Skipped"):
+                t.add_column(col)
+            for e in p_evs:
+                for pr in db.p_runs(e.id):
+                    t.add_row(
+                        str(e.id), str(pr.id), e.model, e.source_kind, pr.perturbation, str(pr.level), str(pr.frames),
+                        pr.status, f"{pr.n_scored + pr.n_skipped}/{pr.n_expected}", str(pr.n_skipped),
+                    )
+            console.print(t)
+        if runs and not evs:
+            return
         if runs:
             t = Table(title=f"Runs in {store}", title_justify="left", header_style="bold")
             for col in ("Eval", "Run", "Model", "Data", "Corruption", "Sev.", "Status", "Done", "Skipped", "Error (%)"):
@@ -333,12 +352,16 @@ def _results_command(
                 ReportRow(f"{e.model} #{e.id}", s, n, meta)
             )
         all_rows = [r for rows in groups.values() for r in rows]
+        p_records = p_cli.results_section(db, p_evs, baseline) if p_evs else []
         if results_format == "json":
-            _emit(to_json(all_rows, [f"Store: {store}"]), results_file)
+            _emit(to_json(all_rows, [f"Store: {store}"], {"imagenet_p": p_records} if p_records else None), results_file)
             return
         if results_format == "csv":
-            _emit(to_csv(all_rows), results_file)
+            # one kind of record per CSV: ImageNet-C rows when there are any, else the ImageNet-P ones
+            _emit(to_csv(all_rows) if all_rows else records_to_csv(p_records), results_file)
             return
+        if p_records:
+            p_cli.render_results_section(p_records, console)
         for (bench, edition, data, space), rows in groups.items():
             rows.sort(key=lambda x: (x.summary.mce is None, x.summary.mce if x.summary.mce is not None else 0.0))
             title = f"Leaderboard by mCE: {bench}, edition {edition}, {data} ({space} label space)"
@@ -414,7 +437,7 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--difficulties",
         default=None,
-        help="imagenet-p: difficulties, e.g. 1-3 or 1 (default: all the perturbation has).",
+        help="imagenet-p: difficulties, e.g. 1-3 or 1,2 (default: 1, the level of the published AlexNet numbers).",
     )
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the on-the-fly corruptions.")
     @click.option(
@@ -497,7 +520,8 @@ def register(cli: click.Group) -> None:
         type=click.Choice(EXPORT_TABLES),
         default="runs",
         show_default=True,
-        help="What --export writes: one record per run, or per image (top-5 predictions and label).",
+        help="What --export writes: one record per run, or per image (top-5 predictions and label); "
+        "p_runs / p_videos: the same for ImageNet-P (per video: the top-5 list of every frame).",
     )
     @click.option("--evaluation", type=int, default=None, help="Only this evaluation id.")
     @click.option("--results-format", type=click.Choice(FORMATS), default="table", show_default=True)

@@ -1,6 +1,6 @@
 """The results store: an embedded SQLite database of runs and per-image predictions.
 
-Layout (schema version 1)::
+Layout (schema version 2)::
 
     meta(key, value)                          schema_version, created_by
     models(id, name, identity, checksum, details)       UNIQUE(identity, checksum)
@@ -12,6 +12,10 @@ Layout (schema version 1)::
          versions, error, created, updated, finished)  UNIQUE(evaluation_id, corruption, severity)
     predictions(run_id, image, label, top1, top2, top3, top4, top5)  PRIMARY KEY(run_id, image)
     skipped(run_id, image, reason)                      PRIMARY KEY(run_id, image)
+    p_runs(id, evaluation_id, source_id, perturbation, level, frames, n_expected,
+           status, versions, error, created, updated, finished)
+                                                UNIQUE(evaluation_id, perturbation, level)
+    p_videos(run_id, video, label, top5, skipped)        PRIMARY KEY(run_id, video)
 
 An *evaluation* is one model on one dataset with fixed settings (benchmark,
 edition, seed, release mode, label space); its *runs* are the conditions
@@ -21,6 +25,20 @@ predictions is written in one transaction, and ``(run, image)`` is a primary
 key, so a run interrupted at any point (Ctrl-C, ``kill -9``) resumes without
 lost or duplicated rows. A run is marked ``complete`` only when every expected
 image has a prediction or a recorded skip.
+
+ImageNet-P evaluations (``benchmark = 'imagenet-p'``) keep their runs in
+``p_runs``: one per perturbation and *level* (the data that is generated or
+read: the noise difficulty for noise sequences, always 1 for temporal ones,
+whose difficulties 2 and 3 are strides over the same frames). ``p_videos``
+holds exactly one row per run and video: the label (-1 when the data has
+none) and the top-5 classes of every frame (``top5``: T x 5 little-endian
+uint16, or int32 for label spaces of 65 536 classes or more, row-major), or,
+for a video that could not be read, NULL and the reason in ``skipped``. Every
+ImageNet-P metric of every difficulty follows from these rows
+(:mod:`shiftbench.perturbations.pipeline`).
+
+Schema history: version 1 had no ``p_*`` tables; opening a version-1 store
+adds them and records version 2 (old rows are untouched).
 """
 
 from __future__ import annotations
@@ -36,15 +54,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import InvalidArgumentError, MissingDependencyError, UnknownNameError
 from .errors import StoreError, StoreSchemaError
 from .metrics import Baseline
 
-__all__ = ["SCHEMA_VERSION", "ResultsStore", "EvaluationInfo", "RunInfo", "DEFAULT_STORE", "EXPORT_TABLES"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "ResultsStore",
+    "EvaluationInfo",
+    "RunInfo",
+    "PRunInfo",
+    "DEFAULT_STORE",
+    "EXPORT_TABLES",
+    "encode_top5",
+    "decode_top5",
+]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_STORE = Path("shiftbench-workspace") / "results.sqlite"
-EXPORT_TABLES = ("runs", "predictions")
+EXPORT_TABLES = ("runs", "predictions", "p_runs", "p_videos")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -114,6 +144,38 @@ CREATE TABLE IF NOT EXISTS skipped(
 ) WITHOUT ROWID;
 """
 
+# Added in schema version 2 (ImageNet-P).
+_SCHEMA_V2 = """
+CREATE TABLE IF NOT EXISTS p_runs(
+    id INTEGER PRIMARY KEY,
+    evaluation_id INTEGER NOT NULL REFERENCES evaluations(id),
+    source_id INTEGER NOT NULL REFERENCES sources(id),
+    perturbation TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    frames INTEGER NOT NULL,
+    n_expected INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK(status IN ('running', 'complete', 'failed')),
+    versions TEXT NOT NULL,
+    error TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    finished REAL,
+    UNIQUE(evaluation_id, perturbation, level)
+);
+CREATE TABLE IF NOT EXISTS p_videos(
+    run_id INTEGER NOT NULL REFERENCES p_runs(id),
+    video TEXT NOT NULL,
+    label INTEGER NOT NULL,
+    top5 BLOB,
+    skipped TEXT,
+    PRIMARY KEY(run_id, video),
+    CHECK((top5 IS NULL) != (skipped IS NULL))
+) WITHOUT ROWID;
+"""
+
+# Statements that bring a store from version k to k + 1.
+_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V2}
+
 CLEAN_NAME = "clean"
 
 
@@ -154,6 +216,52 @@ class RunInfo:
     def top1_error(self) -> float | None:
         """Top-1 error over the predicted images (None if none)."""
         return self.n_wrong / self.n_predicted if self.n_predicted else None
+
+
+@dataclass(frozen=True)
+class PRunInfo:
+    """One stored ImageNet-P run (a perturbation at one level of an evaluation) with its counts.
+
+    Attributes:
+        level: the noise difficulty for noise sequences; 1 for temporal ones
+            (their difficulties are strides over the same frames).
+        frames: frames per video.
+        n_scored: videos with stored top-5 lists; ``n_skipped``: unreadable videos.
+    """
+
+    id: int
+    evaluation_id: int
+    perturbation: str
+    level: int
+    frames: int
+    status: str
+    n_expected: int
+    n_scored: int
+    n_skipped: int
+    error: str | None
+
+
+def encode_top5(top5: Any) -> bytes:
+    """T x 5 class indices as bytes: little-endian uint16 when every index fits, else int32."""
+    a = np.asarray(top5)
+    if a.ndim != 2 or a.shape[1] != 5:
+        raise InvalidArgumentError("top5", tuple(a.shape), "a T x 5 array of class indices")
+    if a.size and (int(a.min()) < 0 or int(a.max()) > np.iinfo(np.int32).max):
+        raise InvalidArgumentError("top5", "class indices out of range", "indices in 0..2**31-1")
+    dtype = "<u2" if not a.size or int(a.max()) < 65536 else "<i4"
+    return np.ascontiguousarray(a, dtype=dtype).tobytes()
+
+
+def decode_top5(blob: bytes, frames: int) -> np.ndarray:
+    """Inverse of :func:`encode_top5` for a video of ``frames`` frames (T x 5 int64)."""
+    n = frames * 5
+    if len(blob) == 2 * n:
+        a = np.frombuffer(blob, dtype="<u2")
+    elif len(blob) == 4 * n:
+        a = np.frombuffer(blob, dtype="<i4")
+    else:
+        raise StoreError(f"stored top-5 list of {len(blob)} bytes does not match {frames} frames x 5 classes")
+    return a.astype(np.int64).reshape(frames, 5)
 
 
 class ResultsStore:
@@ -206,6 +314,8 @@ class ResultsStore:
                 raise StoreSchemaError(str(self.path), found, SCHEMA_VERSION)
             if found < 1:
                 raise StoreError(f"--store {str(self.path)!r} has an unknown schema version {found}")
+            if found < SCHEMA_VERSION:
+                self._migrate()
             return
         if tables:
             raise StoreError(
@@ -215,10 +325,29 @@ class ResultsStore:
         self._db.executescript(
             "BEGIN IMMEDIATE;"
             + _SCHEMA
+            + _SCHEMA_V2
             + f"INSERT OR IGNORE INTO meta VALUES('schema_version', '{SCHEMA_VERSION}');"
             + "INSERT OR IGNORE INTO meta VALUES('created_by', 'shiftbench');"
             + "COMMIT;"
         )
+
+    def _migrate(self) -> None:
+        """Upgrade an older store in place, one version at a time, each step in one transaction."""
+        while True:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                found = int(self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+                if found >= SCHEMA_VERSION:
+                    self._db.execute("COMMIT")
+                    return
+                for stmt in _MIGRATIONS[found].split(";"):
+                    if stmt.strip():
+                        self._db.execute(stmt)
+                self._db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(found + 1),))
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -595,6 +724,153 @@ class ResultsStore:
             n_images=n or None,
         )
 
+    # -- ImageNet-P runs ---------------------------------------------------------------
+
+    def register_p_run(
+        self,
+        evaluation_id: int,
+        source_id: int,
+        perturbation: str,
+        level: int,
+        frames: int,
+        n_expected: int,
+        versions: dict[str, str],
+    ) -> int:
+        """Id of the ImageNet-P run for this perturbation and level (inserted on first use).
+
+        Raises:
+            StoreError: a stored run of this perturbation used other data, another
+                frame count, or expects a different number of videos.
+        """
+        row = self._db.execute(
+            "SELECT id, n_expected, source_id, frames FROM p_runs WHERE evaluation_id=? AND perturbation=? AND level=?",
+            (evaluation_id, perturbation, level),
+        ).fetchone()
+        if row is not None:
+            what = f"stored ImageNet-P run {row[0]} ({perturbation}, level {level})"
+            if int(row[2]) != source_id:
+                loc = self._db.execute("SELECT location FROM sources WHERE id=?", (row[2],)).fetchone()
+                raise StoreError(
+                    f"{what} was evaluated on other data ({loc[0] if loc else 'unknown'}). "
+                    "Rerun with --rerun to replace it, or pass another --store."
+                )
+            if int(row[3]) != frames:
+                raise StoreError(
+                    f"{what} has {row[3]} frames per video, not {frames}. Rerun with --rerun, or pass another --store."
+                )
+            if int(row[1]) != n_expected:
+                raise StoreError(
+                    f"{what} expects {row[1]} videos but the data now has {n_expected}: the data changed since it "
+                    "was started. Rerun with --rerun to start it over, or pass another --store."
+                )
+            return int(row[0])
+        now = time.time()
+        return self._get_or_insert(
+            "SELECT id FROM p_runs WHERE evaluation_id=? AND perturbation=? AND level=?",
+            (evaluation_id, perturbation, level),
+            "INSERT INTO p_runs(evaluation_id, source_id, perturbation, level, frames, n_expected, status, versions, "
+            "created, updated) VALUES(?,?,?,?,?,?,'running',?,?,?)",
+            (evaluation_id, source_id, perturbation, level, frames, n_expected, json.dumps(versions, sort_keys=True),
+             now, now),
+        )
+
+    def p_runs(self, evaluation_id: int) -> list[PRunInfo]:
+        """ImageNet-P runs of an evaluation with their counts, in insertion order."""
+        rows = self._db.execute(
+            "SELECT r.id, r.evaluation_id, r.perturbation, r.level, r.frames, r.status, r.n_expected, "
+            "(SELECT COUNT(*) FROM p_videos v WHERE v.run_id=r.id AND v.top5 IS NOT NULL), "
+            "(SELECT COUNT(*) FROM p_videos v WHERE v.run_id=r.id AND v.top5 IS NULL), r.error "
+            "FROM p_runs r WHERE r.evaluation_id=? ORDER BY r.id",
+            (evaluation_id,),
+        ).fetchall()
+        return [
+            PRunInfo(int(r[0]), int(r[1]), r[2], int(r[3]), int(r[4]), r[5], int(r[6]), int(r[7]), int(r[8]), r[9])
+            for r in rows
+        ]
+
+    def p_done_videos(self, run_id: int) -> set[str]:
+        """Videos of an ImageNet-P run already scored or skipped."""
+        return {r[0] for r in self._db.execute("SELECT video FROM p_videos WHERE run_id=?", (run_id,))}
+
+    def write_p_videos(
+        self,
+        run_id: int,
+        videos: Sequence[tuple[str, int, Any]],
+        skipped: Sequence[tuple[str, int, str]] = (),
+    ) -> None:
+        """Store finished videos ``(video, label, T x 5 top-5)`` and skips ``(video, label, reason)`` in one transaction.
+
+        Rows already present are left as they are (a resumed run never duplicates).
+        """
+        rows = [(run_id, v, int(lab), encode_top5(t5), None) for v, lab, t5 in videos]
+        rows += [(run_id, v, int(lab), None, reason[:500] or "unreadable") for v, lab, reason in skipped]
+        with self.transaction():
+            self._db.executemany("INSERT OR IGNORE INTO p_videos VALUES(?,?,?,?,?)", rows)
+            self._db.execute("UPDATE p_runs SET updated=? WHERE id=?", (time.time(), run_id))
+
+    def finish_p_run(self, run_id: int) -> bool:
+        """Mark an ImageNet-P run complete if every expected video is stored; returns whether it is."""
+        with self.transaction():
+            row = self._db.execute(
+                "SELECT n_expected, (SELECT COUNT(*) FROM p_videos WHERE run_id=p_runs.id), "
+                "(SELECT COUNT(*) FROM p_videos WHERE run_id=p_runs.id AND top5 IS NOT NULL) FROM p_runs WHERE id=?",
+                (run_id,),
+            ).fetchone()
+            if row is None:
+                return False
+            done = int(row[1]) >= int(row[0]) and int(row[2]) > 0
+            if done:
+                now = time.time()
+                self._db.execute(
+                    "UPDATE p_runs SET status='complete', error=NULL, finished=?, updated=? WHERE id=?",
+                    (now, now, run_id),
+                )
+            return done
+
+    def set_p_status(self, run_ids: Sequence[int], status: str, message: str | None = None) -> None:
+        """Mark unfinished ImageNet-P runs ``'running'`` (on resume) or ``'failed'`` (with a message)."""
+        if status not in ("running", "failed"):
+            raise InvalidArgumentError("status", status, "'running' or 'failed'")
+        with self.transaction():
+            for rid in run_ids:
+                self._db.execute(
+                    "UPDATE p_runs SET status=?, error=?, updated=? WHERE id=? AND status!='complete'",
+                    (status, None if message is None else message[:2000], time.time(), rid),
+                )
+
+    def delete_p_runs(self, run_ids: Sequence[int]) -> None:
+        """Delete ImageNet-P runs with their videos (for ``--rerun``)."""
+        with self.transaction():
+            for rid in run_ids:
+                self._db.execute("DELETE FROM p_videos WHERE run_id=?", (rid,))
+                self._db.execute("DELETE FROM p_runs WHERE id=?", (rid,))
+
+    def p_top5(self, run_id: int) -> tuple[list[str], np.ndarray, np.ndarray, list[tuple[str, str]]]:
+        """Stored videos of an ImageNet-P run, ordered by video id.
+
+        Returns:
+            ``(videos, labels (N,), top5 (N x T x 5 int64), skipped [(video, reason)])``.
+        """
+        row = self._db.execute("SELECT frames FROM p_runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            raise InvalidArgumentError("run", run_id, "the id of a stored ImageNet-P run")
+        frames = int(row[0])
+        videos: list[str] = []
+        labels: list[int] = []
+        tops: list[np.ndarray] = []
+        skipped: list[tuple[str, str]] = []
+        for v, lab, blob, why in self._db.execute(
+            "SELECT video, label, top5, skipped FROM p_videos WHERE run_id=? ORDER BY video", (run_id,)
+        ):
+            if blob is None:
+                skipped.append((v, why))
+                continue
+            videos.append(v)
+            labels.append(int(lab))
+            tops.append(decode_top5(blob, frames))
+        top5 = np.stack(tops) if tops else np.zeros((0, frames, 5), dtype=np.int64)
+        return videos, np.asarray(labels, dtype=np.int64), top5, skipped
+
     # -- export ----------------------------------------------------------------------
 
     def rows(self, table: str = "runs", evaluation_id: int | None = None) -> list[dict[str, Any]]:
@@ -602,13 +878,18 @@ class ResultsStore:
 
         Args:
             table: ``"runs"`` (one record per run: model, checksum, data, corruption,
-                severity, seed, edition, release, versions, counts, error) or
+                severity, seed, edition, release, versions, counts, error),
                 ``"predictions"`` (one record per image: the run's keys plus image,
-                label and top-5 predictions as class indices and class ids).
+                label and top-5 predictions as class indices and class ids),
+                ``"p_runs"`` (one record per ImageNet-P run) or ``"p_videos"``
+                (one record per ImageNet-P video: the run's keys plus video, label
+                and the frames' top-5 lists, ``"a b c d e;..."`` one group per frame).
             evaluation_id: only this evaluation.
         """
         if table not in EXPORT_TABLES:
             raise InvalidArgumentError("table", table, f"one of {', '.join(EXPORT_TABLES)}")
+        if table.startswith("p_"):
+            return self._p_rows(table, evaluation_id)
         where = "" if evaluation_id is None else "WHERE e.id=?"
         args: tuple[Any, ...] = () if evaluation_id is None else (evaluation_id,)
         base = (
@@ -664,6 +945,60 @@ class ResultsStore:
                         "top5": " ".join(str(int(v)) for v in top),
                         "top5_classes": " ".join(classes[int(v)] for v in top if 0 <= int(v) < len(classes)),
                         "correct": int(p[2]) == int(p[1]),
+                    }
+                )
+        return out
+
+    def _p_rows(self, table: str, evaluation_id: int | None) -> list[dict[str, Any]]:
+        where = "" if evaluation_id is None else "WHERE e.id=?"
+        args: tuple[Any, ...] = () if evaluation_id is None else (evaluation_id,)
+        base = (
+            "SELECT r.id, e.id, m.name, m.checksum, s.kind, s.location, e.benchmark, e.edition, e.seed, "
+            "r.perturbation, r.level, r.frames, r.status, r.n_expected, r.versions, r.error "
+            "FROM p_runs r JOIN evaluations e ON e.id=r.evaluation_id JOIN models m ON m.id=e.model_id "
+            f"JOIN sources s ON s.id=r.source_id {where} ORDER BY r.id"
+        )
+        out: list[dict[str, Any]] = []
+        for r in self._db.execute(base, args).fetchall():
+            meta = {
+                "run": int(r[0]),
+                "evaluation": int(r[1]),
+                "model": r[2],
+                "model_checksum": r[3],
+                "data_kind": r[4],
+                "data": r[5],
+                "benchmark": r[6],
+                "edition": r[7],
+                "seed": None if int(r[8]) < 0 else int(r[8]),
+                "perturbation": r[9],
+                "level": int(r[10]),
+                "frames": int(r[11]),
+            }
+            if table == "p_runs":
+                info = next(x for x in self.p_runs(int(r[1])) if x.id == int(r[0]))
+                out.append(
+                    {
+                        **meta,
+                        "status": r[12],
+                        "n_expected": int(r[13]),
+                        "n_scored": info.n_scored,
+                        "n_skipped": info.n_skipped,
+                        "versions": r[14],
+                        "error": r[15],
+                    }
+                )
+                continue
+            for v, lab, blob, why in self._db.execute(
+                "SELECT video, label, top5, skipped FROM p_videos WHERE run_id=? ORDER BY video", (r[0],)
+            ):
+                t5 = None if blob is None else decode_top5(blob, int(r[11]))
+                out.append(
+                    {
+                        **meta,
+                        "video": v,
+                        "label": int(lab),
+                        "top5": None if t5 is None else ";".join(" ".join(map(str, f)) for f in t5.tolist()),
+                        "skipped": why,
                     }
                 )
         return out

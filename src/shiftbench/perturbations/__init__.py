@@ -5,6 +5,7 @@ Quick start::
     from shiftbench import perturbations as P
     P.list_perturbations("test")                     # the 10 of mFR / mT5D
     frames = P.perturb(photos, "rotate", seed=0)     # B x 31 x 3 x 224 x 224 uint8
+    r = P.evaluate_p("efficientnet-lite0", data="/data/imagenet/val")   # scores kept in the results store
 """
 
 from __future__ import annotations
@@ -56,7 +57,21 @@ from .video import (
     write_video,
 )
 
+_LAZY = {"evaluate_p": "pipeline", "PEvaluationResult": "pipeline"}
+
+
+def __getattr__(name: str) -> object:
+    """``evaluate_p`` (store-backed evaluation) is imported on first use: it pulls in the evaluation package."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "evaluate_p",
+    "PEvaluationResult",
     "Perturbation",
     "get_perturbation",
     "list_perturbations",

@@ -1,0 +1,946 @@
+"""ImageNet-P evaluation backed by the results store (``shiftbench evaluate --benchmark imagenet-p``).
+
+:func:`evaluate_p` registers the model, the data and one run per perturbation
+and *level* in the SQLite results store (:class:`~shiftbench.evaluation.store.ResultsStore`),
+streams the frames of every pending video through the model in batches, and
+after each batch writes the videos whose frames are all ranked (their per-frame
+top-5 lists) in one transaction. The level is what is generated or read: the
+noise difficulty for noise sequences, 1 for temporal ones (their difficulties
+2 and 3 are strides over the same frames, so one stored run serves all three).
+A killed run resumes with the videos it lacks; ``(run, video)`` is a primary
+key, so no video is stored twice. Every score is then recomputed from the
+stored rows, never from memory.
+
+Data:
+
+* on the fly: an ImageFolder (or a flat folder of ``<wnid>_*.JPEG``), or the
+  20 foolbox photos of the demo; sequences are generated per image, keyed by
+  the image's pixels (the same frames as :func:`~shiftbench.perturbations.evaluate_sequences`).
+* released: an ImageNet-P / Tiny-ImageNet-P MP4 tree
+  (``<root>/<p>[_<d>]/<wnid>/<file>.mp4``) or a CIFAR-10/100-P folder
+  (``<root>/<p>.npy``, optionally ``labels.npy``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import cv2
+import numpy as np
+import torch
+
+from ..editions import get_edition
+from ..errors import DataError, InvalidArgumentError, ShiftbenchError, UnknownNameError
+from ..evaluation.data import (
+    _DECODE_ERRORS,
+    BAD_IMAGE_POLICIES,
+    CLEAN,
+    ImageFolderSource,
+    _load_rgb,
+    _spread,
+    foolbox_imagenet,
+)
+from ..evaluation.errors import ImageReadError, IncompleteDatasetError, ModelOutputError
+from ..evaluation.models import DEFAULT_MODEL, Classifier, LabelSpace, check_logits, load_model, resolve_label_space
+from ..evaluation.runner import package_versions
+from ..evaluation.store import DEFAULT_STORE, PRunInfo, ResultsStore
+from ._errors import CorruptVideoError, InvalidDifficultyError, UnknownPerturbationError
+from ._source import prepare
+from ._spec import TEST_PERTURBATIONS, check_difficulty, get_perturbation, list_perturbations
+from .evaluate import PSummary, SequenceScores, score_top5, summarize_p
+from .metrics import PBaseline, alexnet_p_baseline, top5_from_logits
+from .sequences import perturb_chunks
+from .video import cifar_p_path, folder_name, read_cifar_p, read_video
+
+__all__ = [
+    "BENCHMARK",
+    "PProgress",
+    "PEvaluationResult",
+    "evaluate_p",
+    "parse_difficulties",
+    "resolve_perturbations",
+    "scores_from_store",
+    "stored_p_baseline",
+]
+
+BENCHMARK = "imagenet-p"
+_SIZES = {"224": 224, "299": 299, "64": 64, "32": 32}
+_EDITION_BY_SIDE = {224: "224", 299: "299", 64: "64", 32: "32"}
+
+
+class PProgress(Protocol):
+    """Receives progress in frames (the CLI shows it with rich)."""
+
+    def start(self, total: int, description: str) -> None:
+        """Called once with the number of frames to predict."""
+
+    def advance(self, n: int, description: str) -> None:
+        """Called after each model batch with the frames it held."""
+
+    def stop(self) -> None:
+        """Called at the end (also after an error or Ctrl-C)."""
+
+
+# -- arguments -------------------------------------------------------------------------
+
+
+def parse_difficulties(spec: str | int | Sequence[int] | None) -> list[int]:
+    """Difficulties from ``"1-3"``, ``"1,3"``, ``2`` or ``[1, 2]`` (default: ``[1]``); sorted, no duplicates.
+
+    Raises:
+        InvalidDifficultyError: anything but integers in 1..3.
+    """
+    allowed = "integers 1..3 as a list or range, e.g. '1', '1-3' or '1,3'"
+    if spec is None:
+        return [1]
+    values: list[Any] = []
+    if isinstance(spec, str):
+        for part in spec.replace(" ", "").split(","):
+            if not part:
+                continue
+            lo, dash, hi = part.partition("-")
+            if dash:
+                if not (lo.isdigit() and hi.isdigit()) or int(lo) > int(hi):
+                    raise InvalidDifficultyError("difficulties", spec, allowed)
+                values.extend(range(int(lo), int(hi) + 1))
+            elif part.isdigit():
+                values.append(int(part))
+            else:
+                raise InvalidDifficultyError("difficulties", spec, allowed)
+    elif isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        values = [int(spec)]
+    elif isinstance(spec, Sequence) and not isinstance(spec, bool):
+        values = list(spec)
+    else:
+        raise InvalidDifficultyError("difficulties", spec, allowed)
+    if not values:
+        raise InvalidDifficultyError("difficulties", spec, allowed)
+    out = set()
+    for v in values:
+        try:
+            out.add(check_difficulty(v, "difficulties"))
+        except InvalidDifficultyError as e:
+            raise InvalidDifficultyError("difficulties", spec, allowed, f"{v!r} is not one.") from e
+    return sorted(out)
+
+
+def resolve_perturbations(spec: str | Sequence[str] | None, edition: str) -> list[str]:
+    """Perturbation names from a comma-separated string or list of names, wildcards or groups (default: the 10 test ones).
+
+    Raises:
+        UnknownPerturbationError: a name that is not registered (with suggestions).
+        InvalidArgumentError: nothing selected, or a perturbation without a schedule for ``edition``.
+    """
+    if spec is None:
+        return list(TEST_PERTURBATIONS)
+    parts = [p.strip() for p in (spec.split(",") if isinstance(spec, str) else spec) if p and p.strip()]
+    if not parts:
+        raise InvalidArgumentError("perturbations", spec, "at least one perturbation name, wildcard or group")
+    try:
+        names = list_perturbations(parts)
+    except UnknownNameError as e:
+        raise UnknownPerturbationError("perturbations", e.value, e.choices, e.suggestions) from e
+    if not names:
+        raise InvalidArgumentError(
+            "perturbations", spec, "names, wildcards or groups (test, validation, noise, temporal) matching a perturbation"
+        )
+    missing = [n for n in names if edition not in get_perturbation(n).editions]
+    if missing:
+        raise InvalidArgumentError("perturbations", ", ".join(missing), f"perturbations defined for edition {edition}")
+    return names
+
+
+def _check_int(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < low:
+        raise InvalidArgumentError(name, value, f"an integer >= {low}")
+    return int(value)
+
+
+# -- data ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Video:
+    key: str
+    label: int
+    path: Path | None = None
+    row: int = -1
+
+
+@dataclass
+class _Block:
+    """Frames of a few videos: B x t x 3 x H x W uint8, frames ``first .. first + t - 1``."""
+
+    keys: list[str]
+    labels: list[int]
+    first: int
+    frames: torch.Tensor | None
+    skipped: list[tuple[str, int, str]] = field(default_factory=list)
+
+
+class _PSource:
+    kind: str
+    identity: str
+    location: str
+    classes: tuple[str, ...]
+    edition: str
+    on_the_fly: bool
+    has_labels: bool = True
+
+    def videos(self, name: str, level: int) -> list[_Video]:
+        raise NotImplementedError
+
+    def select_classes(self, classes: Sequence[str]) -> None:
+        raise NotImplementedError
+
+    def blocks(
+        self, name: str, level: int, todo: list[_Video], *, seed: int, device: torch.device, group: int
+    ) -> Iterator[_Block]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.location}"
+
+
+class _OnTheFly(_PSource):
+    """Clean photos (an ImageFolder or the foolbox demo) turned into sequences in memory."""
+
+    on_the_fly = True
+
+    def __init__(self, src: ImageFolderSource, edition: str) -> None:
+        self.src = src
+        self.kind = src.kind
+        self.edition = edition
+        self.location = src.location
+        self.classes = src.classes
+        self.bad_images = src.bad_images
+
+    @property
+    def identity(self) -> str:  # type: ignore[override]
+        return self.src.identity
+
+    def describe(self) -> str:
+        return self.src.describe()
+
+    def select_classes(self, classes: Sequence[str]) -> None:
+        self.src.select_classes(classes)
+
+    def videos(self, name: str, level: int) -> list[_Video]:
+        return [_Video(it.key, it.label, it.path) for it in self.src.items(CLEAN)]
+
+    def blocks(
+        self, name: str, level: int, todo: list[_Video], *, seed: int, device: torch.device, group: int
+    ) -> Iterator[_Block]:
+        for a in range(0, len(todo), group):
+            arrays: list[np.ndarray] = []
+            good: list[_Video] = []
+            bad: list[tuple[str, int, str]] = []
+            for v in todo[a : a + group]:
+                try:
+                    if v.path is None:
+                        raise OSError("no file")
+                    arrays.append(np.asarray(_load_rgb(v.path)))
+                    good.append(v)
+                except _DECODE_ERRORS as e:
+                    if self.bad_images == "fail":
+                        raise ImageReadError(str(v.path), f"{type(e).__name__}: {e}") from e
+                    bad.append((v.key, v.label, f"{type(e).__name__}: {e}"))
+            if bad:
+                yield _Block([], [], 0, None, bad)
+            if not good:
+                continue
+            prep = prepare(arrays, self.edition)
+            for f0, frames in perturb_chunks(prep, name, level, seed=seed, device=device):
+                yield _Block([v.key for v in good], [v.label for v in good], f0, frames)
+
+
+def _spread_videos(videos: list[_Video], limit: int | None) -> list[_Video]:
+    return _spread(videos, limit)  # type: ignore[arg-type]
+
+
+class _ReleasedMP4(_PSource):
+    """A released ImageNet-P / Tiny-ImageNet-P tree: ``<root>/<p>[_<d>]/<wnid>/<file>.mp4``."""
+
+    kind = "released-p-mp4"
+    on_the_fly = False
+
+    def __init__(
+        self,
+        root: Path,
+        runs: Sequence[tuple[str, int]],
+        *,
+        edition: str | None,
+        limit: int | None,
+        bad_images: str,
+    ) -> None:
+        self.root = root
+        self.limit = limit
+        self.bad_images = bad_images
+        folders = {folder_name(n, lvl) for n, lvl in runs}
+        missing = sorted(f for f in folders if not (root / f).is_dir())
+        if missing:
+            present = sorted(p.name for p in root.iterdir() if p.is_dir())
+            raise IncompleteDatasetError(
+                "--released",
+                str(root),
+                missing,
+                "one <perturbation>[_<difficulty>] folder of <wnid>/<file>.mp4 videos per requested perturbation "
+                "and noise difficulty",
+                f"Present folders: {', '.join(present) or 'none'}. Pass --perturbations / --difficulties to "
+                "evaluate only what is present (mFR / mT5D then stay undefined).",
+            )
+        self._files: dict[str, list[tuple[str, Path]]] = {}
+        wnids: set[str] = set()
+        empty: list[str] = []
+        for f in sorted(folders):
+            files = [
+                (d.name, p)
+                for d in sorted((root / f).iterdir())
+                if d.is_dir() and not d.name.startswith(".")
+                for p in sorted(d.glob("*.mp4"))
+            ]
+            if not files:
+                empty.append(f"{f} (no .mp4 videos)")
+            self._files[f] = files
+            wnids.update(w for w, _ in files)
+        if empty:
+            raise IncompleteDatasetError("--released", str(root), empty, "<wnid>/<file>.mp4 videos in every folder")
+        self.classes = tuple(sorted(wnids))
+        self._keep: set[str] | None = None
+        detected = self._detect_edition(runs)
+        if edition is not None and detected != edition:
+            raise InvalidArgumentError(
+                "edition", edition, f"the edition of the released videos (edition {detected}, from their frame size)"
+            )
+        if detected == "32":
+            raise InvalidArgumentError(
+                "released", str(root), "an ImageNet-P (224 / 299) or Tiny-ImageNet-P (64) MP4 tree, or a CIFAR-P .npy folder",
+                "32 x 32 videos: CIFAR-P is released as <perturbation>.npy arrays.",
+            )
+        self.edition = detected
+        self.location = str(root.resolve())
+        self.identity = f"{self.kind}:{self.location}:limit={limit}"
+
+    def _detect_edition(self, runs: Sequence[tuple[str, int]]) -> str:
+        order = sorted(runs, key=lambda r: r[0] == "motion_blur")  # Tiny motion blur keeps the aspect ratio
+        name, lvl = order[0]
+        files = self._files[folder_name(name, lvl)]
+        frame = None
+        for _, path in files[:20]:  # the first video that decodes (a corrupt one is reported when it is read)
+            cap = cv2.VideoCapture(str(path))
+            try:
+                ok, frame = cap.read()
+            finally:
+                cap.release()
+            if ok and frame is not None:
+                break
+            frame = None
+        if frame is None:
+            raise CorruptVideoError(str(files[0][1]), "OpenCV cannot decode the first frame of any of the first videos")
+        h, w = frame.shape[:2]
+        side = min(h, w) if name == "motion_blur" else (h if h == w else -1)
+        if side not in _EDITION_BY_SIDE:
+            raise InvalidArgumentError(
+                "released", str(path), "videos of 224 x 224, 299 x 299 or 64 x 64 frames", f"Its frames are {w} x {h}."
+            )
+        return _EDITION_BY_SIDE[side]
+
+    def select_classes(self, classes: Sequence[str]) -> None:
+        self._keep = set(classes)
+        from ..evaluation.data import _digest
+
+        self.identity = f"{self.kind}:{self.location}:limit={self.limit}:classes={_digest(sorted(classes))}"
+
+    def videos(self, name: str, level: int) -> list[_Video]:
+        index = {c: i for i, c in enumerate(self.classes)}
+        out = [
+            _Video(f"{w}/{p.name}", index[w], p)
+            for w, p in self._files[folder_name(name, level)]
+            if self._keep is None or w in self._keep
+        ]
+        return _spread_videos(out, self.limit)
+
+    def blocks(
+        self, name: str, level: int, todo: list[_Video], *, seed: int, device: torch.device, group: int
+    ) -> Iterator[_Block]:
+        spec = get_perturbation(name)
+        t = spec.frames(self.edition)
+        s = _SIZES[self.edition]
+        loose = self.edition == "64" and spec.name == "motion_blur"
+        for v in todo:
+            try:
+                a = read_video(v.path or "", frames=t, min_side=s) if loose else read_video(v.path or "", frames=t, size=(s, s))
+            except CorruptVideoError as e:
+                if self.bad_images == "fail":
+                    raise
+                yield _Block([], [], 0, None, [(v.key, v.label, e.reason)])
+                continue
+            x = torch.from_numpy(np.ascontiguousarray(a.transpose(0, 3, 1, 2)))[None]
+            yield _Block([v.key], [v.label], 0, x)
+
+
+class _ReleasedNpy(_PSource):
+    """CIFAR-10-P / CIFAR-100-P: ``<root>/<p>.npy`` (N, T, 32, 32, 3), labels from ``labels.npy`` if present."""
+
+    kind = "released-p-npy"
+    on_the_fly = False
+
+    def __init__(self, root: Path, runs: Sequence[tuple[str, int]], *, edition: str | None, limit: int | None) -> None:
+        if edition is not None and edition != "32":
+            raise InvalidArgumentError("edition", edition, "32 (or none) for CIFAR-P .npy data")
+        self.root = root
+        self.limit = limit
+        missing = sorted({cifar_p_path(root, n, lvl).name for n, lvl in runs if not cifar_p_path(root, n, lvl).is_file()})
+        if missing:
+            present = sorted(p.name for p in root.glob("*.npy"))
+            raise IncompleteDatasetError(
+                "--released",
+                str(root),
+                missing,
+                "one <perturbation>[_<difficulty>].npy per requested perturbation and noise difficulty (CIFAR-P layout)",
+                f"Present: {', '.join(present) or 'no .npy files'}. Pass --perturbations / --difficulties to evaluate "
+                "only what is present.",
+            )
+        self._arrays = {(n, lvl): read_cifar_p(root, n, lvl) for n, lvl in runs}
+        sizes = {a.shape[0] for a in self._arrays.values()}
+        if len(sizes) != 1:
+            raise DataError(
+                f"--released {str(root)!r}: the .npy files hold different numbers of videos "
+                f"({', '.join(f'{k[0]}: {v.shape[0]}' for k, v in self._arrays.items())})"
+            )
+        self.n = sizes.pop()
+        lab_path = root / "labels.npy"
+        self._labels = np.full(self.n, -1, dtype=np.int64)
+        self.has_labels = False
+        if lab_path.is_file():
+            lab = np.load(lab_path, allow_pickle=False)
+            if lab.ndim != 1 or lab.shape[0] != self.n or not np.issubdtype(lab.dtype, np.integer):
+                raise DataError(f"{str(lab_path)!r}: expected {self.n} integer labels, got {lab.dtype} {lab.shape}")
+            self._labels = lab.astype(np.int64)
+            self.has_labels = True
+        k = int(self._labels.max()) + 1 if self.has_labels else 10
+        k = 10 if k <= 10 else 100 if k <= 100 else k
+        self.classes = tuple(str(i) for i in range(k))
+        self._keep: set[int] | None = None
+        self.edition = "32"
+        self.location = str(root.resolve())
+        self.identity = f"{self.kind}:{self.location}:n={self.n}:limit={limit}"
+
+    def select_classes(self, classes: Sequence[str]) -> None:
+        self._keep = {self.classes.index(c) for c in classes if c in self.classes}
+
+    def videos(self, name: str, level: int) -> list[_Video]:
+        out = [
+            _Video(f"{i:05d}", int(self._labels[i]), None, i)
+            for i in range(self.n)
+            if self._keep is None or int(self._labels[i]) in self._keep
+        ]
+        return _spread_videos(out, self.limit)
+
+    def blocks(
+        self, name: str, level: int, todo: list[_Video], *, seed: int, device: torch.device, group: int
+    ) -> Iterator[_Block]:
+        arr = self._arrays[(name, level)]
+        for a in range(0, len(todo), group):
+            chunk = todo[a : a + group]
+            x = torch.from_numpy(np.ascontiguousarray(arr[[v.row for v in chunk]].transpose(0, 1, 4, 2, 3)))
+            yield _Block([v.key for v in chunk], [v.label for v in chunk], 0, x)
+
+
+def _open_released(
+    path: str | Path, runs: Sequence[tuple[str, int]], *, edition: str | None, limit: int | None, bad_images: str
+) -> _PSource:
+    p = Path(path)
+    if not p.exists():
+        raise DataError(
+            f"--released {str(p)!r} does not exist: expected a released ImageNet-P / Tiny-ImageNet-P tree "
+            "(<root>/<perturbation>/<wnid>/<file>.mp4) or a CIFAR-10-P / CIFAR-100-P folder (<perturbation>.npy)"
+        )
+    if not p.is_dir():
+        raise DataError(
+            f"--released {str(p)!r} is not a folder: expected the root of a released ImageNet-P tree or a CIFAR-P folder"
+        )
+    if any(p.glob("*.npy")) and not any(c.is_dir() for c in p.iterdir()):
+        return _ReleasedNpy(p, runs, edition=edition, limit=limit)
+    return _ReleasedMP4(p, runs, edition=edition, limit=limit, bad_images=bad_images)
+
+
+# -- the model side --------------------------------------------------------------------------
+
+
+class _Batcher:
+    """Feeds frames to the model in batches and stores each video as soon as all its frames are ranked."""
+
+    def __init__(
+        self,
+        clf: Classifier,
+        space: LabelSpace,
+        batch_size: int,
+        frames: int,
+        db: ResultsStore,
+        run_id: int,
+        description: str,
+        progress: PProgress | None,
+    ) -> None:
+        self.clf, self.space, self.bs, self.t = clf, space, batch_size, frames
+        self.db, self.run_id, self.description, self.progress = db, run_id, description, progress
+        self.frames: list[torch.Tensor] = []
+        self.where: list[tuple[str, int]] = []
+        self.pending = 0
+        self.top5: dict[str, np.ndarray] = {}
+        self.count: dict[str, int] = {}
+        self.labels: dict[str, int] = {}
+        self.written = 0
+
+    def add(self, block: _Block) -> None:
+        if block.skipped:
+            self.db.write_p_videos(self.run_id, [], block.skipped)
+        if block.frames is None or not block.keys:
+            return
+        x = block.frames
+        b, tc = int(x.shape[0]), int(x.shape[1])
+        if self.frames and tuple(self.frames[-1].shape[1:]) != tuple(x.shape[2:]):
+            self.flush()  # frames of another size (Tiny-ImageNet-P motion blur) cannot share a batch
+        for i, (key, lab) in enumerate(zip(block.keys, block.labels, strict=True)):
+            if key not in self.top5:
+                self.top5[key] = np.zeros((self.t, 5), dtype=np.int64)
+                self.count[key] = 0
+                self.labels[key] = int(lab)
+            self.where.extend((key, block.first + j) for j in range(tc))
+            self.frames.append(x[i])
+        self.pending += b * tc
+        while self.pending >= self.bs:
+            self._run(self.bs)
+
+    def flush(self) -> None:
+        while self.pending:
+            self._run(min(self.pending, self.bs))
+
+    def _run(self, n: int) -> None:
+        x = torch.cat(self.frames) if len(self.frames) > 1 else self.frames[0]
+        batch, rest = x[:n], x[n:]
+        where, self.where = self.where[:n], self.where[n:]
+        self.frames = [rest] if rest.shape[0] else []
+        self.pending -= n
+        logits = self.space.restrict(self.clf.logits(batch))
+        if logits.shape[1] != len(self.space.classes):
+            raise ModelOutputError(
+                self.clf.name,
+                "output width does not match the class set",
+                f"{len(self.space.classes)} logits (the dataset's classes, in order)",
+                f"{logits.shape[1]}",
+                "Pass classes= with the model's class ids so its outputs can be mapped or restricted.",
+            )
+        if logits.shape[1] < 5:
+            raise InvalidArgumentError(
+                "model", self.clf.name, "a classifier with at least 5 classes (ImageNet-P ranks the top 5)"
+            )
+        check_logits(self.clf.name, logits, [f"{k} frame {f}" for k, f in where], self.description)
+        top = top5_from_logits(logits.to(torch.float64))
+        done: list[str] = []
+        for (key, f), row in zip(where, top, strict=True):
+            self.top5[key][f] = row
+            self.count[key] += 1
+            if self.count[key] == self.t:
+                done.append(key)
+        if done:
+            self.db.write_p_videos(self.run_id, [(k, self.labels[k], self.top5[k]) for k in done])
+            for k in done:
+                del self.top5[k], self.count[k], self.labels[k]
+            self.written += len(done)
+        if self.progress is not None:
+            self.progress.advance(n, self.description)
+
+
+# -- scores from the store -------------------------------------------------------------------
+
+
+def scores_from_store(
+    db: ResultsStore,
+    evaluation_id: int,
+    difficulties: Sequence[int],
+    *,
+    edition: str,
+    perturbations: Sequence[str] | None = None,
+    baseline: PBaseline | Mapping[int, PBaseline] | bool | None = None,
+    complete_only: bool = True,
+) -> tuple[dict[tuple[str, int], SequenceScores], dict[int, PSummary], dict[tuple[str, int], int]]:
+    """Every ImageNet-P score of an evaluation, recomputed from its stored top-5 lists.
+
+    Returns:
+        ``(scores by (perturbation, difficulty), summaries by difficulty,
+        skipped videos by (perturbation, difficulty))``.
+    """
+    scores: dict[tuple[str, int], SequenceScores] = {}
+    skipped: dict[tuple[str, int], int] = {}
+    wanted = None if perturbations is None else set(perturbations)
+    runs = {(r.perturbation, r.level): r for r in db.p_runs(evaluation_id)}
+    names = [n for n in list_perturbations("all") if any(k[0] == n for k in runs)]
+    for name in names:
+        if wanted is not None and name not in wanted:
+            continue
+        spec = get_perturbation(name)
+        for d in difficulties:
+            run = runs.get((name, d if spec.noise else 1))
+            if run is None or (complete_only and run.status != "complete"):
+                continue
+            if not spec.noise and run.frames <= d:
+                continue
+            _, labels, top5, sk = db.p_top5(run.id)
+            if top5.shape[0] == 0:
+                continue
+            lab = labels if bool((labels >= 0).all()) else None
+            scores[(name, d)] = score_top5(top5, name, d, labels=lab, edition=edition, baseline=baseline)
+            skipped[(name, d)] = len(sk)
+    summaries = {d: summarize_p(scores.values(), d) for d in difficulties}
+    return scores, summaries, skipped
+
+
+def stored_p_baseline(db: ResultsStore, spec: str, *, edition: str) -> dict[int, PBaseline]:
+    """A stored ImageNet-P evaluation (``eval:<id>`` or a model name) as FR / T5D baseline, per difficulty.
+
+    Raises:
+        InvalidArgumentError / UnknownNameError: no such stored ImageNet-P evaluation, or several.
+    """
+    evs = [e for e in db.evaluations() if e.benchmark == BENCHMARK]
+    s = spec.strip()
+    if s.startswith(("eval:", "#")):
+        try:
+            eid = int(s.split(":", 1)[1] if s.startswith("eval:") else s[1:])
+        except ValueError as e:
+            raise InvalidArgumentError("baseline", spec, "'eval:<id>' with a numeric id") from e
+        cands = [e for e in evs if e.id == eid]
+        if not cands:
+            raise InvalidArgumentError(
+                "baseline", spec, "the id of a stored ImageNet-P evaluation (see `shiftbench results`)"
+            )
+    else:
+        from .._validate import suggest
+
+        names = sorted({e.model for e in evs})
+        cands = [e for e in evs if e.model == s and e.edition == edition]
+        if not cands:
+            raise UnknownNameError("baseline", spec, ["alexnet", "none", *names], suggest(s, names))
+        if len(cands) > 1:
+            raise InvalidArgumentError(
+                "baseline",
+                spec,
+                "a model with one stored ImageNet-P evaluation of this edition, or one evaluation id",
+                f"{s!r} has evaluations {', '.join('eval:' + str(e.id) for e in cands)}; pass one of them.",
+            )
+    ev = cands[0]
+    if ev.edition != edition:
+        raise InvalidArgumentError("baseline", spec, f"an ImageNet-P evaluation of edition {edition}, not {ev.edition}")
+    scores, _, _ = scores_from_store(db, ev.id, [1, 2, 3], edition=edition, baseline=False)
+    out: dict[int, PBaseline] = {}
+    for (name, d), sc in scores.items():
+        b = out.setdefault(d, PBaseline(ev.model, {}, {}, edition, d, f"results store {db.path}, evaluation {ev.id}"))
+        b.fp[name] = sc.fp  # type: ignore[index]
+        b.ut5d[name] = sc.ut5d  # type: ignore[index]
+    if not out:
+        raise InvalidArgumentError("baseline", spec, "a stored ImageNet-P evaluation with complete runs")
+    for b in out.values():
+        for name in list(b.fp):
+            if b.fp[name] == 0 or b.ut5d[name] == 0:  # a zero cannot normalise
+                del b.fp[name], b.ut5d[name]  # type: ignore[attr-defined]
+    return out
+
+
+def _resolve_baseline(
+    spec: str | PBaseline | Mapping[int, PBaseline] | None, db: ResultsStore, edition: str
+) -> tuple[PBaseline | Mapping[int, PBaseline] | bool, str, str | None]:
+    """``(argument for score_top5, name, reason when there is none)``."""
+    if spec is None or (isinstance(spec, str) and spec.strip().lower() == "none"):
+        return False, "", "no baseline requested"
+    if isinstance(spec, PBaseline):
+        return spec, spec.name, None
+    if isinstance(spec, Mapping):
+        return spec, next(iter(spec.values())).name if spec else "", None
+    if not isinstance(spec, str):
+        raise InvalidArgumentError("baseline", spec, "'alexnet', 'none', a stored model name or 'eval:<id>'")
+    if spec.strip().lower() == "alexnet":
+        a = alexnet_p_baseline()
+        if edition != a.edition:
+            return False, "", (
+                f"published AlexNet flip probabilities exist for the {a.edition} edition only, not {edition}; "
+                "pass --baseline with a model evaluated in the store on the same data to normalise"
+            )
+        return {a.difficulty: a}, a.name, None
+    b = stored_p_baseline(db, spec, edition=edition)
+    return b, next(iter(b.values())).name, None
+
+
+# -- the evaluation -----------------------------------------------------------------------------
+
+
+@dataclass
+class PEvaluationResult:
+    """What :func:`evaluate_p` did and the scores recomputed from the store.
+
+    Attributes:
+        evaluation_id: the evaluation's id in the store; ``store_path`` the store.
+        model, model_checksum: the model.
+        data: a description of the data.
+        edition, seed: of the sequences (seed None for released data).
+        perturbations, difficulties: what was asked for.
+        scores: (perturbation, difficulty) -> :class:`SequenceScores` (complete runs only).
+        summaries: difficulty -> :class:`PSummary` (mFR / mT5D / mean FP).
+        runs: the stored runs of the requested perturbations.
+        skipped: (perturbation, difficulty) -> unreadable videos left out.
+        baseline, baseline_source: the FR / T5D normalisation (empty: none).
+        new_videos: videos scored by this call (0: all reused from the store).
+        n_videos: videos per perturbation (largest count over the runs).
+        on_the_fly, demo: kind of data.
+        notes: sentences a report must print.
+    """
+
+    evaluation_id: int
+    store_path: Path
+    model: str
+    model_checksum: str
+    data: str
+    edition: str
+    seed: int | None
+    perturbations: list[str]
+    difficulties: list[int]
+    scores: dict[tuple[str, int], SequenceScores]
+    summaries: dict[int, PSummary]
+    runs: list[PRunInfo]
+    skipped: dict[tuple[str, int], int]
+    baseline: str
+    baseline_source: str
+    new_videos: int
+    n_videos: int
+    on_the_fly: bool
+    demo: bool
+    label_space: str
+    notes: list[str] = field(default_factory=list)
+
+
+def evaluate_p(
+    model: Any = DEFAULT_MODEL,
+    *,
+    data: str | Path | None = None,
+    released: str | Path | None = None,
+    edition: str | None = None,
+    perturbations: str | Sequence[str] | None = None,
+    difficulties: str | int | Sequence[int] | None = None,
+    seed: int = 0,
+    batch_size: int = 32,
+    device: str | torch.device | None = None,
+    store: str | Path | ResultsStore = DEFAULT_STORE,
+    baseline: str | PBaseline | Mapping[int, PBaseline] | None = "alexnet",
+    classes: str | Sequence[str] = "auto",
+    limit: int | None = None,
+    bad_images: str = "skip",
+    rerun: bool = False,
+    progress: PProgress | None = None,
+) -> PEvaluationResult:
+    """Evaluate a classifier on ImageNet-P and store every video's per-frame top-5 lists.
+
+    With no data: EfficientNet-Lite0 on sequences of the 20 ImageNet photos
+    inside the foolbox wheel (a demonstration of the pipeline, not a benchmark).
+
+    Args:
+        model: a name, an ``nn.Module``, a callable returning logits or a
+            :class:`~shiftbench.evaluation.models.Classifier`.
+        data: clean photos (ImageFolder or flat ``<wnid>_*`` folder); sequences
+            are generated on the fly.
+        released: a released ImageNet-P / Tiny-ImageNet-P MP4 tree or CIFAR-P ``.npy`` folder.
+        edition: "224" (default on the fly), "299", "64", "32"; released data: detected.
+        perturbations: names, wildcards or groups (default: the 10 test perturbations).
+        difficulties: e.g. "1" (default), "1-3"; noise difficulties 2 and 3 are
+            separate (stronger-noise) runs, temporal ones reuse the frames.
+        seed: seed of the on-the-fly sequences.
+        batch_size: frames per forward pass.
+        device: "cpu" (default), "cuda", "cuda:N", "mps" (generation runs there too).
+        store: results store path or open :class:`ResultsStore`.
+        baseline: "alexnet" (published, 224 edition, difficulty 1), "none", a
+            stored model name or "eval:<id>" of an ImageNet-P evaluation, or a
+            :class:`PBaseline` (or a {difficulty: PBaseline} mapping).
+        classes: "auto", "model", "data" or class ids (as for ImageNet-C).
+        limit: at most this many images / videos per perturbation, spread evenly.
+        bad_images: "skip" (unreadable photos / videos are counted and listed) or "fail".
+        rerun: delete the stored runs of the requested perturbations first.
+        progress: receives progress in frames.
+
+    Raises:
+        ShiftbenchError: bad arguments, data or model output (no run is marked
+            complete unless all its videos are stored).
+        KeyboardInterrupt: on Ctrl-C; stored videos stay, the call can be repeated to resume.
+    """
+    seed = _check_int("seed", seed, 0)
+    bs = _check_int("batch_size", batch_size, 1)
+    if limit is not None:
+        _check_int("limit", limit, 1)
+    if bad_images not in BAD_IMAGE_POLICIES:
+        raise InvalidArgumentError("bad_images", bad_images, f"one of {', '.join(BAD_IMAGE_POLICIES)}")
+    if data is not None and released is not None:
+        raise InvalidArgumentError(
+            "data", str(data), "no --data together with --released for imagenet-p (the videos hold their clean frame)"
+        )
+    ed = get_edition(edition).name if edition is not None else None
+    diffs = parse_difficulties(difficulties)
+    names = resolve_perturbations(perturbations, ed or "224")
+    runs = [(n, d if get_perturbation(n).noise else 1) for n in names for d in diffs]
+    runs = list(dict.fromkeys(runs))
+
+    clf = load_model(model, device=device)
+    demo = data is None and released is None
+    src: _PSource
+    if released is not None:
+        src = _open_released(released, runs, edition=ed, limit=limit, bad_images=bad_images)
+        ed = src.edition
+        names = resolve_perturbations(names, ed)
+    else:
+        ed = ed or "224"
+        folder = (
+            foolbox_imagenet(edition=ed, limit=limit, bad_images=bad_images)
+            if data is None
+            else ImageFolderSource(data, edition=ed, limit=limit, bad_images=bad_images)
+        )
+        src = _OnTheFly(folder, ed)
+
+    # Label space (CIFAR-P without labels: the model's own outputs).
+    model_classes = clf.classes
+    data_classes: Sequence[str] = src.classes
+    if not src.has_labels:
+        if model_classes is None:
+            width = int(clf.logits(torch.zeros((1, 3, _SIZES[ed], _SIZES[ed]), dtype=torch.uint8)).shape[1])
+            model_classes = tuple(str(i) for i in range(width))
+        data_classes = model_classes
+    # Tiny-ImageNet-P: restrict to the data's classes by default (as for Tiny-ImageNet-C), unless fewer than
+    # the 5 that a top-5 list needs.
+    default_mode = (
+        "data"
+        if ed == "64" and model_classes is not None and 5 <= len(data_classes) < len(model_classes)
+        else "model"
+    )
+    space = resolve_label_space(model_classes if clf.classes is not None else None, data_classes, classes, default=default_mode)
+    if space.mode == "list":
+        src.select_classes(space.classes)
+    if src.has_labels:
+        absent = [c for c in src.classes if c not in set(space.classes)]
+        if absent and space.mode != "list":
+            raise InvalidArgumentError(
+                "data", src.location, f"classes among the label space ({len(space.classes)} classes)",
+                f"Not in it: {', '.join(absent[:5])}.",
+            )
+        lmap = np.array([space.classes.index(c) if c in space.classes else -1 for c in src.classes], dtype=np.int64)
+    else:
+        lmap = None
+
+    own = not isinstance(store, ResultsStore)
+    db = ResultsStore(store) if not isinstance(store, ResultsStore) else store
+    try:
+        versions = package_versions(["av"])
+        model_id = db.register_model(clf.name, clf.identity, clf.checksum, clf.details)
+        src_id = db.register_source(src.kind, src.identity, src.location, src.classes, {})
+        ls_id = db.register_label_space(space.digest, space.mode, space.classes)
+        eval_id = db.register_evaluation(model_id, src_id, BENCHMARK, ed, seed if src.on_the_fly else -1, False, ls_id)
+        if rerun:
+            db.delete_p_runs([r.id for r in db.p_runs(eval_id) if (r.perturbation, r.level) in set(runs)])
+        dev = clf.device
+        plan: list[tuple[str, int, int, list[_Video]]] = []
+        for name, lvl in runs:
+            spec = get_perturbation(name)
+            vids = src.videos(name, lvl)
+            t = spec.frames(ed)
+            rid = db.register_p_run(eval_id, src_id, name, lvl, t, len(vids), versions)
+            done = db.p_done_videos(rid)
+            todo = [v for v in vids if v.key not in done]
+            if todo:
+                plan.append((name, lvl, rid, todo))
+            else:
+                db.finish_p_run(rid)
+        db.set_p_status([rid for _, _, rid, _ in plan], "running")
+        total = sum(len(todo) * get_perturbation(n).frames(ed) for n, _, _, todo in plan)
+        written = 0
+        if plan and progress is not None:
+            progress.start(total, "starting")
+        try:
+            for name, lvl, rid, todo in plan:
+                spec = get_perturbation(name)
+                t = spec.frames(ed)
+                desc = name if not spec.noise or len(diffs) == 1 else f"{name} d{lvl}"
+                batcher = _Batcher(clf, space, bs, t, db, rid, desc, progress)
+                group = max(1, math.ceil(2 * bs / t))
+                try:
+                    for block in src.blocks(name, lvl, todo, seed=seed, device=dev, group=group):
+                        if lmap is not None and block.labels:
+                            block.labels = [int(lmap[x]) for x in block.labels]
+                        if lmap is not None and block.skipped:
+                            block.skipped = [(k, int(lmap[x]), r) for k, x, r in block.skipped]
+                        batcher.add(block)
+                    batcher.flush()
+                except ShiftbenchError as e:
+                    db.set_p_status([rid], "failed", str(e))
+                    raise
+                written += batcher.written
+                db.finish_p_run(rid)
+        finally:
+            if plan and progress is not None:
+                progress.stop()
+
+        norm, base_name, why_not = _resolve_baseline(baseline, db, ed)
+        scores, summaries, skipped = scores_from_store(
+            db, eval_id, diffs, edition=ed, perturbations=names, baseline=norm
+        )
+        all_runs = {(r.perturbation, r.level): r for r in db.p_runs(eval_id)}
+        my_runs = [all_runs[k] for k in runs if k in all_runs]
+        notes: list[str] = []
+        base_source = ""
+        if why_not and not (isinstance(baseline, str) and baseline.strip().lower() == "none"):
+            notes.append(f"FR and T5D not normalised: {why_not}.")
+        elif base_name:
+            base_source = (
+                alexnet_p_baseline().source
+                if base_name == "AlexNet" and isinstance(baseline, str) and baseline.strip().lower() == "alexnet"
+                else next(iter(norm.values())).source if isinstance(norm, Mapping) and norm else ""
+            )
+            missing_d = [d for d in diffs if not (isinstance(norm, Mapping) and d in norm)]
+            if missing_d:
+                notes.append(
+                    f"No {base_name} numbers for difficulty {', '.join(map(str, missing_d))}: FR / T5D there stay "
+                    "unnormalised (flip probabilities and uT5D only)."
+                )
+        incomplete = [r for r in my_runs if r.status != "complete"]
+        if incomplete:
+            notes.append(
+                "Incomplete runs left out: "
+                + ", ".join(f"{r.perturbation} level {r.level} ({r.n_scored + r.n_skipped}/{r.n_expected})" for r in incomplete)
+                + "."
+            )
+        n_skipped = sum(r.n_skipped for r in my_runs)
+        if n_skipped:
+            notes.append(f"{n_skipped} video(s) could not be read and were left out (listed in the store).")
+        return PEvaluationResult(
+            evaluation_id=eval_id,
+            store_path=db.path,
+            model=clf.name,
+            model_checksum=clf.checksum,
+            data=src.describe(),
+            edition=ed,
+            seed=seed if src.on_the_fly else None,
+            perturbations=names,
+            difficulties=diffs,
+            scores=scores,
+            summaries=summaries,
+            runs=my_runs,
+            skipped=skipped,
+            baseline=base_name,
+            baseline_source=base_source,
+            new_videos=written,
+            n_videos=max((r.n_scored for r in my_runs), default=0),
+            on_the_fly=src.on_the_fly,
+            demo=demo,
+            label_space=f"{space.mode} ({len(space.classes)} classes)",
+            notes=notes,
+        )
+    finally:
+        if own:
+            db.close()
