@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
-from rich.text import Text
 
+from .._progress import progress_for
 from .baselines import alexnet_baseline
 from .metrics import BENCHMARK_CORRUPTIONS, summarize
 from .models import DEFAULT_MODEL, read_class_list
@@ -40,73 +29,6 @@ from .store import DEFAULT_STORE, EXPORT_TABLES, ResultsStore, records_to_csv
 __all__ = ["register"]
 
 _TABLE_WIDTH = 160
-
-
-class _RateColumn(ProgressColumn):
-    """Images per second."""
-
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("– img/s" if speed is None else f"{speed:.1f} img/s", style="cyan")
-
-
-class _RichProgress:
-    """Progress bar with rate and ETA on stderr."""
-
-    def __init__(self, console: Console) -> None:
-        self._p = Progress(
-            TextColumn("{task.description:<26}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            _RateColumn(),
-            TextColumn("elapsed"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=console,
-            transient=False,
-        )
-        self._task: Any = None
-
-    def start(self, total: int, description: str) -> None:
-        self._p.start()
-        self._task = self._p.add_task(description, total=total)
-
-    def advance(self, n: int, description: str) -> None:
-        self._p.update(self._task, advance=n, description=description)
-
-    def stop(self) -> None:
-        self._p.stop()
-
-
-class _LineProgress:
-    """Progress as plain lines (stderr is not a terminal): about every 10 %."""
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.done = 0
-        self.t0 = 0.0
-        self.next_mark = 0.1
-
-    def start(self, total: int, description: str) -> None:
-        self.total, self.done, self.t0 = total, 0, time.monotonic()
-        click.echo(f"evaluating {total} images ...", err=True)
-
-    def advance(self, n: int, description: str) -> None:
-        self.done += n
-        if self.total and self.done / self.total >= self.next_mark:
-            dt = max(time.monotonic() - self.t0, 1e-9)
-            rate = self.done / dt
-            eta = (self.total - self.done) / rate if rate > 0 else math.inf
-            click.echo(
-                f"  {self.done}/{self.total} images ({100 * self.done / self.total:.0f} %), {rate:.1f} img/s, "
-                f"ETA {eta:.0f} s ({description})",
-                err=True,
-            )
-            self.next_mark = math.floor(self.done / self.total * 10 + 1) / 10
-
-    def stop(self) -> None:
-        return None
 
 
 def _stdout_console() -> Console:
@@ -221,7 +143,7 @@ def _evaluate_command(**kw: Any) -> None:
     err = Console(stderr=True)
     progress: Any = None
     if show_progress:
-        progress = _RichProgress(err) if err.is_terminal else _LineProgress()
+        progress = progress_for(err)
     store = kw.pop("store")
     try:
         result = evaluate(model, store=store, classes=classes, progress=progress, **kw)

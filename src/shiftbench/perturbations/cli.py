@@ -10,31 +10,25 @@ mT5D, and the unnormalised flip probabilities and top-5 distances), or JSON / CS
 from __future__ import annotations
 
 import json
-import math
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 from rich import box
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
-from rich.text import Text
 
+from .._progress import progress_for
 from ..evaluation.store import ResultsStore, records_to_csv
 from ._spec import TEST_PERTURBATIONS, get_perturbation
 from .metrics import alexnet_p_baseline
-from .pipeline import BENCHMARK, PEvaluationResult, evaluate_p, scores_from_store, stored_p_baseline
+from .pipeline import (
+    BENCHMARK,
+    PEvaluationResult,
+    evaluate_p,
+    scores_from_store,
+    stored_p_baseline,
+)
 
 __all__ = ["evaluate_command", "result_records", "render_result", "results_section"]
 
@@ -66,70 +60,6 @@ UNITS = (
 
 
 # -- progress ---------------------------------------------------------------------------------
-
-
-class _FrameRate(ProgressColumn):
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("– frames/s" if speed is None else f"{speed:.1f} frames/s", style="cyan")
-
-
-class _RichProgress:
-    """Progress bar in frames with rate and ETA on stderr."""
-
-    def __init__(self, console: Console) -> None:
-        self._p = Progress(
-            TextColumn("{task.description:<18}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            _FrameRate(),
-            TextColumn("elapsed"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=console,
-            transient=False,
-        )
-        self._task: Any = None
-
-    def start(self, total: int, description: str) -> None:
-        self._p.start()
-        self._task = self._p.add_task(description, total=total)
-
-    def advance(self, n: int, description: str) -> None:
-        self._p.update(self._task, advance=n, description=description)
-
-    def stop(self) -> None:
-        self._p.stop()
-
-
-class _LineProgress:
-    """Progress as plain lines when stderr is not a terminal: about every 10 %."""
-
-    def __init__(self) -> None:
-        self.total = self.done = 0
-        self.t0 = 0.0
-        self.next_mark = 0.1
-
-    def start(self, total: int, description: str) -> None:
-        self.total, self.done, self.t0 = total, 0, time.monotonic()
-        click.echo(f"evaluating {total} frames ...", err=True)
-
-    def advance(self, n: int, description: str) -> None:
-        self.done += n
-        if self.total and self.done / self.total >= self.next_mark:
-            dt = max(time.monotonic() - self.t0, 1e-9)
-            rate = self.done / dt
-            eta = (self.total - self.done) / rate if rate > 0 else math.inf
-            click.echo(
-                f"  {self.done}/{self.total} frames ({100 * self.done / self.total:.0f} %), {rate:.1f} frames/s, "
-                f"ETA {eta:.0f} s ({description})",
-                err=True,
-            )
-            self.next_mark = math.floor(self.done / self.total * 10 + 1) / 10
-
-    def stop(self) -> None:
-        return None
 
 
 # -- option checks ---------------------------------------------------------------------------------
@@ -400,7 +330,7 @@ def evaluate_command(**kw: Any) -> None:
     err = Console(stderr=True)
     progress: Any = None
     if kw.get("progress", True):
-        progress = _RichProgress(err) if err.is_terminal else _LineProgress()
+        progress = progress_for(err, "frames", "frames", 18)
     store = kw["store"]
     try:
         r = evaluate_p(
