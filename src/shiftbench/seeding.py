@@ -101,11 +101,12 @@ def _poisson_alias_tables(scale: float) -> tuple[np.ndarray, np.ndarray]:
 
     Rows are truncated at K = scale + 12 sqrt(scale) + 30, where the tail mass is below 1e-17.
     """
-    from scipy.stats import poisson
+    from scipy.special import gammaln, xlogy
 
     lam = np.arange(256) / 255.0 * scale
     k = int(scale + 12 * np.sqrt(scale) + 30)
-    pmf = poisson.pmf(np.arange(k)[None, :], lam[:, None])
+    ks = np.arange(k, dtype=np.float64)[None, :]
+    pmf = np.exp(xlogy(ks, lam[:, None]) - lam[:, None] - gammaln(ks + 1))  # Poisson pmf; 0**0 = 1 for level 0
     pmf /= pmf.sum(axis=1, keepdims=True)
     prob = np.ones((256, k))
     alias = np.tile(np.arange(k), (256, 1))
