@@ -9,9 +9,12 @@ Modes, each timed over the same (corruption, severity) conditions and images:
 * ``precorrupted``: every corrupted batch is computed before timing; the timed
   loop only runs the model (input transform, forward, top-5), i.e. evaluating a
   released dataset already in memory.
-* ``onthefly-serial``: the timed loop corrupts each batch, then runs the model.
-* ``onthefly-prefetch``: as ``shiftbench evaluate`` does it: a thread corrupts the
-  next batches while the model runs (:func:`shiftbench.evaluation.runner._prefetch`).
+* ``onthefly-serial``: the timed loop corrupts each batch, then runs the model;
+  what ``shiftbench evaluate`` does on a CPU without spare cores.
+* ``onthefly-prefetch``: a thread corrupts the next batches while the model runs
+  (:func:`shiftbench.evaluation.runner._prefetch`); what ``shiftbench evaluate``
+  does when the model runs on an accelerator or the CPU has cores beyond
+  PyTorch's threads (:func:`shiftbench.evaluation.runner.want_prefetch`).
 
 Every corruption is called once before any timing (first calls compile kernels).
 Modes are interleaved for ``--repeats`` rounds so that machine-load drift hits all

@@ -208,6 +208,23 @@ def test_release_mode_is_its_own_evaluation(tmp_path: Path) -> None:
         evaluate(toy_classifier(), release=True, released=tmp_path, store=tmp_path / "s.sqlite")
 
 
+def test_prefetch_thread_and_inline_corruption_store_the_same_predictions(tmp_path: Path) -> None:
+    from shiftbench.evaluation.runner import want_prefetch
+
+    kw = dict(corruptions="gaussian_noise,contrast", severities="1,4", limit=4, batch_size=3)
+    a = evaluate(toy_classifier(), prefetch=True, store=tmp_path / "a.sqlite", **kw)  # type: ignore[arg-type]
+    b = evaluate(toy_classifier(), prefetch=False, store=tmp_path / "b.sqlite", **kw)  # type: ignore[arg-type]
+    assert a.new_predictions == b.new_predictions == 4 * 5
+
+    def rows(p: Path) -> list[tuple[object, ...]]:
+        with ResultsStore(p) as db:
+            return sorted((r["corruption"], r["severity"], r["image"], r["top5"]) for r in db.rows("predictions"))
+
+    assert rows(tmp_path / "a.sqlite") == rows(tmp_path / "b.sqlite")
+    assert want_prefetch("cuda") is True
+    assert want_prefetch("cpu") is (torch.get_num_threads() < (__import__("os").cpu_count() or 1))
+
+
 def test_class_subset_restricts_logits(tmp_path: Path) -> None:
     subset = [WNIDS[243], WNIDS[559], WNIDS[0]]
     r = evaluate(toy_classifier(), classes=subset, severities="1", corruptions="contrast", store=tmp_path / "s.sqlite")
