@@ -155,3 +155,24 @@ def test_cli_select_on_a_matrix_file_and_save(tmp_path: Path, capsys: pytest.Cap
     nonsq.write_text("a,b,c\n1,0,0\n0,1,0\n")
     assert main(["select", "--matrix", str(nonsq)]) != 0
     assert "square" in capsys.readouterr().err
+
+
+def test_matrix_csv_with_row_names_as_pandas_writes_it(tmp_path: Path) -> None:
+    from shiftbench.errors import InvalidArgumentError
+    from shiftbench.overlap.cli import read_overlap_matrix
+
+    plain = tmp_path / "plain.csv"
+    plain.write_text("a,b,c\n1,0.2,0\n0.2,1,0.1\n0,0.1,1\n")
+    corner = tmp_path / "corner.csv"
+    corner.write_text(",a,b,c\na,1,0.2,0\nb,0.2,1,0.1\nc,0,0.1,1\n")
+    named = tmp_path / "named.csv"
+    named.write_text("a,b,c\na,1,0.2,0\nb,0.2,1,0.1\nc,0,0.1,1\n")
+    ref = read_overlap_matrix(plain)
+    for p in (corner, named):
+        m = read_overlap_matrix(p)
+        assert list(m.names) == list(ref.names) == ["a", "b", "c"]
+        assert np.array_equal(m.values, ref.values)
+    swapped = tmp_path / "swapped.csv"
+    swapped.write_text(",a,b\nb,1,0.2\na,0.2,1\n")
+    with pytest.raises(InvalidArgumentError, match="row names"):
+        read_overlap_matrix(swapped)

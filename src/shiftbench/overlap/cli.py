@@ -68,7 +68,14 @@ def read_overlap_matrix(path: str | Path) -> OverlapMatrix:
         raise DataError(f"matrix file {str(p)!r} is empty")
     header = [h.strip() for h in rows[0]]
     body = rows[1:]
-    if body and len(body[0]) == len(header) + 1:  # a first column of row names
+    if header and header[0] == "" and all(len(r) == len(header) for r in body):
+        header = header[1:]  # an empty corner cell: the first column holds row names (pandas' to_csv)
+    if body and all(len(r) == len(header) + 1 for r in body):  # a first column of row names
+        row_names = [r[0].strip() for r in body]
+        if row_names != header:
+            raise InvalidArgumentError(
+                "matrix", f"row names {row_names}", f"the column names in the same order: {header}"
+            )
         body = [r[1:] for r in body]
     try:
         vals = [[float("nan") if v.strip() in ("", "nan", "n/a") else float(v) for v in r] for r in body]
