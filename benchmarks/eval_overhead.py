@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             "torch_threads": torch.get_num_threads(),
             "load_average_at_end": os.getloadavg(),
             "versions": package_versions(),
-            "images": src.describe(),
+            "images": src.describe().replace(str(Path.home()), "~"),
             "n_images": n_images,
             "conditions": len(conditions),
             "predictions_per_pass": n,
