@@ -63,7 +63,7 @@ def _chw_tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
 # box((j - centre + 0.5) / max(scale, 1)) normalised to sum 1, then to fixed point
 # with 22 fraction bits (rounded half away from zero). A pass adds 2^21 to the
 # integer weighted sum and shifts right by 22, clipping to 0..255. The horizontal
-# pass runs first (on the rows the vertical pass needs), then the vertical pass.
+# pass runs first, then the vertical pass on its 8-bit result.
 _PRECISION_BITS = 22
 
 
@@ -97,7 +97,7 @@ def _resample_rows(x: torch.Tensor, out_size: int) -> torch.Tensor:
     w = torch.from_numpy(w_np).to(device=x.device, dtype=torch.int32)
     acc = torch.full((*x.shape[:-2], out_size, x.shape[-1]), 1 << (_PRECISION_BITS - 1), dtype=torch.int32, device=x.device)
     for t in range(idx.shape[1]):
-        if bool((w[:, t] != 0).any()):
+        if w_np[:, t].any():  # decided on the host: no device sync
             acc += x.index_select(-2, idx[:, t]) * w[:, t, None]
     return (acc >> _PRECISION_BITS).clamp_(0, 255)
 
