@@ -158,3 +158,25 @@ def test_chart_and_missing_matplotlib_hint(  # type: ignore[no-untyped-def]
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "matplotlib" else real(n, *a))
     with pytest.raises(MissingPackageError, match=r"pip install 'shiftbench\[plot\]'"):
         plot_error_analysis(r.analysis, tmp_path / "x.png")
+
+
+def test_results_command_lists_imagenet_d_by_mde(result_and_store, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from shiftbench.cli import main
+    from shiftbench.domains.evaluate import stored_domain_errors
+
+    r, store = result_and_store
+    recs = stored_domain_errors(store)
+    assert len(recs) == 1 and recs[0]["model"] == "efficientnet-lite0"
+    assert recs[0]["mde"] == pytest.approx(r.mde)
+    assert recs[0]["errors"] == pytest.approx(r.errors)
+    assert main(["results", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "ImageNet-D leaderboard by mDE" in out and f"{r.mde:.1f}" in out
+    assert main(["results", "--store", str(store), "--results-format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["imagenet_d"][0]["mde"] == pytest.approx(r.mde)
+    assert main(["results", "--store", str(store), "--results-format", "csv"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "mde" in header and all(f"error_{d}" in header for d in DOMAINS)

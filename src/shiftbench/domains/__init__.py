@@ -20,7 +20,7 @@ from .errors import (
     MissingImageError,
     UnknownClassFoldersError,
 )
-from .evaluate import ImageNetDResult, evaluate_imagenet_d, stored_correlations, stored_scores
+from .evaluate import ImageNetDResult, evaluate_imagenet_d, stored_correlations, stored_domain_errors, stored_scores
 from .mapping import (
     DOMAINS,
     PAPER_TABLE1,
@@ -76,6 +76,7 @@ __all__ = [
     "rank_correlations",
     "spearman",
     "stored_correlations",
+    "stored_domain_errors",
     "stored_scores",
     "topk_domain_error",
 ]

@@ -42,7 +42,14 @@ from .metrics import (
     topk_domain_error,
 )
 
-__all__ = ["DomainPredictions", "ImageNetDResult", "evaluate_imagenet_d", "stored_scores", "stored_correlations"]
+__all__ = [
+    "DomainPredictions",
+    "ImageNetDResult",
+    "evaluate_imagenet_d",
+    "stored_domain_errors",
+    "stored_scores",
+    "stored_correlations",
+]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS imagenet_d_evaluations(
@@ -397,13 +404,36 @@ def stored_scores(store: str | Path, mapping: ImageNetDMapping | None = None) ->
                 row["IN-C mCE"] = 100.0 * s.mce
             if clean is not None:
                 row["IN clean"] = 100.0 * clean
+    for rec in stored_domain_errors(path, m):
+        row = out.setdefault(rec["model"], {})
+        for d, e in rec["errors"].items():
+            row[f"IN-D {d}"] = 100.0 * e
+        if rec["mde"] is not None:
+            row["IN-D mDE"] = rec["mde"]
+    return out
+
+
+def stored_domain_errors(store: str | Path, mapping: ImageNetDMapping | None = None) -> list[dict[str, Any]]:
+    """Every stored ImageNet-D evaluation made with ``mapping``: per-domain top-1 errors and mDE.
+
+    Returns records ``{"evaluation", "model", "data", "images", "errors": {domain: fraction}, "mde": % or None}``
+    in evaluation order; mDE is None unless all six domains are stored. A store
+    without ImageNet-D tables gives an empty list.
+    """
+    m = mapping or load_mapping()
+    path = Path(store)
     names = domainnet_classes()
-    with _open_store(path) as con:
+    out: list[dict[str, Any]] = []
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0)
+    try:
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name='imagenet_d_evaluations'").fetchone() is None:
+            return []
         evs = con.execute(
-            "SELECT id, model FROM imagenet_d_evaluations WHERE mapping_digest=? ORDER BY id", (m.digest,)
+            "SELECT id, model, data FROM imagenet_d_evaluations WHERE mapping_digest=? ORDER BY id", (m.digest,)
         ).fetchall()
-        for eid, model in evs:
+        for eid, model, data in evs:
             errs: dict[str, float] = {}
+            n = 0
             for d in DOMAINS:
                 rows = con.execute(
                     "SELECT label, top1 FROM imagenet_d_predictions WHERE evaluation_id=? AND domain=?", (eid, d)
@@ -411,13 +441,12 @@ def stored_scores(store: str | Path, mapping: ImageNetDMapping | None = None) ->
                 if rows:
                     ok = m.correct([names[r[0]] for r in rows], [r[1] for r in rows])
                     errs[d] = 1.0 - sum(ok) / len(ok)
-            if not errs:
-                continue
-            row = out.setdefault(model, {})
-            for d, e in errs.items():
-                row[f"IN-D {d}"] = 100.0 * e
-            if len(errs) == len(DOMAINS):
-                row["IN-D mDE"] = mean_domain_error(errs)
+                    n += len(rows)
+            if errs:
+                mde = mean_domain_error(errs) if len(errs) == len(DOMAINS) else None
+                out.append({"evaluation": eid, "model": model, "data": data, "images": n, "errors": errs, "mde": mde})
+    finally:
+        con.close()
     return out
 
 

@@ -191,6 +191,45 @@ def _evaluate_command(**kw: Any) -> None:
             click.echo(f"Results written to {results_file}", err=True)
 
 
+def _imagenet_d_records(store: str, model: str | None) -> list[dict[str, Any]]:
+    """Stored ImageNet-D evaluations (per-domain errors, mDE), if this build has the domains subpackage."""
+    try:
+        from ..domains.evaluate import stored_domain_errors
+    except ImportError:
+        return []
+    recs = stored_domain_errors(store)
+    return [r for r in recs if model is None or model in r["model"]]
+
+
+def _render_imagenet_d(records: list[dict[str, Any]], console: Console) -> None:
+    from ..domains.mapping import DOMAINS
+
+    t = Table(title="ImageNet-D leaderboard by mDE (top-1 error per domain, %)", title_justify="left", header_style="bold")
+    for col in ("Model", "Images", *DOMAINS, "mDE"):
+        t.add_column(col, justify="left" if col == "Model" else "right")
+    ordered = sorted(records, key=lambda r: (r["mde"] is None, r["mde"] or 0.0))
+    for r in ordered:
+        cells = [f"{100 * r['errors'][d]:.1f}" if d in r["errors"] else "–" for d in DOMAINS]
+        t.add_row(f"{r['model']} #{r['evaluation']}", str(r["images"]), *cells, "–" if r["mde"] is None else f"{r['mde']:.1f}")
+    console.print(t)
+    console.print("mDE: mean over the six domains of the error divided by AlexNet's (ImageNet-D Table 2); – : domain not stored.")
+
+
+def _emit_imagenet_d(records: list[dict[str, Any]], store: str, results_format: str, results_file: str | None) -> None:
+    if results_format == "json":
+        _emit(to_json([], [f"Store: {store}"], {"imagenet_d": records}), results_file)
+    elif results_format == "csv":
+        from ..domains.mapping import DOMAINS
+
+        flat = [
+            {k: v for k, v in r.items() if k != "errors"} | {f"error_{d}": r["errors"].get(d) for d in DOMAINS}
+            for r in records
+        ]
+        _emit(records_to_csv(flat), results_file)
+    else:
+        _render_imagenet_d(records, _stdout_console())
+
+
 def _results_command(
     store: str,
     model: str | None,
@@ -210,6 +249,10 @@ def _results_command(
         evs = db.evaluations(model)
         if evaluation is not None:
             evs = [e for e in evs if e.id == evaluation]
+        d_records = [] if (runs or evaluation is not None) else _imagenet_d_records(store, model)
+        if d_records and not evs:
+            _emit_imagenet_d(d_records, store, results_format, results_file)
+            return
         if not evs:
             click.echo(f"No stored evaluations in {store}" + (f" matching {model!r}" if model else "") + ".", err=True)
             return
@@ -276,7 +319,8 @@ def _results_command(
         all_rows = [r for rows in groups.values() for r in rows]
         p_records = p_cli.results_section(db, p_evs, baseline) if p_evs else []
         if results_format == "json":
-            _emit(to_json(all_rows, [f"Store: {store}"], {"imagenet_p": p_records} if p_records else None), results_file)
+            extra = {k: v for k, v in (("imagenet_p", p_records), ("imagenet_d", d_records)) if v}
+            _emit(to_json(all_rows, [f"Store: {store}"], extra or None), results_file)
             return
         if results_format == "csv":
             # one kind of record per CSV: ImageNet-C rows when there are any, else the ImageNet-P ones
@@ -284,6 +328,8 @@ def _results_command(
             return
         if p_records:
             p_cli.render_results_section(p_records, console)
+        if d_records:
+            _render_imagenet_d(d_records, console)
         for (bench, edition, data, space), rows in groups.items():
             rows.sort(key=lambda x: (x.summary.mce is None, x.summary.mce if x.summary.mce is not None else 0.0))
             title = f"Leaderboard by mCE: {bench}, edition {edition}, {data} ({space} label space)"
