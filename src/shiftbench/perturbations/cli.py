@@ -10,7 +10,6 @@ mT5D, and the unnormalised flip probabilities and top-5 distances), or JSON / CS
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import click
@@ -19,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._progress import progress_for
+from ..evaluation.cli_commands import _emit
 from ..evaluation.store import ResultsStore, records_to_csv
 from ._spec import TEST_PERTURBATIONS, get_perturbation
 from .metrics import alexnet_p_baseline
@@ -298,15 +298,6 @@ def render_result(r: PEvaluationResult, console: Console, *, details: bool = Tru
                 else "no baseline for this edition and difficulty"
             )
             console.print(f"  mFR / mT5D undefined at difficulty {d}: {why}; 'mean' of FP is over the test perturbations scored.", highlight=False)
-
-
-def _emit(text: str, results_file: str | None) -> None:
-    if results_file:
-        Path(results_file).parent.mkdir(parents=True, exist_ok=True)
-        Path(results_file).write_text(text, encoding="utf-8")
-        click.echo(f"Results written to {results_file}", err=True)
-    else:
-        click.echo(text, nl=False)
 
 
 def _stdout_console() -> Console:
