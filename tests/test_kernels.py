@@ -109,3 +109,56 @@ def test_fused_noise_equals_tensor_path(name: str, severity: int) -> None:
     tensor = spec.apply(xf, params, stacked, ApplyContext("224", severity, {"fused": False}))
     assert fused.dtype == tensor.dtype == torch.float32
     assert torch.equal(fused, tensor)
+
+
+def test_ziggurat_normals_follow_the_normal_law() -> None:
+    from scipy import stats
+
+    from shiftbench._ziggurat import R
+    from shiftbench.seeding import FastDraws
+
+    src = FastDraws(np.random.Generator(np.random.PCG64(2024)))
+    z = np.concatenate([src.standard_normal32((500, 500, 4)).ravel() for _ in range(4)]).astype(np.float64)
+    assert z.size == 4_000_000
+    assert abs(z.mean()) < 0.003 and abs(z.var() - 1) < 0.004  # ~6 standard errors
+    assert stats.kstest(z, "norm").pvalue > 1e-4
+    # the tail beyond the base strip (drawn by its own rejection loop) and the top layer's wedge
+    expected_tail = 2 * stats.norm.sf(R)
+    assert abs((np.abs(z) > R).mean() - expected_tail) < 6 * np.sqrt(expected_tail / z.size)
+    edges = np.linspace(-4.5, 4.5, 181)
+    counts, _ = np.histogram(z, edges)
+    expected = np.diff(stats.norm.cdf(edges)) * z.size
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert stats.chi2.sf(chi2, len(counts) - 1) > 1e-4
+
+
+def test_ziggurat_is_a_function_of_the_stream_and_refills() -> None:
+    from shiftbench._ziggurat import standard_normal32, tables, ziggurat_fill
+
+    a = standard_normal32(np.random.PCG64(7), 10_000)
+    b = standard_normal32(np.random.PCG64(7), 10_000)
+    assert a.dtype == np.float32 and np.array_equal(a, b)
+    # a buffer that runs short reports it; the longer buffer reproduces the same values
+    raw = np.random.PCG64(7).random_raw(6_000)
+    short = np.empty(10_000, dtype=np.float32)
+    assert ziggurat_fill(raw[:4_000], short, *tables(), 3.6541528853610088) == -1
+    full = np.empty(10_000, dtype=np.float32)
+    assert ziggurat_fill(raw, full, *tables(), 3.6541528853610088) > 0
+    assert np.array_equal(full, a)
+
+
+def test_raw_word_uniforms_equal_generator_random() -> None:
+    from shiftbench.seeding import FastDraws, _poisson_alias_tables
+
+    fast = FastDraws(np.random.Generator(np.random.PCG64(11)))
+    ref = np.random.Generator(np.random.PCG64(11))
+    for p in (0.03, 0.5, 0.0, 1.0):
+        assert np.array_equal(fast.random_at_most((64, 80, 3), p), ref.random((64, 80, 3)) <= p)
+    levels = np.random.default_rng(0).integers(0, 256, (64, 80, 3)).astype(np.uint8)
+    prob, alias = _poisson_alias_tables(60.0)
+    k = prob.shape[0] // 256
+    v = ref.random(levels.shape).ravel() * k
+    j = v.astype(np.int64)
+    idx = levels.ravel().astype(np.int64) * k + j
+    expected = np.where(v - j < prob[idx], j, alias[idx]).astype(np.float32).reshape(levels.shape)
+    assert np.array_equal(fast.poisson_levels(levels, 60.0), expected)

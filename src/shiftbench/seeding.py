@@ -52,6 +52,8 @@ class Draws(Protocol):
 
     def random(self, size: Any) -> np.ndarray: ...
 
+    def random_at_most(self, size: Any, p: float) -> np.ndarray: ...
+
     def poisson(self, lam: np.ndarray) -> np.ndarray: ...
 
 
@@ -78,12 +80,25 @@ class FastDraws:
     def random(self, size: Any) -> np.ndarray:
         return self.generator.random(size)
 
+    def random_at_most(self, size: Any, p: float) -> np.ndarray:
+        """``random(size) <= p`` as a boolean mask, in one compiled pass over the raw words
+        (PCG64 doubles are ``(word >> 11) * 2**-53``, so the mask is that of ``random``)."""
+        from .corruptions._noise_cpu import unit_at_most
+
+        shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+        raw = self.generator.bit_generator.random_raw(int(np.prod(shape)))
+        return unit_at_most(raw, float(p)).reshape(shape)
+
     def poisson(self, lam: np.ndarray) -> np.ndarray:
         return self.generator.poisson(lam)
 
     def standard_normal32(self, size: Any) -> np.ndarray:
-        """Standard normal field in float32 (the reference's noise fields, at half the cost)."""
-        return self.generator.standard_normal(size, dtype=np.float32)
+        """Standard normal field in float32 (the reference's noise fields): a compiled ziggurat on the
+        generator's raw 64-bit words, about 3x faster than ``Generator.standard_normal``."""
+        from ._ziggurat import standard_normal32
+
+        shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+        return standard_normal32(self.generator.bit_generator, int(np.prod(shape))).reshape(shape)
 
     def poisson_levels(self, levels: np.ndarray, scale: float) -> np.ndarray:
         """Poisson(scale * level / 255) for uint8 levels, exact, via per-level alias tables."""
@@ -91,8 +106,9 @@ class FastDraws:
 
         prob, alias = _poisson_alias_tables(float(scale))
         k = prob.shape[0] // 256
-        u = self.generator.random(levels.shape)
-        return alias_lookup(u, np.ascontiguousarray(levels), prob, alias, k)
+        # the raw words of generator.random(levels.shape): same uniforms, no float array in between
+        raw = self.generator.bit_generator.random_raw(levels.size)
+        return alias_lookup(raw, np.ascontiguousarray(levels), prob, alias, k).reshape(levels.shape)
 
 
 @lru_cache(maxsize=64)
@@ -147,6 +163,9 @@ class LegacyDraws:
 
     def random(self, size: Any) -> np.ndarray:
         return self.state.random_sample(size)
+
+    def random_at_most(self, size: Any, p: float) -> np.ndarray:
+        return self.state.random_sample(size) <= p
 
     def poisson(self, lam: np.ndarray) -> np.ndarray:
         return self.state.poisson(lam)

@@ -6,22 +6,34 @@ import numba
 import numpy as np
 
 
+_TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53: a PCG64 double is (word >> 11) * 2**-53
+
+
 @numba.njit(cache=True, nogil=True)
-def alias_lookup(u: np.ndarray, levels: np.ndarray, prob: np.ndarray, alias: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - compiled
-    """Walker alias sampling: one uniform in [0, 1) per value picks column j = floor(u k) of
-    its level's row and keeps j when the fraction u k - j is below prob, else takes the alias."""
-    flat_u = u.ravel()
+def alias_lookup(raw: np.ndarray, levels: np.ndarray, prob: np.ndarray, alias: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - compiled
+    """Walker alias sampling: one uniform u in [0, 1) per value (from a raw 64-bit word, as
+    ``Generator.random`` makes it) picks column j = floor(u k) of its level's row and keeps j
+    when the fraction u k - j is below prob, else takes the alias. Returns a flat float32 array."""
     flat_l = levels.ravel()
-    out = np.empty(flat_u.size, dtype=np.float32)
-    for i in range(flat_u.size):
-        v = flat_u[i] * k
+    out = np.empty(raw.size, dtype=np.float32)
+    for i in range(raw.size):
+        v = float(raw[i] >> np.uint64(11)) * _TO_UNIT * k
         j = int(v)
         idx = int(flat_l[i]) * k + j
         if v - j < prob[idx]:
             out[i] = j
         else:
             out[i] = alias[idx]
-    return out.reshape(u.shape)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def unit_at_most(raw: np.ndarray, p: float) -> np.ndarray:  # pragma: no cover - compiled
+    """Boolean mask u <= p for the uniforms u = (word >> 11) * 2**-53 of raw 64-bit words."""
+    out = np.empty(raw.size, dtype=np.bool_)
+    for i in range(raw.size):
+        out[i] = float(raw[i] >> np.uint64(11)) * _TO_UNIT <= p
+    return out
 
 
 # Fused CPU versions of the noise functionals. x, out: B x 3 x H x W float32 in

@@ -60,8 +60,8 @@ def _sample_impulse(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     shape = (ctx.height, ctx.width, 3)
     # scikit-image's random_noise(mode='s&p'): Bernoulli trials "flipped" (p = amount),
     # then "salted" (p = 0.5), each as uniform <= p over the whole H x W x 3 array.
-    flipped = draws.random(shape) <= amount
-    salted = draws.random(shape) <= 0.5
+    flipped = draws.random_at_most(shape, amount)
+    salted = draws.random_at_most(shape, 0.5)
     return {"flipped": flipped, "salted": salted}
 
 
