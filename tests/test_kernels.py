@@ -111,14 +111,18 @@ def test_fused_noise_equals_tensor_path(name: str, severity: int) -> None:
     assert torch.equal(fused, tensor)
 
 
-def test_ziggurat_normals_follow_the_normal_law() -> None:
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_ziggurat_normals_follow_the_normal_law(precision: str) -> None:
     from scipy import stats
 
     from shiftbench._ziggurat import R
     from shiftbench.seeding import FastDraws
 
     src = FastDraws(np.random.Generator(np.random.PCG64(2024)))
-    z = np.concatenate([src.standard_normal32((500, 500, 4)).ravel() for _ in range(4)]).astype(np.float64)
+    draw = src.standard_normal32 if precision == "float32" else src.normal
+    parts = [draw((500, 500, 4)) for _ in range(4)]
+    assert all(a.dtype == np.dtype(precision) and a.shape == (500, 500, 4) for a in parts)
+    z = np.concatenate([a.ravel() for a in parts]).astype(np.float64)
     assert z.size == 4_000_000
     assert abs(z.mean()) < 0.003 and abs(z.var() - 1) < 0.004  # ~6 standard errors
     assert stats.kstest(z, "norm").pvalue > 1e-4
@@ -133,7 +137,7 @@ def test_ziggurat_normals_follow_the_normal_law() -> None:
 
 
 def test_ziggurat_is_a_function_of_the_stream_and_refills() -> None:
-    from shiftbench._ziggurat import standard_normal32, tables, ziggurat_fill
+    from shiftbench._ziggurat import standard_normal32, standard_normal64, tables, ziggurat_fill, ziggurat_fill64
 
     a = standard_normal32(np.random.PCG64(7), 10_000)
     b = standard_normal32(np.random.PCG64(7), 10_000)
@@ -145,6 +149,20 @@ def test_ziggurat_is_a_function_of_the_stream_and_refills() -> None:
     full = np.empty(10_000, dtype=np.float32)
     assert ziggurat_fill(raw, full, *tables(), 3.6541528853610088) > 0
     assert np.array_equal(full, a)
+    a64 = standard_normal64(np.random.PCG64(7), 10_000)
+    assert a64.dtype == np.float64 and np.array_equal(a64, standard_normal64(np.random.PCG64(7), 10_000))
+    raw = np.random.PCG64(7).random_raw(12_000)
+    short64 = np.empty(10_000, dtype=np.float64)
+    assert ziggurat_fill64(raw[:9_000], short64, *tables(52), 3.6541528853610088) == -1
+    assert ziggurat_fill64(raw, short64, *tables(52), 3.6541528853610088) > 0
+    assert np.array_equal(short64, a64)
+    # loc and scale, and the scalar form
+    from shiftbench.seeding import FastDraws
+
+    src = np.random.Generator(np.random.PCG64(3))
+    scaled = FastDraws(np.random.Generator(np.random.PCG64(3))).normal((100,), loc=2.0, scale=0.5)
+    assert np.allclose(scaled, 2.0 + 0.5 * standard_normal64(src.bit_generator, 100))
+    assert isinstance(FastDraws(np.random.Generator(np.random.PCG64(3))).normal(None, 1.0, 2.0), float)
 
 
 def test_raw_word_uniforms_equal_generator_random() -> None:

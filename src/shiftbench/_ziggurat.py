@@ -15,7 +15,9 @@ f(e[i]), with outer width e[i-1] and inner width e[i] (e[0] = R, e[255] = 0). On
 word gives the layer (8 bits), the sign (1 bit) and the position (23 bits); a point
 inside the inner width is accepted at once (98.8 % of draws), a point in a wedge is
 tested against f with one more word, a point beyond R in the base strip is replaced by
-a tail draw (Marsaglia's exponential rejection, two words per try).
+a tail draw (Marsaglia's exponential rejection, two words per try). The float64 variant
+(:func:`standard_normal64`, for ``FastDraws.normal``) takes one 64-bit word per try and a
+52-bit position.
 """
 
 from __future__ import annotations
@@ -28,36 +30,36 @@ import numpy as np
 
 LAYERS = 256
 R = 3.6541528853610088  # right edge of the base strip for 256 layers
-_SCALE = float(1 << 23)
 
 
 def _f(x: float) -> float:
     return math.exp(-0.5 * x * x)
 
 
-@lru_cache(maxsize=1)
-def tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(k, w, f_outer, f_inner) per layer: fast-accept bound on the 23-bit position, width per
+@lru_cache(maxsize=2)
+def tables(bits: int = 23) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(k, w, f_outer, f_inner) per layer: fast-accept bound on the ``bits``-bit position, width per
     position unit, and f at the layer's outer and inner edges."""
+    scale = float(1 << bits)
     v = R * _f(R) + math.sqrt(math.pi / 2) * math.erfc(R / math.sqrt(2))  # area of each layer
     e = [R]
     for _ in range(1, LAYERS - 1):
         y = v / e[-1] + _f(e[-1])
         e.append(math.sqrt(-2.0 * math.log(y)))
     e.append(0.0)  # the top layer reaches the axis
-    k = np.zeros(LAYERS, dtype=np.uint32)
+    k = np.zeros(LAYERS, dtype=np.uint64)
     w = np.zeros(LAYERS, dtype=np.float64)
     fo = np.zeros(LAYERS, dtype=np.float64)
     fi = np.zeros(LAYERS, dtype=np.float64)
     q = v / _f(R)  # pseudo width of the base strip
-    k[0] = int(math.floor(_SCALE * R / q))
-    w[0] = q / _SCALE
+    k[0] = int(math.floor(scale * R / q))
+    w[0] = q / scale
     fo[0] = 0.0
     fi[0] = _f(R)
     for i in range(1, LAYERS):
         outer, inner = e[i - 1], e[i]
-        k[i] = int(math.floor(_SCALE * inner / outer))
-        w[i] = outer / _SCALE
+        k[i] = int(math.floor(scale * inner / outer))
+        w[i] = outer / scale
         fo[i] = _f(outer)
         fi[i] = _f(inner)
     return k, w, fo, fi
@@ -121,6 +123,60 @@ def ziggurat_fill(
                 out[i] = -x if neg else x
                 break
     return p
+
+
+@numba.njit(cache=True, nogil=True)
+def ziggurat_fill64(
+    raw: np.ndarray, out: np.ndarray, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float
+) -> int:  # pragma: no cover - compiled
+    """The float64 variant: one 64-bit word per try (8 bits layer, 1 bit sign, 52 bits position);
+    wedge and tail uniforms are 53-bit doubles of the following words. Same return convention."""
+    nwords = raw.shape[0]
+    p = 0
+    for i in range(out.shape[0]):
+        while True:
+            if p >= nwords:
+                return -1
+            r = raw[p]
+            p += 1
+            layer = int(r & np.uint64(0xFF))
+            neg = (r >> np.uint64(8)) & np.uint64(1)
+            j = r >> np.uint64(12)
+            x = float(j) * w[layer]
+            if j < k[layer]:
+                out[i] = -x if neg else x
+                break
+            if layer == 0:
+                while True:
+                    if p + 2 > nwords:
+                        return -1
+                    t = -math.log((float(raw[p] >> np.uint64(11)) + 0.5) * 1.1102230246251565e-16) / r_edge
+                    y = -math.log((float(raw[p + 1] >> np.uint64(11)) + 0.5) * 1.1102230246251565e-16)
+                    p += 2
+                    if y + y > t * t:
+                        break
+                val = r_edge + t
+                out[i] = -val if neg else val
+                break
+            if p >= nwords:
+                return -1
+            u = float(raw[p] >> np.uint64(11)) * 1.1102230246251565e-16
+            p += 1
+            if fo[layer] + u * (fi[layer] - fo[layer]) < math.exp(-0.5 * x * x):
+                out[i] = -x if neg else x
+                break
+    return p
+
+
+def standard_normal64(bit_generator: np.random.BitGenerator, n: int) -> np.ndarray:
+    """``n`` standard normal float64 values (52-bit positions) from ``bit_generator``'s raw output."""
+    k, w, fo, fi = tables(52)
+    out = np.empty(n, dtype=np.float64)
+    raw = bit_generator.random_raw(n + n // 32 + 64)
+    while True:
+        if ziggurat_fill64(raw, out, k, w, fo, fi, R) >= 0:
+            return out
+        raw = np.concatenate([raw, bit_generator.random_raw(n // 16 + 64)])
 
 
 def standard_normal32(bit_generator: np.random.BitGenerator, n: int) -> np.ndarray:

@@ -63,8 +63,13 @@ class FastDraws:
     def __init__(self, generator: np.random.Generator) -> None:
         self.generator = generator
 
-    def normal(self, size: Any, loc: float = 0.0, scale: float = 1.0) -> np.ndarray:
-        z = self.generator.standard_normal(size)
+    def normal(self, size: Any, loc: float = 0.0, scale: float = 1.0) -> Any:
+        if size is None:
+            return loc + scale * float(self.generator.standard_normal())
+        from ._ziggurat import standard_normal64
+
+        shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+        z = standard_normal64(self.generator.bit_generator, int(np.prod(shape))).reshape(shape)
         if scale != 1.0:
             z *= scale
         if loc != 0.0:
