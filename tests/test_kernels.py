@@ -180,3 +180,27 @@ def test_raw_word_uniforms_equal_generator_random() -> None:
     idx = levels.ravel().astype(np.int64) * k + j
     expected = np.where(v - j < prob[idx], j, alias[idx]).astype(np.float32).reshape(levels.shape)
     assert np.array_equal(fast.poisson_levels(levels, 60.0), expected)
+
+
+@pytest.mark.parametrize(
+    ("sigma", "mode", "truncate", "shape"),
+    [(2.44, "reflect", 3.0, (224, 224)), (1.0, "nearest", 4.0, (64, 96)), (3.6, "mirror", 3.0, (299, 250)), (0.6, "wrap", 4.0, (32, 40)), (60.0, "reflect", 3.0, (224, 224))],
+)
+def test_gaussian_filter_equals_scipy(sigma: float, mode: str, truncate: float, shape: tuple[int, int]) -> None:
+    """Short kernels take the compiled direct path (equal to SciPy), long ones the dense operators."""
+    from scipy.ndimage import gaussian_filter
+
+    from shiftbench.corruptions._ops import gaussian_filter2d, gaussian_matrix, separable
+
+    x = np.random.default_rng(int(sigma * 100)).uniform(-1, 1, (3, 2, *shape))
+    ref = np.stack([[gaussian_filter(x[b, c], sigma, mode=mode, truncate=truncate) for c in range(2)] for b in range(3)])
+    got = gaussian_filter2d(torch.from_numpy(x), sigma, mode, truncate)
+    assert got.dtype == torch.float64 and tuple(got.shape) == x.shape
+    radius = int(truncate * sigma + 0.5)
+    if 3 * (2 * radius + 1) <= min(shape):
+        assert np.array_equal(got.numpy(), ref)  # same terms in SciPy's order
+    else:
+        assert np.abs(got.numpy() - ref).max() < 1e-12
+    mh = torch.from_numpy(gaussian_matrix(shape[0], sigma, mode, truncate))
+    mw = torch.from_numpy(gaussian_matrix(shape[1], sigma, mode, truncate))
+    assert np.abs(separable(torch.from_numpy(x), mh, mw).numpy() - ref).max() < 1e-12

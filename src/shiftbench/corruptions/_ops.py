@@ -104,11 +104,34 @@ def separable(x: torch.Tensor, mh: torch.Tensor, mw: torch.Tensor) -> torch.Tens
 def gaussian_filter2d(
     x: torch.Tensor, sigma: float, mode: str = "nearest", truncate: float = 4.0
 ) -> torch.Tensor:
-    """Spatial Gaussian blur of ... x H x W (channels independent), SciPy semantics."""
+    """Spatial Gaussian blur of ... x H x W (channels independent), SciPy semantics.
+
+    Dense operator matrices in general; on the CPU in float64, short kernels (at most a third
+    of each side) take the compiled direct correlation of ``_gauss_cpu``, which equals SciPy.
+    """
     h, w = int(x.shape[-2]), int(x.shape[-1])
+    if x.device.type == "cpu" and x.dtype == torch.float64 and sigma > 1e-15 and mode != "constant":
+        radius = int(truncate * float(sigma) + 0.5)
+        if 3 * (2 * radius + 1) <= min(h, w):
+            return _gaussian_direct_cpu(x, sigma, mode, truncate)
     mh = as_tensor_matrix(gaussian_matrix(h, sigma, mode, truncate), x.device, x.dtype)
     mw = mh if w == h else as_tensor_matrix(gaussian_matrix(w, sigma, mode, truncate), x.device, x.dtype)
     return separable(x, mh, mw)
+
+
+def _gaussian_direct_cpu(x: torch.Tensor, sigma: float, mode: str, truncate: float) -> torch.Tensor:
+    from ._gauss_cpu import filter_cols, filter_rows
+
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    taps = gaussian_kernel1d(sigma, truncate)
+    r = (len(taps) - 1) // 2
+    half = np.ascontiguousarray(taps[r:])  # symmetric: taps 0..r
+    flat = np.ascontiguousarray(x.detach().reshape(-1, h, w).numpy())
+    mid = np.empty_like(flat)
+    filter_rows(flat, extend_index(np.arange(-r, h + r), h, mode), half, mid)
+    out = np.empty_like(flat)
+    filter_cols(mid, extend_index(np.arange(-r, w + r), w, mode), half, out)
+    return torch.from_numpy(out).reshape(x.shape)
 
 
 def rgb_to_hsv(rgb: torch.Tensor) -> torch.Tensor:
