@@ -204,3 +204,37 @@ def test_gaussian_filter_equals_scipy(sigma: float, mode: str, truncate: float, 
     mh = torch.from_numpy(gaussian_matrix(shape[0], sigma, mode, truncate))
     mw = torch.from_numpy(gaussian_matrix(shape[1], sigma, mode, truncate))
     assert np.abs(separable(torch.from_numpy(x), mh, mw).numpy() - ref).max() < 1e-12
+
+
+def test_tap_groups_rebuild_the_kernel() -> None:
+    from shiftbench.corruptions._gauss_cpu import symmetric_tap_groups
+
+    rng = np.random.default_rng(4)
+    full = rng.random((7, 7))
+    sym = full + full[::-1] + full[:, ::-1] + full[::-1, ::-1]
+    sym[3, 0] = sym[3, 6] = 0.0  # zero taps are skipped
+    for k in (full, sym, full + full[::-1]):
+        weights, counts, dy, dx = symmetric_tap_groups(k)
+        rebuilt = np.zeros_like(k)
+        for g, (wt, c) in enumerate(zip(weights, counts)):
+            assert c in (1, 2, 4)
+            for m in range(c):
+                rebuilt[dy[4 * g + m], dx[4 * g + m]] += wt
+        assert np.array_equal(rebuilt, k)
+
+
+@pytest.mark.parametrize(("edition", "severities"), [("224", (1, 2)), ("64", (1, 3, 5)), ("32", (2, 5)), ("299", (2,))])
+def test_direct_defocus_equals_fft_path(edition: str, severities: tuple[int, ...]) -> None:
+    """The CPU direct correlation and the FFT correlation compute the same sum (to ~1e-15)."""
+    from shiftbench._registry import ApplyContext
+    from shiftbench.corruptions.blur import _DIRECT_MAX_GROUPS, _tap_groups
+
+    spec = shiftbench.get_corruption("defocus_blur")
+    x = torch.from_numpy(photos(edition, 2)).permute(0, 3, 1, 2).contiguous().to(torch.float64)
+    for s in severities:
+        params = spec.severity_params(edition, s)
+        assert len(_tap_groups(float(params[0]), float(params[1]))[0]) <= _DIRECT_MAX_GROUPS
+        direct = spec.apply(x, params, {}, ApplyContext(edition, s, {"fused": True}))
+        fft = spec.apply(x, params, {}, ApplyContext(edition, s, {"fused": False}))
+        assert direct.dtype == torch.float64 and direct.shape == x.shape
+        assert float((direct - fft).abs().max()) < 1e-9

@@ -56,3 +56,82 @@ def filter_cols(x: np.ndarray, idx: np.ndarray, w: np.ndarray, out: np.ndarray) 
                 hi = line[r + t : r + t + nw]
                 for j in range(nw):
                     o[j] += (lo[j] + hi[j]) * wt
+
+
+def symmetric_tap_groups(k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Non-zero taps of an odd square kernel grouped by weight under the mirror symmetries it has.
+
+    Returns (weights, counts, dy, dx): group g has ``counts[g]`` (1, 2 or 4) offsets in
+    ``dy/dx[4g : 4g + counts[g]]`` (relative to the top-left of the window) that share ``weights[g]``.
+    """
+    kk = np.asarray(k, dtype=np.float64)
+    n = kk.shape[0]
+    sym_r = bool(np.array_equal(kk, kk[::-1]))
+    sym_c = bool(np.array_equal(kk, kk[:, ::-1]))
+    seen = np.zeros(kk.shape, dtype=bool)
+    weights, counts, dys, dxs = [], [], [], []
+    for i in range(n):
+        for j in range(n):
+            if seen[i, j] or kk[i, j] == 0.0:
+                continue
+            orbit = {(i, j)}
+            if sym_r:
+                orbit.add((n - 1 - i, j))
+            if sym_c:
+                orbit |= {(a, n - 1 - b) for a, b in orbit}
+            members = sorted(orbit)
+            for a, b in members:
+                seen[a, b] = True
+            weights.append(kk[i, j])
+            counts.append(len(members))
+            pad = members + [members[0]] * (4 - len(members))
+            dys.extend(a for a, _ in pad)
+            dxs.extend(b for _, b in pad)
+    return (np.array(weights), np.array(counts, dtype=np.int64), np.array(dys, dtype=np.int64), np.array(dxs, dtype=np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
+def pad_planes(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Planes P x H x W padded through index tables (``extend_index`` of -r .. n + r - 1)."""
+    npl = x.shape[0]
+    xp = np.empty((npl, ridx.shape[0], cidx.shape[0]), dtype=x.dtype)
+    for p in range(npl):
+        for a in range(ridx.shape[0]):
+            src = x[p, ridx[a]]
+            dst = xp[p, a]
+            for b in range(cidx.shape[0]):
+                dst[b] = src[cidx[b]]
+    return xp
+
+
+@numba.njit(cache=True, nogil=True)
+def correlate_taps(
+    xp: np.ndarray, weights: np.ndarray, counts: np.ndarray, dy: np.ndarray, dx: np.ndarray, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """Direct 2-D correlation of padded planes xp (P x (H + 2r) x (W + 2r)) into out (P x H x W).
+
+    Rows are taken as slices starting at index 0, so the inner loops vectorise.
+    """
+    npl, nh, nw = out.shape
+    for p in range(npl):
+        for i in range(nh):
+            o = out[p, i]
+            o[:] = 0.0
+            for g in range(weights.shape[0]):
+                wt = weights[g]
+                c = counts[g]
+                b = 4 * g
+                r0 = xp[p, i + dy[b]][dx[b] : dx[b] + nw]
+                if c == 4:
+                    r1 = xp[p, i + dy[b + 1]][dx[b + 1] : dx[b + 1] + nw]
+                    r2 = xp[p, i + dy[b + 2]][dx[b + 2] : dx[b + 2] + nw]
+                    r3 = xp[p, i + dy[b + 3]][dx[b + 3] : dx[b + 3] + nw]
+                    for j in range(nw):
+                        o[j] += ((r0[j] + r1[j]) + (r2[j] + r3[j])) * wt
+                elif c == 2:
+                    r1 = xp[p, i + dy[b + 1]][dx[b + 1] : dx[b + 1] + nw]
+                    for j in range(nw):
+                        o[j] += (r0[j] + r1[j]) * wt
+                else:
+                    for j in range(nw):
+                        o[j] += r0[j] * wt
