@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from .._images import hwc_uint8
 from .._registry import ApplyContext, register
 from ._hsv_cpu import hsv_edit_cpu
 from ._ops import hsv_to_rgb, rgb_to_hsv
@@ -49,7 +50,13 @@ def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyCo
 
 def _hwc_images(x: torch.Tensor) -> np.ndarray:
     """B x 3 x H x W uint8 -> contiguous B x H x W x 3 uint8 on the CPU (what Pillow reads)."""
-    return np.ascontiguousarray(x.permute(0, 2, 3, 1).cpu().numpy())
+    a = x.detach().cpu().numpy()
+    if a.dtype != np.uint8 or a.shape[1] != 3:
+        return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+    out = np.empty((a.shape[0], a.shape[2], a.shape[3], 3), dtype=np.uint8)
+    for i in range(a.shape[0]):
+        out[i] = hwc_uint8(a[i])
+    return out
 
 
 def _chw_tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
