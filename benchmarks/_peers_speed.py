@@ -1,9 +1,10 @@
 """Timing worker run inside the peers environment (reference imagenet-c, imagecorruptions, albumentations).
 
-Usage: python _peers_speed.py IN.npz OUT.json LIBRARY PROCESSES
+Usage: python _peers_speed.py IN.npz OUT.json LIBRARY PROCESSES [REPEAT]
 Times LIBRARY on every (image, corruption, severity) of IN (N x 224 x 224 x 3
 uint8, corruption names, severities) with PROCESSES worker processes, one
-thread each, and writes per-corruption counts and seconds.
+thread each, and writes per-corruption counts and seconds (the fastest of REPEAT
+passes per corruption, default 1).
 """
 
 import json
@@ -47,7 +48,7 @@ def _albu_transform(name, s):
 
 
 def _run(args):
-    lib, images, names, sevs = args
+    lib, images, names, sevs, repeat = args
     if lib == "imagenet_c":
         np.random.default_rng = lambda seed=None: np.random.mtrand._rand
         from imagenet_c import corrupt
@@ -67,33 +68,40 @@ def _run(args):
 
     out = {}
     for n in names:
-        t0 = time.perf_counter()
-        cnt = 0
-        for s in sevs:
-            for img in images:
-                try:
-                    fn(img, n, s)
-                except Exception as e:  # the library cannot run this corruption on today's stack
-                    out[n] = {"error": f"{type(e).__name__}: {e}"[:200]}
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            cnt = 0
+            failed = None
+            for s in sevs:
+                for img in images:
+                    try:
+                        fn(img, n, s)
+                    except Exception as e:  # the library cannot run this corruption on today's stack
+                        failed = {"error": f"{type(e).__name__}: {e}"[:200]}
+                        break
+                    cnt += 1
+                if failed:
                     break
-                cnt += 1
-            if n in out:
+            if failed:
+                out[n] = failed
                 break
-        if n not in out:
-            out[n] = {"images": cnt, "seconds": time.perf_counter() - t0}
+            sec = time.perf_counter() - t0
+            if n not in out or sec < out[n]["seconds"]:
+                out[n] = {"images": cnt, "seconds": sec}
     return out
 
 
 def main():
     data = np.load(sys.argv[1])
     lib, procs = sys.argv[3], int(sys.argv[4])
+    repeat = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     images = data["images"]
     names = [str(x) for x in data["names"]]
     sevs = [int(x) for x in data["severities"]]
     parts = [images[i::procs] for i in range(procs)]
     t0 = time.perf_counter()
     with get_context("fork").Pool(procs) as pool:
-        results = pool.map(_run, [(lib, p, names, sevs) for p in parts])
+        results = pool.map(_run, [(lib, p, names, sevs, repeat) for p in parts])
     wall = time.perf_counter() - t0
     merged = {}
     for n in names:
