@@ -72,8 +72,8 @@ def _ours_worker(args: tuple[np.ndarray, list[str], list[int], int, str, int]) -
             if device != "cpu":
                 torch.cuda.synchronize()
             sec = time.perf_counter() - t0
-            if n not in out or sec < out[n]["seconds"]:
-                out[n] = {"images": cnt, "seconds": sec}
+            passes = out[n]["passes"] if n in out else []
+            out[n] = {"images": cnt, "seconds": min([sec, *passes]), "passes": [*passes, sec]}
     return out
 
 
@@ -88,7 +88,15 @@ def run_ours(images: np.ndarray, names: list[str], sevs: list[int], procs: int, 
     wall = time.perf_counter() - t0
     per = {n: {"images": sum(r[n]["images"] for r in results), "cpu_seconds": sum(r[n]["seconds"] for r in results)} for n in names}
     busy = max(sum(r[n]["seconds"] for n in names) for r in results)
-    return {"library": "shiftbench", "processes": len(parts), "wall_seconds": wall, "busy_seconds": busy, "per_corruption": per}
+    busy_median = max(sum(float(np.median(r[n]["passes"])) for n in names) for r in results)
+    return {
+        "library": "shiftbench",
+        "processes": len(parts),
+        "wall_seconds": wall,
+        "busy_seconds": busy,
+        "busy_seconds_median_pass": busy_median,
+        "per_corruption": per,
+    }
 
 
 def run_peer(lib: str, images: np.ndarray, names: list[str], sevs: list[int], procs: int, repeat: int = 1) -> dict[str, object]:
@@ -165,8 +173,12 @@ def main() -> None:
         total = sum(v["images"] for v in ok)
         wall = res.get("busy_seconds", res["wall_seconds"])
         note = "" if len(ok) == len(per) else f" ({len(per) - len(ok)} corruptions fail)"
-        lines.append(f"  {lib:18s} {total / wall:9.1f} corrupted images/s{note}")
+        med = res.get("busy_seconds_median_pass")
+        med_note = f" (median pass: {total / med:.1f})" if med else ""
+        lines.append(f"  {lib:18s} {total / wall:9.1f} corrupted images/s{med_note}{note}")
         res["overall_rate"] = total / wall
+        if med:
+            res["overall_rate_median_pass"] = total / med
     if "shiftbench" in results and "imagenet_c" in results and "overall_rate" in results["imagenet_c"]:
         lines.append(f"  shiftbench / reference: {results['shiftbench']['overall_rate'] / results['imagenet_c']['overall_rate']:.1f}x")
     text = "\n".join(lines)
