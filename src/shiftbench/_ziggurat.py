@@ -66,7 +66,10 @@ def tables(bits: int = 23) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
 
 
 @numba.njit(cache=True, nogil=True)
-def _word(raw: np.ndarray, p: int) -> np.uint64:  # pragma: no cover - compiled
+def _word(raw: np.ndarray, p: int, wide: bool) -> np.uint64:  # pragma: no cover - compiled
+    """Word p of the stream: raw[p] when wide, else the p-th 32-bit half (low half first)."""
+    if wide:
+        return raw[p]
     r = raw[p >> 1]
     if p & 1:
         return r >> np.uint64(32)
@@ -74,31 +77,32 @@ def _word(raw: np.ndarray, p: int) -> np.uint64:  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _unit(word: np.uint64) -> float:  # pragma: no cover - compiled
-    """A 32-bit word as a uniform in (0, 1)."""
-    return (float(word) + 0.5) * 2.3283064365386963e-10
+def _unit(word: np.uint64, wide: bool, positive: bool) -> float:  # pragma: no cover - compiled
+    """A word as a uniform: 32-bit words in (0, 1); 64-bit words as 53-bit doubles, in (0, 1) when
+    ``positive`` (the tail takes logarithms) else in [0, 1)."""
+    if not wide:
+        return (float(word) + 0.5) * 2.3283064365386963e-10
+    v = float(word >> np.uint64(11))
+    if positive:
+        v += 0.5
+    return v * 1.1102230246251565e-16
 
 
 @numba.njit(cache=True, nogil=True)
-def ziggurat_fill(
-    raw: np.ndarray, out: np.ndarray, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float
+def _fill(
+    raw: np.ndarray, out: np.ndarray, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float, wide: bool
 ) -> int:  # pragma: no cover - compiled
-    """Fill ``out`` (1-D float32) with standard normal values from the words of ``raw`` (uint64).
-
-    Returns the number of 32-bit words used, or -1 when ``raw`` ran out (draw more and call again
-    with the longer buffer: the values depend only on the words, so the prefix is reproduced).
-    """
-    nwords = 2 * raw.shape[0]
+    nwords = raw.shape[0] if wide else 2 * raw.shape[0]
     p = 0
     for i in range(out.shape[0]):
         while True:
             if p >= nwords:
                 return -1
-            r = _word(raw, p)
+            r = _word(raw, p, wide)
             p += 1
             layer = int(r & np.uint64(0xFF))
             neg = (r >> np.uint64(8)) & np.uint64(1)
-            j = (r >> np.uint64(9)) & np.uint64(0x7FFFFF)
+            j = (r >> np.uint64(12)) if wide else ((r >> np.uint64(9)) & np.uint64(0x7FFFFF))
             x = float(j) * w[layer]
             if j < k[layer]:
                 out[i] = -x if neg else x
@@ -107,8 +111,8 @@ def ziggurat_fill(
                 while True:
                     if p + 2 > nwords:
                         return -1
-                    t = -math.log(_unit(_word(raw, p))) / r_edge
-                    y = -math.log(_unit(_word(raw, p + 1)))
+                    t = -math.log(_unit(_word(raw, p, wide), wide, True)) / r_edge
+                    y = -math.log(_unit(_word(raw, p + 1, wide), wide, True))
                     p += 2
                     if y + y > t * t:
                         break
@@ -117,7 +121,7 @@ def ziggurat_fill(
                 break
             if p >= nwords:
                 return -1
-            u = _unit(_word(raw, p))
+            u = _unit(_word(raw, p, wide), wide, False)
             p += 1
             if fo[layer] + u * (fi[layer] - fo[layer]) < math.exp(-0.5 * x * x):
                 out[i] = -x if neg else x
@@ -126,46 +130,24 @@ def ziggurat_fill(
 
 
 @numba.njit(cache=True, nogil=True)
+def ziggurat_fill(
+    raw: np.ndarray, out: np.ndarray, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float
+) -> int:  # pragma: no cover - compiled
+    """Fill ``out`` (1-D float32) with standard normal values from the 32-bit halves of ``raw`` (uint64).
+
+    Returns the number of 32-bit words used, or -1 when ``raw`` ran out (draw more and call again
+    with the longer buffer: the values depend only on the words, so the prefix is reproduced).
+    """
+    return _fill(raw, out, k, w, fo, fi, r_edge, False)
+
+
+@numba.njit(cache=True, nogil=True)
 def ziggurat_fill64(
     raw: np.ndarray, out: np.ndarray, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float
 ) -> int:  # pragma: no cover - compiled
     """The float64 variant: one 64-bit word per try (8 bits layer, 1 bit sign, 52 bits position);
     wedge and tail uniforms are 53-bit doubles of the following words. Same return convention."""
-    nwords = raw.shape[0]
-    p = 0
-    for i in range(out.shape[0]):
-        while True:
-            if p >= nwords:
-                return -1
-            r = raw[p]
-            p += 1
-            layer = int(r & np.uint64(0xFF))
-            neg = (r >> np.uint64(8)) & np.uint64(1)
-            j = r >> np.uint64(12)
-            x = float(j) * w[layer]
-            if j < k[layer]:
-                out[i] = -x if neg else x
-                break
-            if layer == 0:
-                while True:
-                    if p + 2 > nwords:
-                        return -1
-                    t = -math.log((float(raw[p] >> np.uint64(11)) + 0.5) * 1.1102230246251565e-16) / r_edge
-                    y = -math.log((float(raw[p + 1] >> np.uint64(11)) + 0.5) * 1.1102230246251565e-16)
-                    p += 2
-                    if y + y > t * t:
-                        break
-                val = r_edge + t
-                out[i] = -val if neg else val
-                break
-            if p >= nwords:
-                return -1
-            u = float(raw[p] >> np.uint64(11)) * 1.1102230246251565e-16
-            p += 1
-            if fo[layer] + u * (fi[layer] - fo[layer]) < math.exp(-0.5 * x * x):
-                out[i] = -x if neg else x
-                break
-    return p
+    return _fill(raw, out, k, w, fo, fi, r_edge, True)
 
 
 def standard_normal64(bit_generator: np.random.BitGenerator, n: int) -> np.ndarray:
