@@ -57,6 +57,11 @@ class Draws(Protocol):
     def poisson(self, lam: np.ndarray) -> np.ndarray: ...
 
 
+def _shape(size: Any) -> tuple[int, ...]:
+    """A NumPy ``size`` argument (int or sequence) as a shape tuple."""
+    return (int(size),) if isinstance(size, (int, np.integer)) else tuple(int(v) for v in size)
+
+
 class FastDraws:
     """Draws from a NumPy ``Generator`` (PCG64): fast, independent streams."""
 
@@ -68,7 +73,7 @@ class FastDraws:
             return loc + scale * float(self.generator.standard_normal())
         from ._ziggurat import standard_normal64
 
-        shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+        shape = _shape(size)
         z = standard_normal64(self.generator.bit_generator, int(np.prod(shape))).reshape(shape)
         if scale != 1.0:
             z *= scale
@@ -90,7 +95,7 @@ class FastDraws:
         (PCG64 doubles are ``(word >> 11) * 2**-53``, so the mask is that of ``random``)."""
         from .corruptions._noise_cpu import unit_at_most
 
-        shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+        shape = _shape(size)
         raw = self.generator.bit_generator.random_raw(int(np.prod(shape)))
         return unit_at_most(raw, float(p)).reshape(shape)
 
@@ -102,7 +107,7 @@ class FastDraws:
         generator's raw 64-bit words, about 3x faster than ``Generator.standard_normal``."""
         from ._ziggurat import standard_normal32
 
-        shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+        shape = _shape(size)
         return standard_normal32(self.generator.bit_generator, int(np.prod(shape))).reshape(shape)
 
     def poisson_levels(self, levels: np.ndarray, scale: float) -> np.ndarray:

@@ -521,7 +521,8 @@ def _defocus_direct_cpu(x: torch.Tensor, k: np.ndarray, groups: tuple[np.ndarray
     b, c, h, w = (int(v) for v in x.shape)
     r = (int(k.shape[0]) - 1) // 2
     planes = np.ascontiguousarray(x.detach().numpy()).reshape(b * c, h, w) / 255.0
-    xp = pad_planes(planes, extend_index(np.arange(-r, h + r), h, "mirror"), extend_index(np.arange(-r, w + r), w, "mirror"))
+    cpu = torch.device("cpu")
+    xp = pad_planes(planes, _reflect101_index(h, r, cpu).numpy(), _reflect101_index(w, r, cpu).numpy())
     out = np.empty((b * c, h, w), dtype=np.float64)
     correlate_taps(xp, *groups, out)
     np.clip(out, 0, 1, out=out)
