@@ -85,9 +85,7 @@ def _run(args):
             if failed:
                 out[n] = failed
                 break
-            sec = time.perf_counter() - t0
-            passes = out[n]["passes"] if n in out else []
-            out[n] = {"images": cnt, "seconds": min([sec, *passes]), "passes": [*passes, sec]}
+            out.setdefault(n, {"images": cnt, "passes": []})["passes"].append(time.perf_counter() - t0)
     return out
 
 
@@ -109,8 +107,8 @@ def main():
         if errs:
             merged[n] = errs[0]
         else:
-            merged[n] = {"images": sum(r[n]["images"] for r in results), "cpu_seconds": sum(r[n]["seconds"] for r in results)}
-    busy = max(sum(r[n]["seconds"] for n in names if "seconds" in r[n]) for r in results)
+            merged[n] = {"images": sum(r[n]["images"] for r in results), "cpu_seconds": sum(min(r[n]["passes"]) for r in results)}
+    busy = max(sum(min(r[n]["passes"]) for n in names if "passes" in r[n]) for r in results)
     busy_median = max(sum(float(np.median(r[n]["passes"])) for n in names if "passes" in r[n]) for r in results)
     summary = {"library": lib, "processes": procs, "wall_seconds": wall, "busy_seconds": busy, "busy_seconds_median_pass": busy_median}
     json.dump({**summary, "per_corruption": merged}, open(sys.argv[2], "w"))
