@@ -23,6 +23,7 @@ a tail draw (Marsaglia's exponential rejection, two words per try). The float64 
 from __future__ import annotations
 
 import math
+import sys
 from functools import lru_cache
 
 import numba
@@ -66,14 +67,10 @@ def tables(bits: int = 23) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
 
 
 @numba.njit(cache=True, nogil=True)
-def _word(raw: np.ndarray, p: int, wide: bool) -> np.uint64:  # pragma: no cover - compiled
-    """Word p of the stream: raw[p] when wide, else the p-th 32-bit half (low half first)."""
-    if wide:
-        return raw[p]
-    r = raw[p >> 1]
-    if p & 1:
-        return r >> np.uint64(32)
-    return r & np.uint64(0xFFFFFFFF)
+def _word(raw: np.ndarray, p: int) -> np.uint64:  # pragma: no cover - compiled
+    """Word p of the stream: ``raw`` holds 64-bit words, or 32-bit words (the halves of the
+    64-bit output, low half first: see :func:`_halves`)."""
+    return np.uint64(raw[p])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -89,43 +86,66 @@ def _unit(word: np.uint64, wide: bool, positive: bool) -> float:  # pragma: no c
 
 
 @numba.njit(cache=True, nogil=True)
+def _slow(
+    raw: np.ndarray, p: int, r: np.uint64, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float, wide: bool
+) -> tuple[float, int]:  # pragma: no cover - compiled
+    """Finish a draw whose first try (word ``r``, already consumed; ``p`` is the next word) missed
+    the fast test: wedge test, tail, or a fresh try. Returns (value, next word), next word -1 when
+    ``raw`` ran out."""
+    nwords = raw.shape[0]
+    while True:
+        layer = int(r & np.uint64(0xFF))
+        neg = (r >> np.uint64(8)) & np.uint64(1)
+        j = (r >> np.uint64(12)) if wide else ((r >> np.uint64(9)) & np.uint64(0x7FFFFF))
+        x = float(j) * w[layer]
+        if j < k[layer]:
+            return (-x if neg else x), p
+        if layer == 0:  # tail beyond R
+            while True:
+                if p + 2 > nwords:
+                    return 0.0, -1
+                t = -math.log(_unit(_word(raw, p), wide, True)) / r_edge
+                y = -math.log(_unit(_word(raw, p + 1), wide, True))
+                p += 2
+                if y + y > t * t:
+                    break
+            val = r_edge + t
+            return (-val if neg else val), p
+        if p >= nwords:
+            return 0.0, -1
+        u = _unit(_word(raw, p), wide, False)
+        p += 1
+        if fo[layer] + u * (fi[layer] - fo[layer]) < math.exp(-0.5 * x * x):
+            return (-x if neg else x), p
+        if p >= nwords:
+            return 0.0, -1
+        r = _word(raw, p)
+        p += 1
+
+
+@numba.njit(cache=True, nogil=True)
 def _fill(
     raw: np.ndarray, out: np.ndarray, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float, wide: bool
 ) -> int:  # pragma: no cover - compiled
-    nwords = raw.shape[0] if wide else 2 * raw.shape[0]
+    # The fast test accepts 98.8 % of tries; its sign is applied without a branch (a random
+    # sign as a branch is mispredicted half the time, which cost 4x on this loop).
+    nwords = raw.shape[0]
     p = 0
     for i in range(out.shape[0]):
-        while True:
-            if p >= nwords:
+        if p >= nwords:
+            return -1
+        r = _word(raw, p)
+        p += 1
+        layer = int(r & np.uint64(0xFF))
+        j = (r >> np.uint64(12)) if wide else ((r >> np.uint64(9)) & np.uint64(0x7FFFFF))
+        if j < k[layer]:
+            sign = 1.0 - 2.0 * float(np.int64((r >> np.uint64(8)) & np.uint64(1)))
+            out[i] = float(np.int64(j)) * w[layer] * sign
+        else:
+            v, p = _slow(raw, p, r, k, w, fo, fi, r_edge, wide)
+            if p < 0:
                 return -1
-            r = _word(raw, p, wide)
-            p += 1
-            layer = int(r & np.uint64(0xFF))
-            neg = (r >> np.uint64(8)) & np.uint64(1)
-            j = (r >> np.uint64(12)) if wide else ((r >> np.uint64(9)) & np.uint64(0x7FFFFF))
-            x = float(j) * w[layer]
-            if j < k[layer]:
-                out[i] = -x if neg else x
-                break
-            if layer == 0:  # tail beyond R
-                while True:
-                    if p + 2 > nwords:
-                        return -1
-                    t = -math.log(_unit(_word(raw, p, wide), wide, True)) / r_edge
-                    y = -math.log(_unit(_word(raw, p + 1, wide), wide, True))
-                    p += 2
-                    if y + y > t * t:
-                        break
-                val = r_edge + t
-                out[i] = -val if neg else val
-                break
-            if p >= nwords:
-                return -1
-            u = _unit(_word(raw, p, wide), wide, False)
-            p += 1
-            if fo[layer] + u * (fi[layer] - fo[layer]) < math.exp(-0.5 * x * x):
-                out[i] = -x if neg else x
-                break
+            out[i] = v
     return p
 
 
@@ -133,9 +153,10 @@ def _fill(
 def ziggurat_fill(
     raw: np.ndarray, out: np.ndarray, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float
 ) -> int:  # pragma: no cover - compiled
-    """Fill ``out`` (1-D float32) with standard normal values from the 32-bit halves of ``raw`` (uint64).
+    """Fill ``out`` (1-D float32) with standard normal values from 32-bit words ``raw`` (uint32;
+    :func:`_halves` of the generator's 64-bit output).
 
-    Returns the number of 32-bit words used, or -1 when ``raw`` ran out (draw more and call again
+    Returns the number of words used, or -1 when ``raw`` ran out (draw more and call again
     with the longer buffer: the values depend only on the words, so the prefix is reproduced).
     """
     return _fill(raw, out, k, w, fo, fi, r_edge, False)
@@ -168,7 +189,14 @@ def standard_normal32(bit_generator: np.random.BitGenerator, n: int) -> np.ndarr
     # one word per value plus ~1.3 % for wedges and the tail; rarely, more is drawn and the fill redone
     raw = bit_generator.random_raw((n + n // 32 + 64 + 1) // 2)
     while True:
-        used = ziggurat_fill(raw, out, k, w, fo, fi, R)
+        used = ziggurat_fill(_halves(raw), out, k, w, fo, fi, R)
         if used >= 0:
             return out
         raw = np.concatenate([raw, bit_generator.random_raw(n // 16 + 64)])
+
+
+def _halves(raw: np.ndarray) -> np.ndarray:
+    """64-bit words as their 32-bit halves, low half first (a view on little-endian machines)."""
+    if sys.byteorder == "little":
+        return raw.view(np.uint32)
+    return np.stack([raw & np.uint64(0xFFFFFFFF), raw >> np.uint64(32)], axis=1).ravel().astype(np.uint32)
