@@ -214,13 +214,35 @@ def test_ziggurat_equals_the_algorithm_written_out() -> None:
     assert np.array_equal(standard_normal64(np.random.PCG64(5), n // 2), want64)
 
 
+def test_salt_and_pepper_masks() -> None:
+    """Fast masks: one 32-bit word per value (low 31 bits: flip, top bit: salt), with the right law;
+    legacy masks: the reference's two uniform arrays, in its order."""
+    from shiftbench.seeding import FastDraws, LegacyDraws
+
+    shape = (300, 400, 3)
+    for amount in (0.0, 0.03, 0.27, 1.0):
+        flipped, salted = FastDraws(np.random.Generator(np.random.PCG64(12))).salt_and_pepper(shape, amount)
+        assert flipped.shape == salted.shape == shape and flipped.dtype == salted.dtype == np.bool_
+        words = np.random.PCG64(12).random_raw(flipped.size // 2)
+        halves = np.stack([words & 0xFFFFFFFF, words >> 32], axis=1).ravel()
+        assert np.array_equal(flipped.ravel(), (halves & 0x7FFFFFFF) < round(amount * 2**31))
+        assert np.array_equal(salted.ravel(), (halves >> 31) == 1)
+        n = flipped.size
+        for observed, p in ((flipped.mean(), amount), (salted.mean(), 0.5), ((flipped & salted).mean(), amount / 2)):
+            assert abs(observed - p) <= 6 * np.sqrt(p * (1 - p) / n) + 1e-12
+    with pytest.raises(ValueError, match="amount"):
+        FastDraws(np.random.Generator(np.random.PCG64(1))).salt_and_pepper(shape, 1.5)
+    rs = np.random.RandomState(3)
+    want_f, want_s = rs.random_sample(shape) <= 0.09, rs.random_sample(shape) <= 0.5
+    got_f, got_s = LegacyDraws(3).salt_and_pepper(shape, 0.09)
+    assert np.array_equal(got_f, want_f) and np.array_equal(got_s, want_s)
+
+
 def test_raw_word_uniforms_equal_generator_random() -> None:
     from shiftbench.seeding import FastDraws, _poisson_alias_tables
 
     fast = FastDraws(np.random.Generator(np.random.PCG64(11)))
     ref = np.random.Generator(np.random.PCG64(11))
-    for p in (0.03, 0.5, 0.0, 1.0):
-        assert np.array_equal(fast.random_at_most((64, 80, 3), p), ref.random((64, 80, 3)) <= p)
     levels = np.random.default_rng(0).integers(0, 256, (64, 80, 3)).astype(np.uint8)
     prob, alias = _poisson_alias_tables(60.0)
     k = prob.shape[0] // 256

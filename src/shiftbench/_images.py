@@ -240,6 +240,8 @@ class Output:
         b = self.b
         y = y.to(self.buf.device)
         if self.to_uint8:
+            if self._truncate_in_place(a, b_, y):
+                return
             if y.dtype != torch.uint8:
                 y = y.clamp(0, 255).to(torch.uint8)  # truncation, as np.uint8 on non-negative values
             if b.channels in (1, 2):
@@ -257,6 +259,23 @@ class Output:
         al = b.alpha(a, b_)
         if al is not None:
             self.buf[a:b_, nc:] = al
+
+    def _truncate_in_place(self, a: int, b_: int, y: torch.Tensor) -> bool:
+        """The common case (RGB float result, 8-bit output, CPU) as one compiled pass into the buffer."""
+        if not (
+            self.b.channels == 3
+            and self.buf.dtype == torch.uint8
+            and y.dtype in (torch.float32, torch.float64)
+            and y.device.type == "cpu"
+            and self.buf.device.type == "cpu"
+            and y.is_contiguous()
+            and tuple(y.shape) == tuple(self.buf[a:b_].shape)
+        ):
+            return False
+        from ._convert_cpu import truncate_to_uint8
+
+        truncate_to_uint8(y.detach().numpy(), self.buf[a:b_].numpy())
+        return True
 
     def result(self) -> Any:
         b, out = self.b, self.buf

@@ -52,7 +52,7 @@ class Draws(Protocol):
 
     def random(self, size: Any) -> np.ndarray: ...
 
-    def random_at_most(self, size: Any, p: float) -> np.ndarray: ...
+    def salt_and_pepper(self, size: Any, amount: float) -> tuple[np.ndarray, np.ndarray]: ...
 
     def poisson(self, lam: np.ndarray) -> np.ndarray: ...
 
@@ -90,14 +90,21 @@ class FastDraws:
     def random(self, size: Any) -> np.ndarray:
         return self.generator.random(size)
 
-    def random_at_most(self, size: Any, p: float) -> np.ndarray:
-        """``random(size) <= p`` as a boolean mask, in one compiled pass over the raw words
-        (PCG64 doubles are ``(word >> 11) * 2**-53``, so the mask is that of ``random``)."""
-        from .corruptions._noise_cpu import unit_at_most
+    def salt_and_pepper(self, size: Any, amount: float) -> tuple[np.ndarray, np.ndarray]:
+        """Boolean masks (flipped, salted): flipped with probability ``amount`` (to 2**-31), salted
+        with probability 1/2, all independent. One 32-bit word per value, in one compiled pass:
+        its low 31 bits decide the flip, its top bit the salt."""
+        from .corruptions._noise_cpu import salt_pepper_masks
 
         shape = _shape(size)
-        raw = self.generator.bit_generator.random_raw(int(np.prod(shape)))
-        return unit_at_most(raw, float(p)).reshape(shape)
+        n = int(np.prod(shape))
+        if not 0.0 <= float(amount) <= 1.0:
+            raise ValueError(f"amount={amount!r} must lie in [0, 1]")
+        from ._ziggurat import _halves
+
+        words = _halves(self.generator.bit_generator.random_raw((n + 1) // 2))
+        flipped, salted = salt_pepper_masks(words, n, int(round(float(amount) * 2.0**31)))
+        return flipped.reshape(shape), salted.reshape(shape)
 
     def poisson(self, lam: np.ndarray) -> np.ndarray:
         return self.generator.poisson(lam)
@@ -174,8 +181,12 @@ class LegacyDraws:
     def random(self, size: Any) -> np.ndarray:
         return self.state.random_sample(size)
 
-    def random_at_most(self, size: Any, p: float) -> np.ndarray:
-        return self.state.random_sample(size) <= p
+    def salt_and_pepper(self, size: Any, amount: float) -> tuple[np.ndarray, np.ndarray]:
+        # scikit-image's random_noise(mode='s&p'): Bernoulli trials "flipped" (p = amount),
+        # then "salted" (p = 0.5), each as uniform <= p over the whole array
+        flipped = self.state.random_sample(size) <= amount
+        salted = self.state.random_sample(size) <= 0.5
+        return flipped, salted
 
     def poisson(self, lam: np.ndarray) -> np.ndarray:
         return self.state.poisson(lam)

@@ -28,51 +28,60 @@ def alias_lookup(raw: np.ndarray, levels: np.ndarray, prob: np.ndarray, alias: n
 
 
 @numba.njit(cache=True, nogil=True)
-def unit_at_most(raw: np.ndarray, p: float) -> np.ndarray:  # pragma: no cover - compiled
-    """Boolean mask u <= p for the uniforms u = (word >> 11) * 2**-53 of raw 64-bit words."""
-    out = np.empty(raw.size, dtype=np.bool_)
-    for i in range(raw.size):
-        out[i] = float(raw[i] >> np.uint64(11)) * _TO_UNIT <= p
-    return out
+def salt_pepper_masks(words: np.ndarray, n: int, threshold: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """From the first n 32-bit ``words``: flipped = (low 31 bits) < threshold, salted = top bit set."""
+    flipped = np.empty(n, dtype=np.bool_)
+    salted = np.empty(n, dtype=np.bool_)
+    t = np.uint32(threshold) if threshold < 2**31 else np.uint32(2**31)
+    for i in range(n):
+        wd = words[i]
+        flipped[i] = (wd & np.uint32(0x7FFFFFFF)) < t
+        salted[i] = (wd >> np.uint32(31)) != 0
+    return flipped, salted
 
 
 # Fused CPU versions of the noise functionals. x, out: B x 3 x H x W float32 in
 # 0..255; draws: B x H x W x 3. Each performs the float32 operations of the tensor
-# path in noise.py in the same order (the tests check equality).
+# path in noise.py in the same order (the tests check equality). The loops run over
+# one image row at a time, channel by channel, so the image and output rows are read
+# and written contiguously and the row of draws (3 x W values) stays in L1.
 
 
 @numba.njit(cache=True, nogil=True)
 def gaussian_kernel(x: np.ndarray, z: np.ndarray, c: np.float32, multiplicative: bool, out: np.ndarray) -> None:  # pragma: no cover - compiled
     nb, nc, nh, nw = x.shape
     k255 = np.float32(255.0)
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
     for n in range(nb):
-        for ch in range(nc):
-            for i in range(nh):
+        for i in range(nh):
+            zi = z[n, i]
+            for ch in range(nc):
+                xr = x[n, ch, i]
+                o = out[n, ch, i]
                 for j in range(nw):
-                    v = x[n, ch, i, j] / k255
-                    t = c * z[n, i, j, ch]
+                    v = xr[j] / k255
+                    t = c * zi[j, ch]
                     if multiplicative:
                         t = v * t
                     v = v + t
-                    if v < 0:
-                        v = np.float32(0.0)
-                    elif v > 1:
-                        v = np.float32(1.0)
-                    out[n, ch, i, j] = v * k255
+                    o[j] = min(max(v, zero), one) * k255
 
 
 @numba.njit(cache=True, nogil=True)
 def impulse_kernel(x: np.ndarray, flipped: np.ndarray, salted: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
-    nb, nc, nh, nw = x.shape
+    # the three channels in one loop: each mask row is read once, as bytes (a select per value
+    # vectorises; a branch on random masks would not)
+    nb, _, nh, nw = x.shape
     k255 = np.float32(255.0)
+    one = np.float32(1.0)
     for n in range(nb):
-        for ch in range(nc):
-            for i in range(nh):
-                for j in range(nw):
-                    if flipped[n, i, j, ch]:
-                        out[n, ch, i, j] = k255 if salted[n, i, j, ch] else np.float32(0.0)
-                    else:
-                        v = x[n, ch, i, j] / k255
-                        if v > 1:
-                            v = np.float32(1.0)
-                        out[n, ch, i, j] = v * k255
+        for i in range(nh):
+            fi = flipped[n, i].view(np.uint8)
+            si = salted[n, i].view(np.uint8)
+            x0, x1, x2 = x[n, 0, i], x[n, 1, i], x[n, 2, i]
+            o0, o1, o2 = out[n, 0, i], out[n, 1, i], out[n, 2, i]
+            for j in range(nw):
+                o0[j] = (k255 * si[j, 0]) if fi[j, 0] else min(x0[j] / k255, one) * k255
+                o1[j] = (k255 * si[j, 1]) if fi[j, 1] else min(x1[j] / k255, one) * k255
+                o2[j] = (k255 * si[j, 2]) if fi[j, 2] else min(x2[j] / k255, one) * k255

@@ -57,11 +57,9 @@ def shot_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Apply
 
 def _sample_impulse(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     amount = float(ctx.params)
-    shape = (ctx.height, ctx.width, 3)
-    # scikit-image's random_noise(mode='s&p'): Bernoulli trials "flipped" (p = amount),
-    # then "salted" (p = 0.5), each as uniform <= p over the whole H x W x 3 array.
-    flipped = draws.random_at_most(shape, amount)
-    salted = draws.random_at_most(shape, 0.5)
+    # scikit-image's random_noise(mode='s&p'): each value is "flipped" with probability amount and,
+    # independently, "salted" (set to 1; else 0) with probability 1/2 (LegacyDraws replays its order)
+    flipped, salted = draws.salt_and_pepper((ctx.height, ctx.width, 3), amount)
     return {"flipped": flipped, "salted": salted}
 
 
