@@ -294,18 +294,74 @@ def test_tap_groups_rebuild_the_kernel() -> None:
         assert np.array_equal(rebuilt, k)
 
 
-@pytest.mark.parametrize(("edition", "severities"), [("224", (1, 2)), ("64", (1, 3, 5)), ("32", (2, 5)), ("299", (2,))])
-def test_direct_defocus_equals_fft_path(edition: str, severities: tuple[int, ...]) -> None:
-    """The CPU direct correlation and the FFT correlation compute the same sum (to ~1e-15)."""
+def _defocus_cases() -> list[tuple[str, int]]:
+    spec = shiftbench.get_corruption("defocus_blur")
+    return [(ed, s) for ed in spec.editions for s in range(1, 6)]
+
+
+@pytest.mark.parametrize(("edition", "severity"), _defocus_cases())
+def test_disk_plan_rebuilds_the_kernel(edition: str, severity: int) -> None:
+    """Disk (box sums) * Gaussian + frame taps = the reference kernel, to within the plan's bound."""
+    from scipy.signal import convolve2d
+
+    from shiftbench.corruptions._defocus_cpu import disk_plan
+    from shiftbench.corruptions.blur import disk_kernel
+
+    radius, blur = shiftbench.get_corruption("defocus_blur").severity_params(edition, severity)
+    k = disk_kernel(radius, blur)
+    plan = disk_plan(float(radius), float(blur), k.tobytes(), int(k.shape[0]))
+    assert plan is not None
+    n = 2 * plan.grid + 1
+    disk = np.zeros((n, n))
+    for c in range(n):
+        if plan.width_slot[c] >= 0:
+            w = int(plan.widths[plan.width_slot[c]])
+            disk[plan.grid - w : plan.grid + w + 1, c] = plan.dval
+    g = plan.g.astype(np.float64)
+    rebuilt = convolve2d(disk, np.outer(g, g))
+    fw, fc, fdy, fdx = plan.frame
+    for f in range(len(fw)):
+        for m in range(int(fc[f])):
+            rebuilt[fdy[8 * f + m], fdx[8 * f + m]] += fw[f]
+    h = plan.half
+    inner = rebuilt[h : h + n, h : h + n]
+    outside = np.abs(rebuilt).sum() - np.abs(inner).sum()  # the full blur's spill, cancelled by the frame
+    err = (np.abs(inner - k.astype(np.float64)).sum() + outside) * 255
+    assert err <= plan.margin / 4 + 1e-12 and plan.margin < 1e-3
+    assert abs(rebuilt.sum() - k.astype(np.float64).sum()) < 1e-12  # flat regions: level * sum(K)
+    tw, tdy, tdx = plan.taps
+    exact = np.zeros((n + 2 * h, n + 2 * h))
+    exact[tdy, tdx] = tw
+    assert np.array_equal(exact[h : h + n, h : h + n], k.astype(np.float64))
+
+
+@pytest.mark.parametrize(("edition", "severity"), _defocus_cases())
+def test_disk_defocus_equals_opencv_to_the_level(edition: str, severity: int) -> None:
+    """On photos plus flat patches and exact ramps (where the reference's result sits on level
+    boundaries, decided by the float32 rounding of its taps) the 8-bit result equals cv2.filter2D's."""
+    import cv2
+
     from shiftbench._registry import ApplyContext
-    from shiftbench.corruptions.blur import _DIRECT_MAX_GROUPS, _tap_groups
+    from shiftbench.corruptions.blur import disk_kernel
 
     spec = shiftbench.get_corruption("defocus_blur")
-    x = torch.from_numpy(photos(edition, 2)).permute(0, 3, 1, 2).contiguous().to(torch.float64)
-    for s in severities:
-        params = spec.severity_params(edition, s)
-        assert len(_tap_groups(float(params[0]), float(params[1]))[0]) <= _DIRECT_MAX_GROUPS
-        direct = spec.apply(x, params, {}, ApplyContext(edition, s, {"fused": True}))
-        fft = spec.apply(x, params, {}, ApplyContext(edition, s, {"fused": False}))
-        assert direct.dtype == torch.float64 and direct.shape == x.shape
-        assert float((direct - fft).abs().max()) < 1e-9
+    imgs = photos(edition, 2).copy()
+    side = imgs.shape[1]
+    q = side // 4
+    imgs[0, :q, :q] = 200  # flat
+    ramp = (np.arange(side) % 97 + 40).astype(np.uint8)
+    imgs[1, :q] = ramp[None, :, None]  # rows that are exact linear ramps in x
+    imgs[1, q : 2 * q, :q] = (np.arange(q)[:, None] + np.arange(q)[None, :] + 30).astype(np.uint8)[..., None]
+    x = torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous()
+    params = spec.severity_params(edition, severity)
+    k = disk_kernel(*params)
+    want = np.stack([[cv2.filter2D(im[..., ch] / 255.0, -1, k) for ch in range(3)] for im in imgs])
+    want = (np.clip(want, 0, 1) * 255).astype(np.uint8)
+    for xin in (x, x.to(torch.float64)):  # 8-bit levels and float values take the same kernel
+        got = spec.apply(xin, params, {}, ApplyContext(edition, severity))
+        assert got.dtype == torch.float64 and tuple(got.shape) == tuple(x.shape)
+        assert np.array_equal(got.numpy().astype(np.uint8), want), (edition, severity)
+        fft = spec.apply(x.to(torch.float64), params, {}, ApplyContext(edition, severity, {"fused": False}))
+        assert float((got - fft).abs().max()) < 1e-3
+
+

@@ -99,6 +99,12 @@ class Corruption:
     quantized_output: bool = False
     description: str = ""
     order: int = 0
+    accepts_levels: bool = False  # apply() also takes the raw uint8 levels (of 8-bit inputs) for x
+
+    def input_dtype(self, float_input: bool) -> torch.dtype:
+        """The dtype ``apply`` receives: 8-bit inputs stay uint8 where the functional accepts levels
+        (its CPU kernels read them directly: no float copy of the batch)."""
+        return torch.uint8 if self.accepts_levels and not float_input else self.dtype
 
     @property
     def random(self) -> bool:
@@ -126,6 +132,7 @@ def register(
     quantized_output: bool = False,
     description: str = "",
     params: Mapping[str, tuple[Any, ...]] | None = None,
+    accepts_levels: bool = False,
 ) -> Callable[[ApplyFn], ApplyFn]:
     """Decorator registering ``apply`` under ``name``.
 
@@ -155,6 +162,7 @@ def register(
             quantized_output=quantized_output,
             description=description or (fn.__doc__ or "").strip().split("\n")[0],
             order=_paper_order(name),
+            accepts_levels=accepts_levels,
         )
         return fn
 

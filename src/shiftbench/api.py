@@ -188,7 +188,7 @@ def corrupt(
             else:
                 per_image = list(draws[a:e])
             stacked = _stack_draws(per_image, b.raw.device)
-        y = spec.apply(b.rgb(a, e, spec.dtype), params, stacked, ctx)
+        y = spec.apply(b.rgb(a, e, spec.input_dtype(b.float_input)), params, stacked, ctx)
         if release:
             y = release_jpeg(y.clamp(0, 255).to(torch.uint8))
         out.put(a, e, y)

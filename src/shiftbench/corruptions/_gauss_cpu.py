@@ -135,3 +135,34 @@ def correlate_taps(
                 else:
                     for j in range(nw):
                         o[j] += r0[j] * wt
+
+
+@numba.njit(cache=True, nogil=True)
+def pad_planes_scaled(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray, scale: float) -> np.ndarray:  # pragma: no cover - compiled
+    """Planes P x H x W (any real dtype) times ``scale``, as float32, padded through index tables
+    (``extend_index`` of -r .. n + r - 1): the interior of each row is a contiguous copy."""
+    npl, _, nw = x.shape
+    r = (cidx.shape[0] - nw) // 2
+    s = np.float32(scale)
+    xp = np.empty((npl, ridx.shape[0], cidx.shape[0]), dtype=np.float32)
+    for p in range(npl):
+        for a in range(ridx.shape[0]):
+            src = x[p, ridx[a]]
+            dst = xp[p, a]
+            for b in range(nw):
+                dst[r + b] = np.float32(src[b]) * s
+            for b in range(r):
+                dst[b] = np.float32(src[cidx[b]]) * s
+                dst[r + nw + b] = np.float32(src[cidx[r + nw + b]]) * s
+    return xp
+
+
+@numba.njit(cache=True, nogil=True)
+def clip_scale(y: np.ndarray, hi: float, scale: float) -> None:  # pragma: no cover - compiled
+    """In place: ``y = clip(y, 0, hi) * scale``."""
+    f = y.reshape(-1)
+    h = f.dtype.type(hi)
+    sc = f.dtype.type(scale)
+    z = f.dtype.type(0.0)
+    for i in range(f.shape[0]):
+        f[i] = min(max(f[i], z), h) * sc

@@ -40,8 +40,8 @@ def salt_pepper_masks(words: np.ndarray, n: int, threshold: int) -> tuple[np.nda
     return flipped, salted
 
 
-# Fused CPU versions of the noise functionals. x, out: B x 3 x H x W float32 in
-# 0..255; draws: B x H x W x 3. Each performs the float32 operations of the tensor
+# Fused CPU versions of the noise functionals. x: B x 3 x H x W float32 values or uint8
+# levels in 0..255, out: the same in float32; draws: B x H x W x 3. Each performs the float32 operations of the tensor
 # path in noise.py in the same order (the tests check equality). The loops run over
 # one image row at a time, channel by channel, so the image and output rows are read
 # and written contiguously and the row of draws (3 x W values) stays in L1.
@@ -60,7 +60,7 @@ def gaussian_kernel(x: np.ndarray, z: np.ndarray, c: np.float32, multiplicative:
                 xr = x[n, ch, i]
                 o = out[n, ch, i]
                 for j in range(nw):
-                    v = xr[j] / k255
+                    v = np.float32(xr[j]) / k255
                     t = c * zi[j, ch]
                     if multiplicative:
                         t = v * t
@@ -82,6 +82,6 @@ def impulse_kernel(x: np.ndarray, flipped: np.ndarray, salted: np.ndarray, out: 
             x0, x1, x2 = x[n, 0, i], x[n, 1, i], x[n, 2, i]
             o0, o1, o2 = out[n, 0, i], out[n, 1, i], out[n, 2, i]
             for j in range(nw):
-                o0[j] = (k255 * si[j, 0]) if fi[j, 0] else min(x0[j] / k255, one) * k255
-                o1[j] = (k255 * si[j, 1]) if fi[j, 1] else min(x1[j] / k255, one) * k255
-                o2[j] = (k255 * si[j, 2]) if fi[j, 2] else min(x2[j] / k255, one) * k255
+                o0[j] = (k255 * si[j, 0]) if fi[j, 0] else min(np.float32(x0[j]) / k255, one) * k255
+                o1[j] = (k255 * si[j, 1]) if fi[j, 1] else min(np.float32(x1[j]) / k255, one) * k255
+                o2[j] = (k255 * si[j, 2]) if fi[j, 2] else min(np.float32(x2[j]) / k255, one) * k255

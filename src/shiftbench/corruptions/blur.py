@@ -515,7 +515,7 @@ def _tap_groups(radius: float, alias_blur: float) -> tuple[np.ndarray, np.ndarra
 
 
 def _defocus_direct_cpu(x: torch.Tensor, k: np.ndarray, groups: tuple[np.ndarray, ...]) -> torch.Tensor:
-    """cv2.filter2D's correlation (REFLECT_101) as a direct sum over the kernel's non-zero taps."""
+    """cv2.filter2D's correlation (REFLECT_101) as a direct sum over the kernel's non-zero taps (float64)."""
     from ._gauss_cpu import correlate_taps, pad_planes
 
     b, c, h, w = (int(v) for v in x.shape)
@@ -530,15 +530,36 @@ def _defocus_direct_cpu(x: torch.Tensor, k: np.ndarray, groups: tuple[np.ndarray
     return torch.from_numpy(out.reshape(b, c, h, w))
 
 
-@register("defocus_blur", family="blur", group="benchmark", sample=None)
+def _defocus_disk_cpu(x: torch.Tensor, plan: Any) -> torch.Tensor:
+    """Defocus through the disk decomposition (:mod:`._defocus_cpu`); float64 result."""
+    from ._defocus_cpu import disk_correlate
+    from ._gauss_cpu import pad_planes_scaled
+
+    b, c, h, w = (int(v) for v in x.shape)
+    planes = np.ascontiguousarray(x.detach().numpy()).reshape(b * c, h, w)
+    cpu = torch.device("cpu")
+    xp = pad_planes_scaled(planes, _reflect101_index(h, plan.pad, cpu).numpy(), _reflect101_index(w, plan.pad, cpu).numpy(), 1.0)
+    out = np.empty((b * c, h, w), dtype=np.float64)
+    disk_correlate(xp, plan.grid, plan.half, plan.widths, plan.width_slot, plan.g, plan.dval, *plan.frame, *plan.taps, plan.margin, out)
+    return torch.from_numpy(out.reshape(b, c, h, w))
+
+
+@register("defocus_blur", family="blur", group="benchmark", sample=None, accepts_levels=True)
 def defocus_blur(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Defocus: correlation with an anti-aliased disk of the given radius."""
     k = _disk_kernel(float(c[0]), float(c[1]))
     b = int(x.shape[0])
-    if x.device.type == "cpu" and x.dtype == torch.float64 and ctx.extra.get("fused", True):
+    if x.device.type == "cpu" and x.dtype in (torch.float64, torch.uint8) and ctx.extra.get("fused", True):
+        from ._defocus_cpu import disk_plan
+
+        plan = disk_plan(float(c[0]), float(c[1]), k.tobytes(), int(k.shape[0]))
+        if plan is not None and min(int(x.shape[-2]), int(x.shape[-1])) > plan.pad:
+            return _defocus_disk_cpu(x, plan)
         groups = _tap_groups(float(c[0]), float(c[1]))
         if len(groups[0]) <= _DIRECT_MAX_GROUPS:
             return _defocus_direct_cpu(x, k, groups)
+    if x.dtype == torch.uint8:
+        x = x.to(torch.float64)
     step = 2 if x.device.type == "cpu" else max(b, 1)  # small CPU chunks stay in cache
     out = torch.empty_like(x)
     for s in range(0, b, step):

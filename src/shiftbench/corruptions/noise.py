@@ -17,8 +17,9 @@ from .._registry import ApplyContext, SampleContext, register
 
 
 def _fused(x: torch.Tensor, ctx: ApplyContext) -> bool:
-    """CPU float32 batches take the compiled kernels (tests pass fused=False for the tensor path)."""
-    return x.device.type == "cpu" and x.dtype == torch.float32 and ctx.extra.get("fused", True)
+    """CPU batches (float32 values or uint8 levels) take the compiled kernels (tests pass
+    fused=False for the tensor path)."""
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.uint8) and ctx.extra.get("fused", True)
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -35,7 +36,7 @@ def _sample_normal(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"z": draws.standard_normal32((ctx.height, ctx.width, 3))}
 
 
-@register("gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32)
+@register("gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32, accepts_levels=True)
 def gaussian_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Additive Gaussian noise of standard deviation c (image in [0, 1])."""
     if _fused(x, ctx):
@@ -63,7 +64,7 @@ def _sample_impulse(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"flipped": flipped, "salted": salted}
 
 
-@register("impulse_noise", family="noise", group="benchmark", sample=_sample_impulse, dtype=torch.float32)
+@register("impulse_noise", family="noise", group="benchmark", sample=_sample_impulse, dtype=torch.float32, accepts_levels=True)
 def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Salt-and-pepper noise: each value is replaced by 0 or 1 with probability c."""
     if _fused(x, ctx):
@@ -80,7 +81,7 @@ def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
     return torch.clamp(out, 0, 1) * 255
 
 
-@register("speckle_noise", family="noise", group="extra", sample=_sample_normal, dtype=torch.float32)
+@register("speckle_noise", family="noise", group="extra", sample=_sample_normal, dtype=torch.float32, accepts_levels=True)
 def speckle_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Multiplicative noise: x + x * N(0, c^2)."""
     if _fused(x, ctx):
