@@ -134,6 +134,41 @@ def test_fog_sampler_crops_the_map() -> None:
     assert np.array_equal(d["plasma"], full[:100, :180])
 
 
+@pytest.mark.parametrize(("mapsize", "decay", "h", "w"), [(256, 2.0, 224, 224), (512, 1.6, 299, 260), (64, 3.0, 64, 64), (32, 2.0, 32, 32)])
+def test_compiled_plasma_equals_numpy_plasma(mapsize: int, decay: float, h: int, w: int) -> None:
+    """The fog sampler's compiled map (raw words) is bit-identical to plasma_fractal on the same
+    generator, and leaves the generator where Generator.uniform would."""
+    spec = get_corruption("fog")
+    for seed in (0, 1, 2):
+        want = plasma_fractal(FastDraws(np.random.Generator(np.random.PCG64(seed))), mapsize, decay)[:h, :w]
+        gen = np.random.Generator(np.random.PCG64(seed))
+        ed = {256: "224", 512: "299", 64: "64", 32: "32"}[mapsize]
+        assert fog_mapsize(ed, h, w) == mapsize
+        ctx = SampleContext(params=(spec.severity_params(ed, 1)[0], decay), height=h, width=w, edition=ed, severity=1)
+        got = spec.sample(FastDraws(gen), ctx)["plasma"]
+        assert got.shape == (h, w) and np.array_equal(got, want)
+        ref = np.random.Generator(np.random.PCG64(seed))
+        ref.uniform(0, 1, mapsize * mapsize - 1)
+        assert gen.bit_generator.state == ref.bit_generator.state
+
+
+@pytest.mark.parametrize("severity", [1, 5])
+def test_fog_kernel_equals_tensor_path(severity: int) -> None:
+    """The compiled blend (8-bit levels or float64 values in) equals the tensor operations."""
+    from shiftbench._registry import ApplyContext
+
+    spec = get_corruption("fog")
+    imgs = harness.load_sample_224(3)
+    x = torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous()
+    params = spec.severity_params("224", severity)
+    ctx = SampleContext(params=params, height=224, width=224, edition="224", severity=severity)
+    plasma = torch.from_numpy(np.stack([spec.sample(FastDraws(np.random.default_rng(i)), ctx)["plasma"] for i in range(3)]))
+    tensor = spec.apply(x.to(torch.float64), params, {"plasma": plasma}, ApplyContext("224", severity, {"fused": False}))
+    for xin in (x, x.to(torch.float64)):
+        fused = spec.apply(xin, params, {"plasma": plasma}, ApplyContext("224", severity))
+        assert fused.dtype == torch.float64 and torch.equal(fused, tensor)
+
+
 # ------------------------------------------------------------------- warpAffine
 
 

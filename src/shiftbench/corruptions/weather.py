@@ -8,8 +8,9 @@ Each corruption computes in the precision the reference uses so that the final
 in float64 in the 0..255 domain, snow and spatter in float32 on ``x / 255``
 (with their random layers in float64 until the reference casts them).
 
-* fog: the diamond-square plasma map is built by the sampler (NumPy, cheap;
-  :func:`plasma_fractal`) and only blended in ``apply``.
+* fog: the diamond-square plasma map is built by the sampler
+  (:func:`plasma_fractal`; compiled from raw generator words for the default
+  generator, same map) and only blended in ``apply``.
 * frost: the texture files ship as package data (``assets/frost``); the sampler
   draws the file index and the crop corner, ``apply`` gathers the crops.
 * snow: the snow layer is zoomed (:func:`~._geometry.clipped_zoom`), thresholded,
@@ -109,14 +110,28 @@ def fog_mapsize(edition: str, height: int, width: int) -> int:
 
 def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     size = fog_mapsize(ctx.edition, ctx.height, ctx.width)
+    generator = getattr(draws, "generator", None)
+    if isinstance(generator, np.random.Generator):
+        # FastDraws: the same map from the raw words generator.uniform would consume, compiled
+        from ._fog_cpu import plasma_map
+
+        raw = generator.bit_generator.random_raw(size * size - 1)
+        return {"plasma": plasma_map(raw, size, float(ctx.params[1]), ctx.height, ctx.width)}
     pmap = plasma_fractal(draws, size, float(ctx.params[1]))
     return {"plasma": np.ascontiguousarray(pmap[: ctx.height, : ctx.width])}
 
 
-@register("fog", family="weather", group="benchmark", sample=_sample_fog)
+@register("fog", family="weather", group="benchmark", sample=_sample_fog, accepts_levels=True)
 def fog(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Add a gray plasma-fractal haze of strength c0 and renormalise by the image maximum."""
-    x = x / 255.0
+    if x.device.type == "cpu" and x.dtype in (torch.uint8, torch.float64) and ctx.extra.get("fused", True):
+        from ._fog_cpu import fog_blend
+
+        xa = np.ascontiguousarray(x.detach().numpy())
+        out = np.empty(xa.shape, dtype=np.float64)
+        fog_blend(xa, np.ascontiguousarray(d["plasma"].detach().numpy(), dtype=np.float64), float(c[0]), out)
+        return torch.from_numpy(out)
+    x = x.to(torch.float64) / 255.0 if x.dtype == torch.uint8 else x / 255.0
     peak = torch.amax(x, dim=(1, 2, 3), keepdim=True)
     x += (c[0] * d["plasma"].to(x.dtype))[:, None]
     x *= peak
