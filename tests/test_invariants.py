@@ -94,3 +94,25 @@ def test_cpu_equals_cuda(name: str) -> None:
         assert b.device.type == "cuda"
         d = (a.to(torch.int16) - b.cpu().to(torch.int16)).abs()
         assert float((d <= 1).to(torch.float64).mean()) >= 0.999
+
+
+@pytest.mark.parametrize("name", shiftbench.list_corruptions())
+def test_levels_output_is_the_truncated_result(name: str) -> None:
+    """A functional told that its result will be truncated (ApplyContext.levels) may return uint8
+    levels itself; they are exactly the truncated float result, for 8-bit and float inputs."""
+    from shiftbench._registry import ApplyContext
+    from shiftbench.api import sample_draws
+
+    spec = shiftbench.get_corruption(name)
+    imgs = photos("64", 2)
+    x = torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous()
+    for severity in (1, 5):
+        params = spec.severity_params("64", severity)
+        draws = [sample_draws(imgs[i], name, severity, seed=3, edition="64") for i in range(2)]
+        stacked = {k: torch.stack([torch.as_tensor(np.asarray(d[k])) for d in draws]) for k in draws[0]} if draws[0] else {}
+        for xin in (x.to(spec.input_dtype(False)), x.to(spec.dtype)):
+            ref = spec.apply(xin, params, stacked, ApplyContext("64", severity))
+            got = spec.apply(xin, params, stacked, ApplyContext("64", severity, levels=True))
+            want = ref if ref.dtype == torch.uint8 else ref.clamp(0, 255).to(torch.uint8)
+            got8 = got if got.dtype == torch.uint8 else got.clamp(0, 255).to(torch.uint8)
+            assert torch.equal(got8, want), (name, severity, xin.dtype)

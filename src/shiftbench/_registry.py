@@ -73,11 +73,16 @@ class SampleContext:
 
 @dataclass
 class ApplyContext:
-    """Batch-level facts passed to ``apply``."""
+    """Batch-level facts passed to ``apply``.
+
+    ``levels``: the caller truncates the result to 8-bit levels anyway, so ``apply`` may return
+    them itself as uint8 (``uint8(clip(y, 0, 255))``, the same values) instead of floats.
+    """
 
     edition: str
     severity: int
     extra: dict[str, Any] = field(default_factory=dict)
+    levels: bool = False
 
 
 SampleFn = Callable[[Any, SampleContext], dict[str, np.ndarray]]

@@ -173,7 +173,7 @@ def corrupt(
     if draws is not None and len(draws) != n:
         raise InvalidArgumentError("draws", f"{len(draws)} dicts", f"exactly one dict per image ({n})")
     out = Output(b, quantize=quantize or release)
-    ctx = ApplyContext(edition=ed.name, severity=s)
+    ctx = ApplyContext(edition=ed.name, severity=s, levels=out.to_uint8 and b.raw.device.type == "cpu")
     step = _chunk_size(b)
     for a in range(0, n, step):
         e = min(n, a + step)

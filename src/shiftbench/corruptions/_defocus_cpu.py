@@ -160,8 +160,8 @@ def disk_correlate(
     out: np.ndarray,
 ) -> int:  # pragma: no cover - compiled
     """Correlate padded planes ``xp`` (P x (H + 2 pad) x (W + 2 pad) float32 levels, pad = grid + half)
-    with the decomposed kernel; ``out`` (P x H x W float64) receives the reference's
-    ``clip(correlate(x / 255, K), 0, 1) * 255``. Returns the number of values recomputed exactly.
+    with the decomposed kernel; ``out`` (P x H x W float64, or uint8 for the truncated levels)
+    receives the reference's ``clip(correlate(x / 255, K), 0, 1) * 255``. Returns the number of values recomputed exactly.
 
     Inner loops index slices from 0 so that they vectorise (an offset index costs a wrap-around
     check per element)."""
@@ -174,6 +174,7 @@ def disk_correlate(
     vbox = np.empty((nwid, wp), dtype=np.float32)
     dsum = np.empty((eh, ew), dtype=np.float32)
     tmp = np.empty(ew, dtype=np.float64)
+    row64 = np.empty(nw, dtype=np.float64)
     fr = np.empty(nw, dtype=np.float32)
     ng = g.shape[0]
     g64 = np.empty(ng, dtype=np.float64)
@@ -224,7 +225,7 @@ def disk_correlate(
                 ws = g64[half + s] * dval
                 for x in range(ew):
                     tmp[x] += (np.float64(a[x]) + np.float64(b[x])) * ws
-            o = out[p, y]
+            o = row64
             mid = tmp[half : half + nw]
             w0 = g64[half]
             for x in range(nw):
@@ -270,16 +271,18 @@ def disk_correlate(
                 frac = v - np.float64(np.int64(v))  # v >= 0: truncation is floor, and vectorises
                 near += (frac < margin) | (frac > 1.0 - margin)
                 o[x] = v
-            if near == 0:
-                continue
-            # 5. those values exactly: the reference's taps on x / 255 in float64
+            if near > 0:
+                # 5. those values exactly: the reference's taps on x / 255 in float64
+                for x in range(nw):
+                    v = o[x]
+                    frac = v - np.float64(np.int64(v))
+                    if (frac < margin or frac > 1.0 - margin) and 0.0 < v < 255.0:
+                        t = 0.0
+                        for i in range(tw.shape[0]):
+                            t += tw[i] * (np.float64(plane[y + tdy[i], x + tdx[i]]) / 255.0)
+                        o[x] = min(max(t, 0.0), 1.0) * 255.0
+                        repaired += 1
+            dst = out[p, y]
             for x in range(nw):
-                v = o[x]
-                frac = v - np.float64(np.int64(v))
-                if (frac < margin or frac > 1.0 - margin) and 0.0 < v < 255.0:
-                    t = 0.0
-                    for i in range(tw.shape[0]):
-                        t += tw[i] * (np.float64(plane[y + tdy[i], x + tdx[i]]) / 255.0)
-                    o[x] = min(max(t, 0.0), 1.0) * 255.0
-                    repaired += 1
+                dst[x] = o[x]
     return repaired

@@ -78,7 +78,8 @@ def plasma_map(raw: np.ndarray, n: int, wibbledecay: float, height: int, width: 
 def fog_blend(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
     """``out = clip((x / 255 + c0 * plasma) * peak / (peak + c0), 0, 1) * 255`` per image, with
     ``peak`` the image's maximum of ``x / 255``; x: B x 3 x H x W (uint8 levels or float64 values),
-    plasma: B x H x W float64. The float64 operations of the tensor path, in its order."""
+    plasma: B x H x W float64; out: float64, or uint8 for the truncated levels. The float64
+    operations of the tensor path, in its order."""
     nb, nc, nh, nw = x.shape
     for n in range(nb):
         peak = np.float64(_peak(x[n])) / 255.0

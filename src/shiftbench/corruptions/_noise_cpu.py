@@ -41,7 +41,7 @@ def salt_pepper_masks(words: np.ndarray, n: int, threshold: int) -> tuple[np.nda
 
 
 # Fused CPU versions of the noise functionals. x: B x 3 x H x W float32 values or uint8
-# levels in 0..255, out: the same in float32; draws: B x H x W x 3. Each performs the float32 operations of the tensor
+# levels in 0..255, out: float32 values or uint8 levels (the float32 result truncated); draws: B x H x W x 3. Each performs the float32 operations of the tensor
 # path in noise.py in the same order (the tests check equality). The loops run over
 # one image row at a time, channel by channel, so the image and output rows are read
 # and written contiguously and the row of draws (3 x W values) stays in L1.

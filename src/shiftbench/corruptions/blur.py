@@ -530,8 +530,9 @@ def _defocus_direct_cpu(x: torch.Tensor, k: np.ndarray, groups: tuple[np.ndarray
     return torch.from_numpy(out.reshape(b, c, h, w))
 
 
-def _defocus_disk_cpu(x: torch.Tensor, plan: Any) -> torch.Tensor:
-    """Defocus through the disk decomposition (:mod:`._defocus_cpu`); float64 result."""
+def _defocus_disk_cpu(x: torch.Tensor, plan: Any, levels: bool) -> torch.Tensor:
+    """Defocus through the disk decomposition (:mod:`._defocus_cpu`); float64 result, or the
+    truncated uint8 levels when ``levels``."""
     from ._defocus_cpu import disk_correlate
     from ._gauss_cpu import pad_planes_scaled
 
@@ -539,7 +540,7 @@ def _defocus_disk_cpu(x: torch.Tensor, plan: Any) -> torch.Tensor:
     planes = np.ascontiguousarray(x.detach().numpy()).reshape(b * c, h, w)
     cpu = torch.device("cpu")
     xp = pad_planes_scaled(planes, _reflect101_index(h, plan.pad, cpu).numpy(), _reflect101_index(w, plan.pad, cpu).numpy(), 1.0)
-    out = np.empty((b * c, h, w), dtype=np.float64)
+    out = np.empty((b * c, h, w), dtype=np.uint8 if levels else np.float64)
     disk_correlate(xp, plan.grid, plan.half, plan.widths, plan.width_slot, plan.g, plan.dval, *plan.frame, *plan.taps, plan.margin, out)
     return torch.from_numpy(out.reshape(b, c, h, w))
 
@@ -554,7 +555,7 @@ def defocus_blur(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Ten
 
         plan = disk_plan(float(c[0]), float(c[1]), k.tobytes(), int(k.shape[0]))
         if plan is not None and min(int(x.shape[-2]), int(x.shape[-1])) > plan.pad:
-            return _defocus_disk_cpu(x, plan)
+            return _defocus_disk_cpu(x, plan, ctx.levels)
         groups = _tap_groups(float(c[0]), float(c[1]))
         if len(groups[0]) <= _DIRECT_MAX_GROUPS:
             return _defocus_direct_cpu(x, k, groups)

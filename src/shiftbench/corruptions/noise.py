@@ -40,7 +40,7 @@ def _sample_normal(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 def gaussian_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Additive Gaussian noise of standard deviation c (image in [0, 1])."""
     if _fused(x, ctx):
-        return _gaussian_fused(x, d["z"], c, multiplicative=False)
+        return _gaussian_fused(x, d["z"], c, False, ctx.levels)
     x = x / 255.0
     return torch.clamp(x + c * _chw(d["z"]).to(x.dtype), 0, 1) * 255
 
@@ -70,7 +70,7 @@ def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
     if _fused(x, ctx):
         from ._noise_cpu import impulse_kernel
 
-        out = np.empty(tuple(x.shape), dtype=np.float32)
+        out = np.empty(tuple(x.shape), dtype=np.uint8 if ctx.levels else np.float32)
         impulse_kernel(_np(x), _np(d["flipped"]).astype(np.bool_), _np(d["salted"]).astype(np.bool_), out)
         return torch.from_numpy(out)
     x = x / 255.0
@@ -85,14 +85,14 @@ def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
 def speckle_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Multiplicative noise: x + x * N(0, c^2)."""
     if _fused(x, ctx):
-        return _gaussian_fused(x, d["z"], c, multiplicative=True)
+        return _gaussian_fused(x, d["z"], c, True, ctx.levels)
     x = x / 255.0
     return torch.clamp(x + x * (c * _chw(d["z"]).to(x.dtype)), 0, 1) * 255
 
 
-def _gaussian_fused(x: torch.Tensor, z: torch.Tensor, c: float, multiplicative: bool) -> torch.Tensor:
+def _gaussian_fused(x: torch.Tensor, z: torch.Tensor, c: float, multiplicative: bool, levels: bool) -> torch.Tensor:
     from ._noise_cpu import gaussian_kernel
 
-    out = np.empty(tuple(x.shape), dtype=np.float32)
+    out = np.empty(tuple(x.shape), dtype=np.uint8 if levels else np.float32)  # uint8: truncated
     gaussian_kernel(_np(x), _np(z).astype(np.float32, copy=False), np.float32(c), multiplicative, out)
     return torch.from_numpy(out)

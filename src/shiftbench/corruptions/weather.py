@@ -128,7 +128,7 @@ def fog(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx
         from ._fog_cpu import fog_blend
 
         xa = np.ascontiguousarray(x.detach().numpy())
-        out = np.empty(xa.shape, dtype=np.float64)
+        out = np.empty(xa.shape, dtype=np.uint8 if ctx.levels else np.float64)  # uint8: truncated
         fog_blend(xa, np.ascontiguousarray(d["plasma"].detach().numpy(), dtype=np.float64), float(c[0]), out)
         return torch.from_numpy(out)
     x = x.to(torch.float64) / 255.0 if x.dtype == torch.uint8 else x / 255.0
