@@ -365,3 +365,27 @@ def test_disk_defocus_equals_opencv_to_the_level(edition: str, severity: int) ->
         assert float((got - fft).abs().max()) < 1e-3
 
 
+
+
+@pytest.mark.parametrize(("h", "w"), [(224, 224), (299, 299), (64, 64), (32, 32), (37, 52), (300, 120), (97, 41), (120, 300), (241, 120)])
+def test_compiled_pixelate_equals_pillow(h: int, w: int) -> None:
+    """Pillow's BOX down- and up-sampling, bit for bit, every edition's factors; the tensor path
+    (other devices) runs the same passes. Images more than twice as tall as wide go through Pillow
+    itself (Pillow runs the vertical pass first there)."""
+    from PIL import Image
+
+    from shiftbench._registry import ApplyContext
+
+    spec = shiftbench.get_corruption("pixelate")
+    imgs = np.random.default_rng(h * w).integers(0, 256, (2, h, w, 3)).astype(np.uint8)
+    imgs[0, : h // 3] = 255  # saturated and flat regions
+    x = torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous()
+    for ed in spec.editions:
+        for s in (1, 3, 5):
+            c = spec.severity_params(ed, s)
+            want = np.stack([np.asarray(Image.fromarray(a).resize((int(w * c), int(h * c)), Image.BOX).resize((w, h), Image.BOX)) for a in imgs])
+            got = spec.apply(x, c, {}, ApplyContext(ed, s))
+            assert got.dtype == torch.uint8 and np.array_equal(got.permute(0, 2, 3, 1).numpy(), want), (ed, s)
+            if h <= 2 * w:
+                tensor = spec.apply(x, c, {}, ApplyContext(ed, s, {"fused": False}))
+                assert torch.equal(tensor, got)

@@ -87,7 +87,10 @@ def _box_coefficients(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarr
         centre = (i + 0.5) * scale
         lo = max(int(centre - support + 0.5), 0)
         hi = min(int(centre + support + 0.5), in_size)
-        w = np.array([1.0 if -0.5 < (j + 0.5 - centre) / filterscale <= 0.5 else 0.0 for j in range(lo, hi)])
+        # Pillow evaluates the filter at (j - centre + 0.5) * (1 / filterscale): a product with the
+        # reciprocal, which rounds differently from a division at the box's edges
+        ss = 1.0 / filterscale
+        w = np.array([1.0 if -0.5 < (j + 0.5 - centre) * ss <= 0.5 else 0.0 for j in range(lo, hi)])
         if w.sum() != 0.0:
             w = w / w.sum()
         n = hi - lo
@@ -134,18 +137,31 @@ def pillow_box_resize(x: torch.Tensor, height: int, width: int) -> torch.Tensor:
 def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Box-downsample to (W*c, H*c) and box-upsample back (Pillow's BOX filter, 8-bit).
 
-    On the CPU Pillow itself is the fastest exact implementation; elsewhere the
-    same arithmetic runs as batched tensor ops on the device.
+    On the CPU compiled passes over the channel planes (:mod:`._resample_cpu`); elsewhere
+    the same arithmetic runs as batched tensor ops on the device.
     """
     h, w = int(x.shape[-2]), int(x.shape[-1])
-    if x.device.type != "cpu":
+    if x.device.type != "cpu" or not ctx.extra.get("fused", True):
         small = pillow_box_resize(x, int(h * c), int(w * c))
         return pillow_box_resize(small, h, w).to(torch.uint8)
+    if h > 2 * w:
+        # Pillow 13 runs the vertical pass first on images more than twice as tall as wide
+        # (found by probing; its rounding then differs from the horizontal-first passes)
+        return _pillow_pixelate(x, c)
+    from ._resample_cpu import box_resize_planes
+
+    b = int(x.shape[0])
+    planes = np.ascontiguousarray(x.detach().numpy()).reshape(b * 3, h, w)
+    small = box_resize_planes(planes, int(h * c), int(w * c))
+    return torch.from_numpy(box_resize_planes(small, h, w).reshape(b, 3, h, w))
+
+
+def _pillow_pixelate(x: torch.Tensor, c: float) -> torch.Tensor:
+    h, w = int(x.shape[-2]), int(x.shape[-1])
     imgs = _hwc_images(x)
-    small_size = (int(w * c), int(h * c))
     out = np.empty_like(imgs)
     for i, a in enumerate(imgs):
-        out[i] = np.asarray(Image.fromarray(a).resize(small_size, Image.BOX).resize((w, h), Image.BOX))
+        out[i] = np.asarray(Image.fromarray(a).resize((int(w * c), int(h * c)), Image.BOX).resize((w, h), Image.BOX))
     return _chw_tensor(out, x)
 
 

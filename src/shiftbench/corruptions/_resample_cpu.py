@@ -1,0 +1,125 @@
+"""Pillow's 8-bit BOX resampling as compiled passes over channel planes (CPU).
+
+The arithmetic is that of :func:`~shiftbench.corruptions.digital.pillow_box_resize` (Pillow's
+``Resample.c``: fixed-point weights with 22 fraction bits, ``(2**21 + sum) >> 22`` clipped to
+0..255, the horizontal pass first, then the vertical pass on its 8-bit result), with each
+pass's taps stored compactly (only non-zero weights). A pass whose taps are all single with
+weight 1 (Pillow's BOX filter when enlarging) is a pure gather.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+_PRECISION_BITS = 22
+
+
+class Taps(NamedTuple):
+    start: np.ndarray  # per output: first tap (uintp, length out + 1)
+    index: np.ndarray  # input index per tap (uintp)
+    weight: np.ndarray  # fixed-point weight per tap (int32)
+    gather: bool  # every output has one tap of weight 1 << 22
+    dense_index: np.ndarray  # out x K: the taps padded to a fixed count K (weight 0, index of tap 0)
+    dense_weight: np.ndarray  # out x K (int32)
+
+
+@lru_cache(maxsize=256)
+def box_taps(in_size: int, out_size: int) -> Taps:
+    from .digital import _box_coefficients
+
+    idx, wts = _box_coefficients(in_size, out_size)
+    start = [0]
+    index: list[int] = []
+    weight: list[int] = []
+    for i in range(out_size):
+        for t in range(idx.shape[1]):
+            if wts[i, t] != 0:
+                index.append(int(idx[i, t]))
+                weight.append(int(wts[i, t]))
+        start.append(len(index))
+    st = np.array(start, dtype=np.uintp)  # unsigned: indexing with them needs no wrap-around check
+    wt = np.array(weight, dtype=np.int32)
+    gather = bool(np.all(np.diff(st.astype(np.int64)) == 1) and np.all(wt == 1 << _PRECISION_BITS))
+    counts = np.diff(st.astype(np.int64))
+    k = max(1, int(counts.max()))
+    dense_index = np.zeros((out_size, k), dtype=np.uintp)
+    dense_weight = np.zeros((out_size, k), dtype=np.int32)
+    for i in range(out_size):
+        a, n = int(st[i]), int(counts[i])
+        dense_index[i, :] = index[a] if n else 0
+        dense_index[i, :n] = index[a : a + n]
+        dense_weight[i, :n] = weight[a : a + n]
+    return Taps(st, np.array(index, dtype=np.uintp), wt, gather, dense_index, dense_weight)
+
+
+@numba.njit(cache=True, nogil=True)
+def _rows_pass(src: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: bool, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Along the last axis: planes P x H x Win (uint8) -> P x H x Wout. ``index``/``weight``: the
+    dense out x K tables (every output takes K taps, padded with weight 0: no data-dependent
+    branch per output)."""
+    npl, nh, _ = src.shape
+    nout = dst.shape[2]
+    k = index.shape[1]
+    half = np.int32(1 << (_PRECISION_BITS - 1))
+    for p in range(npl):
+        for y in range(nh):
+            s = src[p, y]
+            d = dst[p, y]
+            if gather:
+                for i in range(nout):
+                    d[i] = s[index[i, 0]]
+                continue
+            for i in range(nout):
+                acc = half
+                for t in range(k):
+                    acc += np.int32(s[index[i, t]]) * weight[i, t]
+                v = acc >> _PRECISION_BITS
+                d[i] = 0 if v < 0 else (255 if v > 255 else v)
+
+
+@numba.njit(cache=True, nogil=True)
+def _cols_pass(src: np.ndarray, start: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: bool, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Along the middle axis: planes P x Hin x W (uint8) -> P x Hout x W, whole rows at a time."""
+    npl, _, nw = src.shape
+    nout = dst.shape[1]
+    acc = np.empty(nw, dtype=np.int32)
+    half = np.int32(1 << (_PRECISION_BITS - 1))
+    for p in range(npl):
+        for i in range(nout):
+            d = dst[p, i]
+            if gather:
+                s = src[p, index[i]]
+                for x in range(nw):
+                    d[x] = s[x]
+                continue
+            for x in range(nw):
+                acc[x] = half
+            for t in range(start[i], start[i + 1]):
+                s = src[p, index[t]]
+                w = weight[t]
+                for x in range(nw):
+                    acc[x] += np.int32(s[x]) * w
+            for x in range(nw):
+                v = acc[x] >> _PRECISION_BITS
+                d[x] = 0 if v < 0 else (255 if v > 255 else v)
+
+
+def box_resize_planes(planes: np.ndarray, height: int, width: int) -> np.ndarray:
+    """``Image.resize((width, height), Image.BOX)`` of 8-bit planes (P x H x W uint8), bit for bit."""
+    _, h, w = planes.shape
+    y = planes
+    if width != w:
+        t = box_taps(w, width)
+        out = np.empty((y.shape[0], h, width), dtype=np.uint8)
+        _rows_pass(y, t.dense_index, t.dense_weight, t.gather, out)
+        y = out
+    if height != h:
+        t = box_taps(h, height)
+        out = np.empty((y.shape[0], height, y.shape[2]), dtype=np.uint8)
+        _cols_pass(y, t.start, t.index, t.weight, t.gather, out)
+        y = out
+    return y
