@@ -389,3 +389,23 @@ def test_compiled_pixelate_equals_pillow(h: int, w: int) -> None:
             if h <= 2 * w:
                 tensor = spec.apply(x, c, {}, ApplyContext(ed, s, {"fused": False}))
                 assert torch.equal(tensor, got)
+
+
+@pytest.mark.parametrize("name", ["frost", "contrast"])
+@pytest.mark.parametrize("edition", ["224", "32"])
+def test_compiled_blends_equal_tensor_path(name: str, edition: str) -> None:
+    """Frost and contrast: the compiled CPU blends (8-bit levels in) equal the float64 tensor path."""
+    from shiftbench._registry import ApplyContext
+    from shiftbench.api import sample_draws
+
+    spec = shiftbench.get_corruption(name)
+    imgs = photos(edition, 2)
+    x = torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous()
+    for severity in (1, 3, 5):
+        params = spec.severity_params(edition, severity)
+        draws = [sample_draws(imgs[i], name, severity, seed=4, edition=edition) for i in range(2)]
+        stacked = {k: torch.stack([torch.as_tensor(np.asarray(d[k])) for d in draws]) for k in draws[0]} if draws[0] else {}
+        tensor = spec.apply(x.to(torch.float64), params, stacked, ApplyContext(edition, severity, {"fused": False}))
+        for xin in (x, x.to(torch.float64)):
+            fused = spec.apply(xin, params, stacked, ApplyContext(edition, severity))
+            assert fused.dtype == torch.float64 and torch.equal(fused, tensor), (severity, xin.dtype)

@@ -40,11 +40,22 @@ def saturate(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor]
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
 
 
-@register("contrast", family="digital", group="benchmark", sample=None, dtype=torch.float32)
+@register("contrast", family="digital", group="benchmark", sample=None, accepts_levels=True)
 def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
-    """Shrink each channel towards its spatial mean by the factor c."""
+    """Shrink each channel towards its spatial mean by the factor c (float64, as the reference)."""
+    # channel means: the sum of the levels (exact for 8-bit inputs, in any order) / 255 / pixels
+    count = int(x.shape[-2]) * int(x.shape[-1])
+    if x.device.type == "cpu" and x.dtype in (torch.uint8, torch.float64) and ctx.extra.get("fused", True):
+        from ._blend_cpu import contrast_kernel
+
+        xa = np.ascontiguousarray(x.detach().numpy())
+        sums = xa.sum(axis=(2, 3), dtype=np.int64 if xa.dtype == np.uint8 else np.float64).astype(np.float64)
+        out = np.empty(xa.shape, dtype=np.uint8 if ctx.levels else np.float64)  # uint8: truncated
+        contrast_kernel(xa, sums / 255.0 / count, float(c), out)
+        return torch.from_numpy(out)
+    x = x.to(torch.float64)
+    means = x.sum(dim=(-2, -1), keepdim=True) / 255.0 / count
     x = x / 255.0
-    means = x.mean(dim=(-2, -1), keepdim=True)
     return torch.clamp((x - means) * c + means, 0, 1) * 255
 
 

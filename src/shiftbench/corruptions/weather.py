@@ -225,13 +225,24 @@ def _sample_frost(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"index": np.int64(index), "top": np.int64(top), "left": np.int64(left)}
 
 
-@register("frost", family="weather", group="benchmark", sample=_sample_frost)
+@register("frost", family="weather", group="benchmark", sample=_sample_frost, accepts_levels=True)
 def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Blend a random crop of a frost texture: clip(c0 * x + c1 * frost, 0, 255) in the 0..255 domain."""
     h, w = int(x.shape[-2]), int(x.shape[-1])
     idx = d["index"].cpu().tolist()
     tops = d["top"].cpu().tolist()
     lefts = d["left"].cpu().tolist()
+    if x.device.type == "cpu" and x.dtype in (torch.uint8, torch.float64) and ctx.extra.get("fused", True):
+        from ._blend_cpu import blend_crop
+
+        xa = np.ascontiguousarray(x.detach().numpy())
+        out = np.empty(xa.shape, dtype=np.uint8 if ctx.levels else np.float64)  # uint8: truncated
+        for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
+            tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device).numpy()
+            blend_crop(xa[n], tex, int(t), int(l), float(c[0]), float(c[1]), out[n])
+        return torch.from_numpy(out)
+    if x.dtype == torch.uint8:
+        x = x.to(torch.float64)
     layer = torch.empty_like(x)
     for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
         tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device)
