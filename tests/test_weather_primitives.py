@@ -134,21 +134,40 @@ def test_fog_sampler_crops_the_map() -> None:
     assert np.array_equal(d["plasma"], full[:100, :180])
 
 
+class _Uniforms32:
+    """plasma_fractal's draws as the compiled fog sampler makes them: -w + 2w * (word + 0.5) / 2**32
+    from the 32-bit halves of the generator's 64-bit output, low half first."""
+
+    def __init__(self, gen: np.random.Generator, n: int) -> None:
+        raw = gen.bit_generator.random_raw((n + 1) // 2)
+        self.words = np.stack([raw & 0xFFFFFFFF, raw >> 32], axis=1).ravel().astype(np.float64)
+        self.p = 0
+
+    def uniform(self, low: float, high: float, size: tuple[int, int]) -> np.ndarray:
+        n = int(np.prod(size))
+        u = (self.words[self.p : self.p + n] + 0.5) * 2.0**-32
+        self.p += n
+        return (low + (high - low) * u).reshape(size)
+
+
 @pytest.mark.parametrize(("mapsize", "decay", "h", "w"), [(256, 2.0, 224, 224), (512, 1.6, 299, 260), (64, 3.0, 64, 64), (32, 2.0, 32, 32)])
 def test_compiled_plasma_equals_numpy_plasma(mapsize: int, decay: float, h: int, w: int) -> None:
-    """The fog sampler's compiled map (raw words) is bit-identical to plasma_fractal on the same
-    generator, and leaves the generator where Generator.uniform would."""
+    """The fog sampler's compiled map is plasma_fractal's on the same 32-bit uniforms (as float32),
+    consuming mapsize**2 / 2 words of the generator."""
     spec = get_corruption("fog")
     for seed in (0, 1, 2):
-        want = plasma_fractal(FastDraws(np.random.Generator(np.random.PCG64(seed))), mapsize, decay)[:h, :w]
+        src = _Uniforms32(np.random.Generator(np.random.PCG64(seed)), mapsize * mapsize)
+        want = plasma_fractal(src, mapsize, decay)[:h, :w].astype(np.float32)
+        assert src.p == mapsize * mapsize - 1
         gen = np.random.Generator(np.random.PCG64(seed))
         ed = {256: "224", 512: "299", 64: "64", 32: "32"}[mapsize]
         assert fog_mapsize(ed, h, w) == mapsize
         ctx = SampleContext(params=(spec.severity_params(ed, 1)[0], decay), height=h, width=w, edition=ed, severity=1)
         got = spec.sample(FastDraws(gen), ctx)["plasma"]
-        assert got.shape == (h, w) and np.array_equal(got, want)
+        assert got.shape == (h, w) and got.dtype == np.float32 and np.array_equal(got, want)
+        assert float(got.min()) >= 0.0 and float(got.max()) <= 1.0
         ref = np.random.Generator(np.random.PCG64(seed))
-        ref.uniform(0, 1, mapsize * mapsize - 1)
+        ref.bit_generator.random_raw(mapsize * mapsize // 2)
         assert gen.bit_generator.state == ref.bit_generator.state
 
 

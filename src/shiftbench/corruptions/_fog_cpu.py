@@ -1,10 +1,11 @@
 """Compiled fog: the diamond-square plasma map from raw generator words, and the blend.
 
 :func:`plasma_map` performs the float64 operations of
-:func:`~shiftbench.corruptions.weather.plasma_fractal` in the same order, with the
-uniforms that ``Generator.uniform(-w, w, size)`` would return (``-w + 2w * u``, one
-64-bit word per value, ``u = (word >> 11) * 2**-53``), so the maps are bit-identical
-(tested); it only saves NumPy's per-octave temporaries and the generator's per-value calls.
+:func:`~shiftbench.corruptions.weather.plasma_fractal` in the same order, on uniforms
+``-w + 2w * u`` made from 32-bit words (``u = (word + 0.5) * 2**-32``, the halves of the
+generator's 64-bit output, low half first): the map of ``plasma_fractal`` fed those uniforms
+(tested), without NumPy's per-octave temporaries and the generator's per-value calls. The
+window handed to the blend is stored as float32 (the haze needs no more).
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-_TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53
+_TO_UNIT = 1.0 / 4294967296.0  # 2**-32
 
 
 @numba.njit(cache=True, nogil=True)
-def plasma_map(raw: np.ndarray, n: int, wibbledecay: float, height: int, width: int) -> np.ndarray:  # pragma: no cover - compiled
-    """The normalised n x n plasma map's top-left ``height x width`` window (float64).
+def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width: int) -> np.ndarray:  # pragma: no cover - compiled
+    """The normalised n x n plasma map's top-left ``height x width`` window (float32).
 
-    ``raw`` holds the 3 * (n * n - 1) / 3 = n * n - 1 words the octaves consume, in draw order."""
+    ``words`` holds the n * n - 1 32-bit words the octaves consume, in draw order."""
     grid = np.empty((n, n), dtype=np.float64)
     grid[0, 0] = 0.0
     step = n
@@ -37,7 +38,7 @@ def plasma_map(raw: np.ndarray, n: int, wibbledecay: float, height: int, width: 
                 j1 = j + 1 if j + 1 < cells else 0
                 a = grid[i * step, j * step] + grid[i1 * step, j * step]
                 b = grid[i * step, j1 * step] + grid[i1 * step, j1 * step]
-                u = float(raw[p] >> np.uint64(11)) * _TO_UNIT
+                u = (float(words[p]) + 0.5) * _TO_UNIT
                 p += 1
                 grid[i * step + half, j * step + half] = (a + b) / 4 + wibble * (lo + span * u)
         # diamonds on the corner rows: (ce[i, j] + ce[i-1, j]) + (co[i, j] + co[i, j+1])
@@ -47,7 +48,7 @@ def plasma_map(raw: np.ndarray, n: int, wibbledecay: float, height: int, width: 
                 j1 = j + 1 if j + 1 < cells else 0
                 a = grid[i * step + half, j * step + half] + grid[im * step + half, j * step + half]
                 b = grid[i * step, j * step] + grid[i * step, j1 * step]
-                u = float(raw[p] >> np.uint64(11)) * _TO_UNIT
+                u = (float(words[p]) + 0.5) * _TO_UNIT
                 p += 1
                 grid[i * step, j * step + half] = (a + b) / 4 + wibble * (lo + span * u)
         # diamonds on the centre rows: (ce[i, j] + ce[i, j-1]) + (co[i, j] + co[i+1, j])
@@ -57,20 +58,33 @@ def plasma_map(raw: np.ndarray, n: int, wibbledecay: float, height: int, width: 
                 jm = j - 1 if j > 0 else cells - 1
                 a = grid[i * step + half, j * step + half] + grid[i * step + half, jm * step + half]
                 b = grid[i * step, j * step] + grid[i1 * step, j * step]
-                u = float(raw[p] >> np.uint64(11)) * _TO_UNIT
+                u = (float(words[p]) + 0.5) * _TO_UNIT
                 p += 1
                 grid[i * step + half, j * step] = (a + b) / 4 + wibble * (lo + span * u)
         step //= 2
         wibble /= wibbledecay
-    mn = grid.min()
-    for i in range(n):
-        for j in range(n):
-            grid[i, j] -= mn
-    mx = grid.max()
-    out = np.empty((height, width), dtype=np.float64)
+    # (grid - min) / max(grid - min): one pass for both extremes (eight running pairs, so that it
+    # vectorises), and max(grid - min) is max(grid) - min, the subtraction being monotonic
+    flat = grid.reshape(-1)
+    lo8 = np.full(8, np.inf)
+    hi8 = np.full(8, -np.inf)
+    for i in range(0, flat.shape[0] - 7, 8):
+        for k in range(8):
+            v = flat[i + k]
+            lo8[k] = min(lo8[k], v)
+            hi8[k] = max(hi8[k], v)
+    mn = lo8.min()
+    mx = hi8.max()
+    for i in range(flat.shape[0] // 8 * 8, flat.shape[0]):
+        mn = min(mn, flat[i])
+        mx = max(mx, flat[i])
+    den = mx - mn
+    out = np.empty((height, width), dtype=np.float32)
     for i in range(height):
+        g = grid[i]
+        o = out[i]
         for j in range(width):
-            out[i, j] = grid[i, j] / mx
+            o[j] = np.float32((g[j] - mn) / den)
     return out
 
 
@@ -78,7 +92,7 @@ def plasma_map(raw: np.ndarray, n: int, wibbledecay: float, height: int, width: 
 def fog_blend(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
     """``out = clip((x / 255 + c0 * plasma) * peak / (peak + c0), 0, 1) * 255`` per image, with
     ``peak`` the image's maximum of ``x / 255``; x: B x 3 x H x W (uint8 levels or float64 values),
-    plasma: B x H x W float64; out: float64, or uint8 for the truncated levels. The float64
+    plasma: B x H x W (float32 or float64, widened); out: float64, or uint8 for the truncated levels. The float64
     operations of the tensor path, in its order."""
     nb, nc, nh, nw = x.shape
     for n in range(nb):
@@ -91,7 +105,7 @@ def fog_blend(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> 
                 pr = pl[i]
                 o = out[n, ch, i]
                 for j in range(nw):
-                    v = np.float64(xr[j]) / 255.0 + c0 * pr[j]
+                    v = np.float64(xr[j]) / 255.0 + c0 * np.float64(pr[j])
                     v = v * peak
                     v = v / den
                     o[j] = min(max(v, 0.0), 1.0) * 255.0

@@ -112,11 +112,12 @@ def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     size = fog_mapsize(ctx.edition, ctx.height, ctx.width)
     generator = getattr(draws, "generator", None)
     if isinstance(generator, np.random.Generator):
-        # FastDraws: the same map from the raw words generator.uniform would consume, compiled
+        # FastDraws: compiled, on 32-bit uniforms (see _fog_cpu); the window as float32
+        from .._ziggurat import _halves
         from ._fog_cpu import plasma_map
 
-        raw = generator.bit_generator.random_raw(size * size - 1)
-        return {"plasma": plasma_map(raw, size, float(ctx.params[1]), ctx.height, ctx.width)}
+        words = _halves(generator.bit_generator.random_raw(size * size // 2))[: size * size - 1]
+        return {"plasma": plasma_map(words, size, float(ctx.params[1]), ctx.height, ctx.width)}
     pmap = plasma_fractal(draws, size, float(ctx.params[1]))
     return {"plasma": np.ascontiguousarray(pmap[: ctx.height, : ctx.width])}
 
@@ -129,11 +130,14 @@ def fog(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx
 
         xa = np.ascontiguousarray(x.detach().numpy())
         out = np.empty(xa.shape, dtype=np.uint8 if ctx.levels else np.float64)  # uint8: truncated
-        fog_blend(xa, np.ascontiguousarray(d["plasma"].detach().numpy(), dtype=np.float64), float(c[0]), out)
+        plasma = d["plasma"].detach().numpy()
+        if plasma.dtype not in (np.float32, np.float64):
+            plasma = plasma.astype(np.float64)
+        fog_blend(xa, np.ascontiguousarray(plasma), float(c[0]), out)
         return torch.from_numpy(out)
     x = x.to(torch.float64) / 255.0 if x.dtype == torch.uint8 else x / 255.0
     peak = torch.amax(x, dim=(1, 2, 3), keepdim=True)
-    x += (c[0] * d["plasma"].to(x.dtype))[:, None]
+    x += (c[0] * d["plasma"].to(torch.float64))[:, None]
     x *= peak
     x /= peak + c[0]
     return x.clamp_(0, 1).mul_(255)
