@@ -9,6 +9,7 @@ the reference imagenet-c 0.0.3 with independent NumPy seeds. Both in memory
 images whose top-1 prediction agrees.
 
     python benchmarks/decision_fidelity.py [--images 100] [--out benchmarks/results/decision_fidelity.json]
+    python benchmarks/decision_fidelity.py --corruptions fog impulse_noise   # redo these rows of --out
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--images", type=int, default=100)
     ap.add_argument("--out", default=str(HERE / "results" / "decision_fidelity.json"))
+    ap.add_argument("--corruptions", nargs="*", default=None, help="recompute only these rows of an existing --out file")
     args = ap.parse_args()
     torch.set_num_threads(2)
 
@@ -62,9 +64,22 @@ def main() -> None:
     model = load_model()
     clean_err = float((predict(model, imgs) != labels).mean())
     rows = []
+    names = shiftbench.list_corruptions()
+    previous: dict[str, dict] = {}
+    if args.corruptions:
+        old = json.loads(Path(args.out).read_text())
+        if old["images"] != n:
+            raise SystemExit(f"--out holds a run on {old['images']} photos, not {n}")
+        previous = {r["corruption"]: r for r in old["rows"]}
+        unknown = sorted(set(args.corruptions) - set(names))
+        if unknown:
+            raise SystemExit(f"unknown corruptions: {unknown}")
     print(f"clean top-1 error {clean_err:.3f} on {n} photos")
     print(f"{'corruption':18s} " + " ".join(f"  s{s}: ours / ref " for s in range(1, 6)) + "  mean |diff|  agree")
-    for name in shiftbench.list_corruptions():
+    for name in names:
+        if args.corruptions and name not in args.corruptions:
+            rows.append(previous[name])
+            continue
         errs_o, errs_r, agree = [], [], []
         for s in range(1, 6):
             ours = shiftbench.corrupt(imgs, name, s, seed=2024, edition="224")

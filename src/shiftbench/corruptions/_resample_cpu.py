@@ -109,13 +109,30 @@ def _cols_pass(src: np.ndarray, start: np.ndarray, index: np.ndarray, weight: np
 
 
 def box_resize_planes(planes: np.ndarray, height: int, width: int) -> np.ndarray:
-    """``Image.resize((width, height), Image.BOX)`` of 8-bit planes (P x H x W uint8), bit for bit."""
+    """``Image.resize((width, height), Image.BOX)`` of 8-bit planes (P x H x W uint8), bit for bit.
+
+    A reducing horizontal pass runs as a vertical pass on the transposed planes (OpenCV's SIMD
+    transpose): vertical passes process whole rows at once and vectorise, horizontal ones do not.
+    """
+    import cv2
+
     _, h, w = planes.shape
     y = planes
     if width != w:
         t = box_taps(w, width)
-        out = np.empty((y.shape[0], h, width), dtype=np.uint8)
-        _rows_pass(y, t.dense_index, t.dense_weight, t.gather, out)
+        if t.gather:
+            out = np.empty((y.shape[0], h, width), dtype=np.uint8)
+            _rows_pass(y, t.dense_index, t.dense_weight, True, out)
+        else:
+            n = y.shape[0]
+            tr = np.empty((n, w, h), dtype=np.uint8)
+            for k in range(n):
+                cv2.transpose(y[k], dst=tr[k])
+            red = np.empty((n, width, h), dtype=np.uint8)
+            _cols_pass(tr, t.start, t.index, t.weight, False, red)
+            out = np.empty((n, h, width), dtype=np.uint8)
+            for k in range(n):
+                cv2.transpose(red[k], dst=out[k])
         y = out
     if height != h:
         t = box_taps(h, height)
