@@ -409,3 +409,22 @@ def test_compiled_blends_equal_tensor_path(name: str, edition: str) -> None:
         for xin in (x, x.to(torch.float64)):
             fused = spec.apply(xin, params, stacked, ApplyContext(edition, severity))
             assert fused.dtype == torch.float64 and torch.equal(fused, tensor), (severity, xin.dtype)
+
+
+@pytest.mark.parametrize(("h", "w"), [(224, 224), (37, 52), (33, 71), (299, 120)])
+def test_jpeg_round_trip_equals_pillow(h: int, w: int) -> None:
+    """The plane-wise OpenCV round trip gives Pillow's pixels (both are libjpeg-turbo; the probe that
+    enables it passes here), for every quality the editions use and the release quality 85."""
+    from shiftbench.corruptions.digital import _opencv_jpeg_is_pillows, _pillow_jpeg, jpeg_round_trip
+
+    assert _opencv_jpeg_is_pillows()
+    imgs = photos("224", 2)[:, :h, :w] if h <= 224 and w <= 224 else np.random.default_rng(1).integers(0, 256, (2, h, w, 3)).astype(np.uint8)
+    x = torch.from_numpy(np.ascontiguousarray(imgs)).permute(0, 3, 1, 2).contiguous()
+    spec = shiftbench.get_corruption("jpeg_compression")
+    qualities = sorted({int(spec.severity_params(ed, s)) for ed in spec.editions for s in range(1, 6)} | {85})
+    for q in qualities:
+        got = jpeg_round_trip(x, q)
+        assert got.dtype == torch.uint8 and tuple(got.shape) == tuple(x.shape)
+        want = np.stack([_pillow_jpeg(np.ascontiguousarray(a), q) for a in imgs])
+        assert np.array_equal(got.permute(0, 2, 3, 1).numpy(), want), q
+        assert torch.equal(jpeg_round_trip(x, q, use_opencv=False), got)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
 
 from ._images import Batch, Output, to_batch
 from ._registry import ApplyContext, Corruption, SampleContext, get_corruption
@@ -100,19 +98,14 @@ def sample_draws(
 
 
 def release_jpeg(y_uint8: torch.Tensor, quality: int = RELEASE_JPEG_QUALITY) -> torch.Tensor:
-    """Store-and-reload as the published datasets did: JPEG (4:2:0, optimised Huffman) and decode.
+    """Store-and-reload as the published datasets did: JPEG (4:2:0) and decode.
 
-    ``y_uint8``: B x 3 x H x W uint8. Returns the decoded batch (uint8, same device).
+    ``y_uint8``: B x 3 x H x W uint8. Returns the decoded batch (uint8, same device). (The released
+    files also used optimised Huffman tables, which change their size, not their pixels.)
     """
-    arr = y_uint8.permute(0, 2, 3, 1).cpu().numpy()
-    outs = []
-    for a in arr:
-        buf = io.BytesIO()
-        Image.fromarray(a).save(buf, format="JPEG", quality=quality, optimize=True)
-        buf.seek(0)
-        with Image.open(buf) as im:
-            outs.append(np.asarray(im.convert("RGB")))
-    return torch.from_numpy(np.stack(outs)).permute(0, 3, 1, 2).to(y_uint8.device)
+    from .corruptions.digital import jpeg_round_trip
+
+    return jpeg_round_trip(y_uint8, quality)
 
 
 _CHUNK_VALUES = 1 << 20  # values per chunk on the CPU: keeps intermediates cache-resident

@@ -176,14 +176,77 @@ def _pillow_pixelate(x: torch.Tensor, c: float) -> torch.Tensor:
     return _chw_tensor(out, x)
 
 
+def _jpeg_probe_image() -> np.ndarray:
+    """A small image with gradients, edges, noise and an odd size (partial MCUs at both edges)."""
+    yy, xx = np.mgrid[0:37, 0:53]
+    img = np.stack([(xx * 5) % 256, (yy * 7) % 256, ((xx + yy) * 3) % 256], axis=-1)
+    img[10:20, 5:30] = 255
+    img = img + np.random.default_rng(0).integers(0, 40, img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def _pillow_jpeg(a: np.ndarray, quality: int) -> np.ndarray:
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, format="JPEG", quality=int(quality))
+    buf.seek(0)
+    return np.asarray(Image.open(buf).convert("RGB"))
+
+
+@lru_cache(maxsize=1)
+def _opencv_jpeg_is_pillows() -> bool:
+    """Whether OpenCV's JPEG round trip (4:2:0) gives Pillow's pixels here: both wheels bundle
+    libjpeg-turbo with the same defaults (integer DCT, fancy upsampling), but a build against another
+    libjpeg would not; checked once per process on a probe image at low and high quality."""
+    import cv2
+
+    if not hasattr(cv2, "IMWRITE_JPEG_SAMPLING_FACTOR_420"):
+        return False
+    img = _jpeg_probe_image()
+    for q in (5, 30, 85):
+        ok, enc = cv2.imencode(".jpg", img[..., ::-1], _opencv_jpeg_params(q))
+        if not ok or not np.array_equal(cv2.imdecode(enc, cv2.IMREAD_COLOR)[..., ::-1], _pillow_jpeg(img, q)):
+            return False
+    return True
+
+
+def _opencv_jpeg_params(quality: int) -> list[int]:
+    import cv2
+
+    return [cv2.IMWRITE_JPEG_QUALITY, int(quality), cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420]
+
+
+def _opencv_jpeg_planes(x: np.ndarray, quality: int) -> np.ndarray:
+    """B x 3 x H x W uint8 -> the JPEG round trip, channel planes in and out (no interleaved copies)."""
+    import cv2
+
+    params = _opencv_jpeg_params(quality)
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        ok, enc = cv2.imencode(".jpg", cv2.merge([x[i, 2], x[i, 1], x[i, 0]]), params)
+        if not ok:
+            raise RuntimeError("OpenCV could not encode the image as JPEG")
+        b, g, r = cv2.split(cv2.imdecode(enc, cv2.IMREAD_COLOR))
+        out[i, 0], out[i, 1], out[i, 2] = r, g, b
+    return out
+
+
+def jpeg_round_trip(x: torch.Tensor, quality: int, use_opencv: bool = True) -> torch.Tensor:
+    """Pillow's JPEG round trip (quality ``quality``, 4:2:0) of a B x 3 x H x W uint8 batch, on its device.
+
+    libjpeg-turbo through OpenCV on channel planes where that gives Pillow's pixels (checked once
+    per process), else through Pillow.
+    """
+    a = np.ascontiguousarray(x.detach().cpu().numpy())
+    if use_opencv and _opencv_jpeg_is_pillows():
+        return torch.from_numpy(_opencv_jpeg_planes(a, int(quality))).to(x.device)
+    imgs = _hwc_images(torch.from_numpy(a))
+    out = np.empty_like(imgs)
+    for i, im in enumerate(imgs):
+        out[i] = _pillow_jpeg(im, int(quality))
+    return _chw_tensor(out, x)
+
+
 @register("jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8)
 def jpeg_compression(x: torch.Tensor, c: int, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
-    """Encode as JPEG at quality c (4:2:0 chroma subsampling) and decode (Pillow/libjpeg)."""
-    imgs = _hwc_images(x)
-    out = np.empty_like(imgs)
-    for i, a in enumerate(imgs):
-        buf = io.BytesIO()
-        Image.fromarray(a).save(buf, format="JPEG", quality=int(c))
-        buf.seek(0)
-        out[i] = np.asarray(Image.open(buf).convert("RGB"))
-    return _chw_tensor(out, x)
+    """Encode as JPEG at quality c (4:2:0 chroma subsampling) and decode (libjpeg-turbo)."""
+    return jpeg_round_trip(x, int(c), use_opencv=bool(ctx.extra.get("fused", True)))
