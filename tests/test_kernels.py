@@ -428,3 +428,34 @@ def test_jpeg_round_trip_equals_pillow(h: int, w: int) -> None:
         want = np.stack([_pillow_jpeg(np.ascontiguousarray(a), q) for a in imgs])
         assert np.array_equal(got.permute(0, 2, 3, 1).numpy(), want), q
         assert torch.equal(jpeg_round_trip(x, q, use_opencv=False), got)
+
+
+@pytest.mark.parametrize("name", [n for n in shiftbench.list_corruptions() if shiftbench.get_corruption(n).fused is not None])
+def test_fused_route_equals_sample_then_apply(name: str) -> None:
+    """Corruptions that draw and apply in one CPU pass give exactly what replaying their sampled
+    draws through the functional gives, for 8-bit and float inputs, in every output form."""
+    from shiftbench.api import sample_draws
+
+    assert name in ("gaussian_noise", "speckle_noise")
+    imgs = photos("64", 3)
+    for severity in (1, 5):
+        for inp in (imgs, torch.from_numpy(imgs).permute(0, 3, 1, 2).float() / 255.0):
+            draws = [sample_draws(inp[i], name, severity, seed=7, edition="64") for i in range(3)]
+            for quantize in (False, True):
+                fused = shiftbench.corrupt(inp, name, severity, seed=7, edition="64", quantize=quantize)
+                replay = shiftbench.corrupt(inp, name, severity, edition="64", draws=draws, quantize=quantize)
+                assert type(fused) is type(replay)
+                assert np.array_equal(np.asarray(fused), np.asarray(replay)), (severity, quantize)
+
+
+def test_fused_noise_kernel_reports_a_short_stream() -> None:
+    from shiftbench._ziggurat import R, _halves, noise_image, standard_normal32, tables
+
+    x = photos("32", 1)[0].transpose(2, 0, 1).copy()
+    out = np.empty(x.shape, dtype=np.float32)
+    raw = np.random.PCG64(3).random_raw(2_000)
+    assert noise_image(_halves(raw[:500]), x, np.float32(0.1), False, out, *tables(), R) == -1
+    assert noise_image(_halves(raw), x, np.float32(0.1), False, out, *tables(), R) > 0
+    z = standard_normal32(np.random.PCG64(3), x.size).reshape(32, 32, 3).transpose(2, 0, 1)
+    want = np.clip(x.astype(np.float32) / np.float32(255) + np.float32(0.1) * z, 0, 1) * np.float32(255)
+    assert np.array_equal(out, want.astype(np.float32))

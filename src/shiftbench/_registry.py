@@ -105,6 +105,9 @@ class Corruption:
     description: str = ""
     order: int = 0
     accepts_levels: bool = False  # apply() also takes the raw uint8 levels (of 8-bit inputs) for x
+    # optional CPU route that draws and applies in one pass: fused(x, params, generators, ctx) must
+    # equal apply(x, params, <the sampler's draws from those generators>, ctx) (tested per corruption)
+    fused: Callable[..., torch.Tensor] | None = None
 
     def input_dtype(self, float_input: bool) -> torch.dtype:
         """The dtype ``apply`` receives: 8-bit inputs stay uint8 where the functional accepts levels
@@ -138,6 +141,7 @@ def register(
     description: str = "",
     params: Mapping[str, tuple[Any, ...]] | None = None,
     accepts_levels: bool = False,
+    fused: Callable[..., torch.Tensor] | None = None,
 ) -> Callable[[ApplyFn], ApplyFn]:
     """Decorator registering ``apply`` under ``name``.
 
@@ -168,6 +172,7 @@ def register(
             description=description or (fn.__doc__ or "").strip().split("\n")[0],
             order=_paper_order(name),
             accepts_levels=accepts_levels,
+            fused=fused,
         )
         return fn
 

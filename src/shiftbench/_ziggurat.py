@@ -200,3 +200,58 @@ def _halves(raw: np.ndarray) -> np.ndarray:
     if sys.byteorder == "little":
         return raw.view(np.uint32)
     return np.stack([raw & np.uint64(0xFFFFFFFF), raw >> np.uint64(32)], axis=1).ravel().astype(np.uint32)
+
+
+@numba.njit(cache=True, nogil=True)
+def noise_image(
+    raw: np.ndarray,
+    x: np.ndarray,
+    c: np.float32,
+    multiplicative: bool,
+    out: np.ndarray,
+    k: np.ndarray,
+    w: np.ndarray,
+    fo: np.ndarray,
+    fi: np.ndarray,
+    r_edge: float,
+) -> int:  # pragma: no cover - compiled
+    """Gaussian (or speckle) noise on one image without materialising the field: the float32
+    normals of :func:`ziggurat_fill` on the 32-bit words ``raw`` (H x W x 3 order), drawn one image
+    row at a time into an L1-sized buffer and applied with the float32 operations of the noise
+    functional (x: 3 x H x W levels or values; out: float32 values or uint8 levels). Returns the
+    words used, -1 when ``raw`` ran out."""
+    nwords = raw.shape[0]
+    _, nh, nw = x.shape
+    k255 = np.float32(255.0)
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    zrow = np.empty((nw, 3), dtype=np.float32)
+    zflat = zrow.reshape(-1)
+    p = 0
+    for i in range(nh):
+        for q in range(3 * nw):
+            if p >= nwords:
+                return -1
+            r = _word(raw, p)
+            p += 1
+            layer = int(r & np.uint64(0xFF))
+            jj = (r >> np.uint64(9)) & np.uint64(0x7FFFFF)
+            if jj < k[layer]:
+                sign = 1.0 - 2.0 * float(np.int64((r >> np.uint64(8)) & np.uint64(1)))
+                zflat[q] = float(np.int64(jj)) * w[layer] * sign
+            else:
+                zv, p = _slow(raw, p, r, k, w, fo, fi, r_edge, False)
+                if p < 0:
+                    return -1
+                zflat[q] = zv
+        for ch in range(3):
+            xr = x[ch, i]
+            o = out[ch, i]
+            for j in range(nw):
+                v = np.float32(xr[j]) / k255
+                t = c * zrow[j, ch]
+                if multiplicative:
+                    t = v * t
+                v = v + t
+                o[j] = min(max(v, zero), one) * k255
+    return p

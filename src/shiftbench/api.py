@@ -171,6 +171,16 @@ def corrupt(
     for a in range(0, n, step):
         e = min(n, a + step)
         stacked: dict[str, torch.Tensor] = {}
+        if spec.fused is not None and draws is None and b.raw.device.type == "cpu":
+            gens = [
+                derive_generator(seed, key_to_int(keys[i]) if keys is not None else image_key(b.canonical_uint8(i)), spec.name, s)
+                for i in range(a, e)
+            ]
+            y = spec.fused(b.rgb(a, e, spec.input_dtype(b.float_input)), params, gens, ctx)
+            if release:
+                y = release_jpeg(y.clamp(0, 255).to(torch.uint8))
+            out.put(a, e, y)
+            continue
         if spec.sample is not None:
             if draws is None:
                 per_image = []

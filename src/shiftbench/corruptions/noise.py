@@ -31,12 +31,33 @@ def _chw(a: torch.Tensor) -> torch.Tensor:
     return a.permute(0, 3, 1, 2)
 
 
+def _noise_fused(multiplicative: bool) -> Any:
+    def fused(x: torch.Tensor, c: float, generators: list[np.random.Generator], ctx: ApplyContext) -> torch.Tensor:
+        """Draw (FastDraws.standard_normal32 of each generator) and apply in one compiled pass per image."""
+        from .._ziggurat import R, _halves, noise_image, tables
+
+        xa = np.ascontiguousarray(x.detach().numpy())
+        if xa.dtype not in (np.uint8, np.float32):
+            xa = xa.astype(np.float32)
+        _, _, h, w = xa.shape
+        n = h * w * 3
+        out = np.empty(xa.shape, dtype=np.uint8 if ctx.levels else np.float32)
+        kt, wt, fo, fi = tables()
+        for i, g in enumerate(generators):
+            raw = g.bit_generator.random_raw((n + n // 32 + 64 + 1) // 2)  # as standard_normal32 draws
+            while noise_image(_halves(raw), xa[i], np.float32(c), multiplicative, out[i], kt, wt, fo, fi, R) < 0:
+                raw = np.concatenate([raw, g.bit_generator.random_raw(n // 16 + 64)])
+        return torch.from_numpy(out)
+
+    return fused
+
+
 def _sample_normal(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     # reference: np.random.normal(size=x.shape, scale=c) == c * standard normal
     return {"z": draws.standard_normal32((ctx.height, ctx.width, 3))}
 
 
-@register("gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32, accepts_levels=True)
+@register("gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32, accepts_levels=True, fused=_noise_fused(False))
 def gaussian_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Additive Gaussian noise of standard deviation c (image in [0, 1])."""
     if _fused(x, ctx):
@@ -81,7 +102,7 @@ def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
     return torch.clamp(out, 0, 1) * 255
 
 
-@register("speckle_noise", family="noise", group="extra", sample=_sample_normal, dtype=torch.float32, accepts_levels=True)
+@register("speckle_noise", family="noise", group="extra", sample=_sample_normal, dtype=torch.float32, accepts_levels=True, fused=_noise_fused(True))
 def speckle_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Multiplicative noise: x + x * N(0, c^2)."""
     if _fused(x, ctx):
