@@ -304,7 +304,7 @@ def test_disk_plan_rebuilds_the_kernel(edition: str, severity: int) -> None:
     """Disk (box sums) * Gaussian + frame taps = the reference kernel, to within the plan's bound."""
     from scipy.signal import convolve2d
 
-    from shiftbench.corruptions._defocus_cpu import disk_plan
+    from shiftbench.corruptions._defocus_cpu import disk_plan, strips_frame
     from shiftbench.corruptions.blur import disk_kernel
 
     radius, blur = shiftbench.get_corruption("defocus_blur").severity_params(edition, severity)
@@ -319,10 +319,7 @@ def test_disk_plan_rebuilds_the_kernel(edition: str, severity: int) -> None:
             disk[plan.grid - w : plan.grid + w + 1, c] = plan.dval
     g = plan.g.astype(np.float64)
     rebuilt = convolve2d(disk, np.outer(g, g))
-    fw, fc, fdy, fdx = plan.frame
-    for f in range(len(fw)):
-        for m in range(int(fc[f])):
-            rebuilt[fdy[8 * f + m], fdx[8 * f + m]] += fw[f]
+    rebuilt += strips_frame(plan.frame, rebuilt.shape[0])
     h = plan.half
     inner = rebuilt[h : h + n, h : h + n]
     outside = np.abs(rebuilt).sum() - np.abs(inner).sum()  # the full blur's spill, cancelled by the frame

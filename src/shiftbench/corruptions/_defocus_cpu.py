@@ -11,8 +11,8 @@ cut-off mass leaves a difference ``C = K - D * (g (x) g)`` on a thin frame of ta
 and ``correlate(x, D)`` is a sum of box sums: the disk's column ``dx`` is a run of half-height
 ``w(dx)``, so per output row one vertical pass builds the box sums of every half-height and a
 horizontal pass adds the 2R + 1 shifted columns. Work per pixel: ~4R adds, 2 x ksize
-multiply-adds and the frame taps (none for radius <= 6 at 224; 48 and 160 taps in 8-fold
-symmetric groups at radius 8 and 10), instead of the kernel's (2R + 3)^2 taps.
+multiply-adds and the frame taps (none for radius <= 6 at 224; 48 and 160 taps at radius 8
+and 10, run as a few symmetric 1-D strips), instead of the kernel's (2R + 3)^2 taps.
 
 Precision: on 8-bit levels the box sums are integers, exact in float32; the Gaussian runs in
 float64 and the frame in float32. What the decomposition leaves out (the float32 rounding of the
@@ -47,33 +47,59 @@ class DiskPlan(NamedTuple):
     width_slot: np.ndarray  # per column dx = -grid..grid: index into widths, -1 when empty
     g: np.ndarray  # Gaussian taps (float32, 2 * half + 1)
     dval: float  # the disk's value 1/N (float32, as the reference normalises it)
-    frame: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # symmetric tap groups of C (padded window)
+    frame: tuple[np.ndarray, ...]  # C as 1-D strips (:func:`frame_strips`)
     taps: tuple[np.ndarray, np.ndarray, np.ndarray]  # the reference kernel's non-zero taps: weight, dy, dx
     margin: float  # bound on the fast path's error, in levels (x 4): closer results are recomputed
 
 
-def octant_groups(k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Non-zero taps of an odd square kernel grouped by equal weight under the mirrors and the
-    transposition it has exactly: (weights, counts, dy, dx), group g's ``counts[g]`` offsets (up to 8)
-    in ``dy/dx[8g : 8g + counts[g]]`` (unused slots repeat the first offset)."""
-    n = k.shape[0]
-    seen = np.zeros(k.shape, dtype=bool)
-    weights, counts, dys, dxs = [], [], [], []
-    for i in range(n):
-        for j in range(n):
-            if seen[i, j] or k[i, j] == 0.0:
-                continue
-            orbit = {(a, b) for a in (i, n - 1 - i) for b in (j, n - 1 - j)}
-            orbit |= {(b, a) for a, b in orbit}
-            members = sorted(m for m in orbit if k[m] == k[i, j] and not seen[m])
-            for m in members:
-                seen[m] = True
-            weights.append(k[i, j])
-            counts.append(len(members))
-            pad = members + [members[0]] * (8 - len(members))
-            dys.extend(a for a, _ in pad)
-            dxs.extend(b for _, b in pad)
-    return np.array(weights), np.array(counts, dtype=np.int64), np.array(dys, dtype=np.int64), np.array(dxs, dtype=np.int64)
+def frame_strips(frame: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A frame that is symmetric under both mirrors and the transposition, as 1-D strips.
+
+    Tap (dy, dx) (offsets from the centre) belongs to the column strip ``|dx|`` when
+    ``|dx| >= |dy|``, else to the row strip ``|dy|``; by symmetry a strip is a symmetric 1-D
+    profile used at +offset and -offset, so a column strip is one vertical filter per row shared
+    by both sides, and a row strip one horizontal filter of the sum of its two rows.
+    Returns (centre weight (1,), column offsets, column half-lengths, column weights (n x L),
+    row offsets, row half-lengths, row weights (n x L)); weights float32, index 0 the middle tap.
+    """
+    side = frame.shape[0]
+    c0 = (side - 1) // 2
+    cols, rows = [], []
+    for off in range(1, c0 + 1):
+        col = frame[c0 : c0 + off + 1, c0 + off]  # dy = 0..off of column +off
+        if np.any(col != 0):
+            cols.append((off, col))
+        row = frame[c0 + off, c0 : c0 + off]  # dx = 0..off-1 of row +off
+        if np.any(row != 0):
+            rows.append((off, row))
+
+    def pack(strips: list[tuple[int, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        width = max([len(np.flatnonzero(v)) and int(np.flatnonzero(v).max()) + 1 for _, v in strips] + [1])
+        offs = np.array([o for o, _ in strips], dtype=np.int64)
+        lens = np.zeros(len(strips), dtype=np.int64)
+        w = np.zeros((len(strips), width), dtype=np.float32)
+        for i, (_, v) in enumerate(strips):
+            m = int(np.flatnonzero(v).max())
+            lens[i] = m
+            w[i, : m + 1] = v[: m + 1]
+        return offs, lens, w
+
+    return (np.array([frame[c0, c0]], dtype=np.float32), *pack(cols), *pack(rows))
+
+
+def strips_frame(strips: tuple[np.ndarray, ...], side: int) -> np.ndarray:
+    """The frame that :func:`frame_strips` describes (for checks)."""
+    centre, coff, clen, cw, roff, rlen, rw = strips
+    c0 = (side - 1) // 2
+    f = np.zeros((side, side))
+    f[c0, c0] = centre[0]
+    for off, m, w in zip(coff, clen, cw):
+        for d in range(-int(m), int(m) + 1):
+            f[c0 + d, c0 + off] = f[c0 + d, c0 - off] = w[abs(d)]
+    for off, m, w in zip(roff, rlen, rw):
+        for d in range(-int(m), int(m) + 1):
+            f[c0 + off, c0 + d] = f[c0 - off, c0 + d] = w[abs(d)]
+    return f
 
 
 @lru_cache(maxsize=64)
@@ -119,12 +145,13 @@ def disk_plan(radius: float, alias_blur: float, kernel_bytes: bytes, kernel_side
     frame = frame.astype(np.float32).astype(np.float64)
     # what the fast path leaves out (the taps' float32 rounding, dropped frame taps): its total
     # goes to the centre tap, so flat regions come out as level * sum(K); the rest bounds the error
-    missing = ext - full - frame
     centre = grid + half
-    frame[centre, centre] += float(np.float32(missing.sum()))
-    missing[centre, centre] -= missing.sum()
+    frame[centre, centre] = float(np.float32(frame[centre, centre] + (ext - full - frame).sum()))
+    missing = ext - full - frame
     bound = 255.0 * (np.abs(missing).sum() + 1e-6 * np.abs(frame).sum() + 1e-14 * kernel_side**2)
-    fw, fc, fdy, fdx = octant_groups(frame)
+    strips = frame_strips(frame)
+    if not np.array_equal(strips_frame(strips, frame.shape[0]), frame):
+        return None  # not symmetric as built (cannot happen for the reference kernels)
     ty, tx = np.nonzero(k)
     return DiskPlan(
         pad=grid + half,
@@ -134,7 +161,7 @@ def disk_plan(radius: float, alias_blur: float, kernel_bytes: bytes, kernel_side
         width_slot=width_slot,
         g=g,
         dval=dval,
-        frame=(fw.astype(np.float32), fc, fdy, fdx),
+        frame=strips,
         taps=(k[ty, tx].astype(np.float64), (ty + half).astype(np.int64), (tx + half).astype(np.int64)),
         margin=4.0 * bound,
     )
@@ -149,10 +176,13 @@ def disk_correlate(
     width_slot: np.ndarray,
     g: np.ndarray,
     dval: float,
-    fw: np.ndarray,
-    fc: np.ndarray,
-    fdy: np.ndarray,
-    fdx: np.ndarray,
+    fcentre: np.ndarray,
+    coff: np.ndarray,
+    clen: np.ndarray,
+    cw: np.ndarray,
+    roff: np.ndarray,
+    rlen: np.ndarray,
+    rw: np.ndarray,
     tw: np.ndarray,
     tdy: np.ndarray,
     tdx: np.ndarray,
@@ -176,6 +206,7 @@ def disk_correlate(
     tmp = np.empty(ew, dtype=np.float64)
     row64 = np.empty(nw, dtype=np.float64)
     fr = np.empty(nw, dtype=np.float32)
+    line = np.empty(wp, dtype=np.float32)
     ng = g.shape[0]
     g64 = np.empty(ng, dtype=np.float64)
     for s in range(ng):
@@ -236,46 +267,57 @@ def disk_correlate(
                 ws = g64[half + s]
                 for x in range(nw):
                     o[x] += (lo[x] + hi[x]) * ws
-            # 3. the frame taps, in mirror groups (offsets from the top-left of the padded window)
-            fr[:] = 0.0
-            for f in range(fw.shape[0]):
-                wt = fw[f]
-                cnt = fc[f]
-                q = 8 * f
-                r0 = plane[y + fdy[q], fdx[q] : fdx[q] + nw]
-                if cnt == 8:
-                    r1 = plane[y + fdy[q + 1], fdx[q + 1] : fdx[q + 1] + nw]
-                    r2 = plane[y + fdy[q + 2], fdx[q + 2] : fdx[q + 2] + nw]
-                    r3 = plane[y + fdy[q + 3], fdx[q + 3] : fdx[q + 3] + nw]
-                    r4 = plane[y + fdy[q + 4], fdx[q + 4] : fdx[q + 4] + nw]
-                    r5 = plane[y + fdy[q + 5], fdx[q + 5] : fdx[q + 5] + nw]
-                    r6 = plane[y + fdy[q + 6], fdx[q + 6] : fdx[q + 6] + nw]
-                    r7 = plane[y + fdy[q + 7], fdx[q + 7] : fdx[q + 7] + nw]
+            # 3. the frame: its centre tap, column strips (one vertical filter, used at +-offset)
+            #    and row strips (one horizontal filter of the sum of the rows at +-offset)
+            yc = y + pad
+            crow = plane[yc, pad : pad + nw]
+            wc = fcentre[0]
+            for x in range(nw):
+                fr[x] = crow[x] * wc
+            for q in range(coff.shape[0]):
+                off = coff[q]
+                w0 = cw[q, 0]
+                src = plane[yc]
+                for x in range(wp):
+                    line[x] = src[x] * w0
+                for d in range(1, clen[q] + 1):
+                    up = plane[yc - d]
+                    dn = plane[yc + d]
+                    wd = cw[q, d]
+                    for x in range(wp):
+                        line[x] += (up[x] + dn[x]) * wd
+                a = line[pad + off : pad + off + nw]
+                b = line[pad - off : pad - off + nw]
+                for x in range(nw):
+                    fr[x] += a[x] + b[x]
+            for q in range(roff.shape[0]):
+                off = roff[q]
+                up = plane[yc - off]
+                dn = plane[yc + off]
+                for x in range(wp):
+                    line[x] = up[x] + dn[x]
+                mid = line[pad : pad + nw]
+                w0 = rw[q, 0]
+                for x in range(nw):
+                    fr[x] += mid[x] * w0
+                for d in range(1, rlen[q] + 1):
+                    a = line[pad - d : pad - d + nw]
+                    b = line[pad + d : pad + d + nw]
+                    wd = rw[q, d]
                     for x in range(nw):
-                        fr[x] += (((r0[x] + r1[x]) + (r2[x] + r3[x])) + ((r4[x] + r5[x]) + (r6[x] + r7[x]))) * wt
-                elif cnt == 4:
-                    r1 = plane[y + fdy[q + 1], fdx[q + 1] : fdx[q + 1] + nw]
-                    r2 = plane[y + fdy[q + 2], fdx[q + 2] : fdx[q + 2] + nw]
-                    r3 = plane[y + fdy[q + 3], fdx[q + 3] : fdx[q + 3] + nw]
-                    for x in range(nw):
-                        fr[x] += ((r0[x] + r1[x]) + (r2[x] + r3[x])) * wt
-                else:
-                    for m in range(cnt):
-                        rm = plane[y + fdy[q + m], fdx[q + m] : fdx[q + m] + nw]
-                        for x in range(nw):
-                            fr[x] += rm[x] * wt
+                        fr[x] += (a[x] + b[x]) * wd
             # 4. to the reference's scale, counting values next to a level boundary
             near = 0
             for x in range(nw):
                 v = min(max((o[x] + np.float64(fr[x])) * inv, 0.0), 1.0) * 255.0
-                frac = v - np.float64(np.int64(v))  # v >= 0: truncation is floor, and vectorises
+                frac = v - np.float64(np.int32(v))  # 0 <= v <= 255: truncation is floor, and vectorises
                 near += (frac < margin) | (frac > 1.0 - margin)
                 o[x] = v
             if near > 0:
                 # 5. those values exactly: the reference's taps on x / 255 in float64
                 for x in range(nw):
                     v = o[x]
-                    frac = v - np.float64(np.int64(v))
+                    frac = v - np.float64(np.int32(v))
                     if (frac < margin or frac > 1.0 - margin) and 0.0 < v < 255.0:
                         t = 0.0
                         for i in range(tw.shape[0]):
