@@ -187,11 +187,14 @@ def disk_correlate(
     tdy: np.ndarray,
     tdx: np.ndarray,
     margin: float,
+    integer: bool,
     out: np.ndarray,
 ) -> int:  # pragma: no cover - compiled
     """Correlate padded planes ``xp`` (P x (H + 2 pad) x (W + 2 pad) float32 levels, pad = grid + half)
     with the decomposed kernel; ``out`` (P x H x W float64, or uint8 for the truncated levels)
-    receives the reference's ``clip(correlate(x / 255, K), 0, 1) * 255``. Returns the number of values recomputed exactly.
+    receives the reference's ``clip(correlate(x / 255, K), 0, 1) * 255``. ``integer``: the levels are
+    whole numbers (8-bit input), so box sums can slide from row to row exactly. Returns the number
+    of values recomputed exactly.
 
     Inner loops index slices from 0 so that they vectorise (an offset index costs a wrap-around
     check per element)."""
@@ -219,18 +222,27 @@ def disk_correlate(
         #    vertical box sums of each half-height, then the disk's columns side by side
         for y in range(eh):
             yc = y + grid  # centre row in padded coordinates
-            done = 0
-            for k in range(nwid):
-                dst = vbox[k]
-                src = plane[yc] if k == 0 else vbox[k - 1]
-                for x in range(wp):
-                    dst[x] = src[x]
-                for d in range(done + 1, widths[k] + 1):
-                    up = plane[yc - d]
-                    dn = plane[yc + d]
+            if integer and y > 0:
+                # slide each box down one row: exact, the sums being integers below 2**24
+                for k in range(nwid):
+                    dst = vbox[k]
+                    add = plane[yc + widths[k]]
+                    sub = plane[yc - 1 - widths[k]]
                     for x in range(wp):
-                        dst[x] += up[x] + dn[x]
-                done = widths[k]
+                        dst[x] += add[x] - sub[x]
+            else:
+                done = 0
+                for k in range(nwid):
+                    dst = vbox[k]
+                    src = plane[yc] if k == 0 else vbox[k - 1]
+                    for x in range(wp):
+                        dst[x] = src[x]
+                    for d in range(done + 1, widths[k] + 1):
+                        up = plane[yc - d]
+                        dn = plane[yc + d]
+                        for x in range(wp):
+                            dst[x] += up[x] + dn[x]
+                    done = widths[k]
             row = dsum[y]
             k = width_slot[grid]
             vb = vbox[k, grid : grid + ew]

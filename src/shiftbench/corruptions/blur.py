@@ -541,7 +541,7 @@ def _defocus_disk_cpu(x: torch.Tensor, plan: Any, levels: bool) -> torch.Tensor:
     cpu = torch.device("cpu")
     xp = pad_planes_scaled(planes, _reflect101_index(h, plan.pad, cpu).numpy(), _reflect101_index(w, plan.pad, cpu).numpy(), 1.0)
     out = np.empty((b * c, h, w), dtype=np.uint8 if levels else np.float64)
-    disk_correlate(xp, plan.grid, plan.half, plan.widths, plan.width_slot, plan.g, plan.dval, *plan.frame, *plan.taps, plan.margin, out)
+    disk_correlate(xp, plan.grid, plan.half, plan.widths, plan.width_slot, plan.g, plan.dval, *plan.frame, *plan.taps, plan.margin, planes.dtype == np.uint8, out)
     return torch.from_numpy(out.reshape(b, c, h, w))
 
 
