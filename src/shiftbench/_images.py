@@ -236,8 +236,18 @@ class Output:
             dtype = b.raw.dtype
         self.buf = torch.empty((n, c, h, w), dtype=dtype, device=b.raw.device)
 
+    def levels_view(self, a: int, b_: int) -> torch.Tensor | None:
+        """Rows a..b-1 of the buffer when it holds plain RGB 8-bit levels on the CPU (ApplyContext.out)."""
+        if self.buf.dtype == torch.uint8 and self.b.channels == 3 and self.buf.device.type == "cpu":
+            return self.buf[a:b_]
+        return None
+
     def put(self, a: int, b_: int, y: torch.Tensor) -> None:
         b = self.b
+        if y.dtype == torch.uint8 and self.levels_view(a, b_) is not None:
+            dst = self.buf[a:b_]
+            if y.data_ptr() == dst.data_ptr() and y.shape == dst.shape and y.stride() == dst.stride():
+                return  # the functional wrote into the buffer (ApplyContext.out)
         y = y.to(self.buf.device)
         if self.to_uint8:
             if self._truncate_in_place(a, b_, y):

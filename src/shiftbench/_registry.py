@@ -77,12 +77,15 @@ class ApplyContext:
 
     ``levels``: the caller truncates the result to 8-bit levels anyway, so ``apply`` may return
     them itself as uint8 (``uint8(clip(y, 0, 255))``, the same values) instead of floats.
+    ``out``: where the caller keeps the 8-bit result (B x 3 x H x W uint8, CPU), or None; an
+    ``apply`` that produces uint8 levels may write them there and return it, saving a copy.
     """
 
     edition: str
     severity: int
     extra: dict[str, Any] = field(default_factory=dict)
     levels: bool = False
+    out: torch.Tensor | None = None
 
 
 SampleFn = Callable[[Any, SampleContext], dict[str, np.ndarray]]

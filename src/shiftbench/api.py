@@ -170,6 +170,7 @@ def corrupt(
     step = _chunk_size(b)
     for a in range(0, n, step):
         e = min(n, a + step)
+        ctx.out = None if release else out.levels_view(a, e)
         stacked: dict[str, torch.Tensor] = {}
         if spec.fused is not None and draws is None and b.raw.device.type == "cpu":
             gens = [

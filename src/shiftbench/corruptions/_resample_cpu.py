@@ -108,8 +108,9 @@ def _cols_pass(src: np.ndarray, start: np.ndarray, index: np.ndarray, weight: np
                 d[x] = 0 if v < 0 else (255 if v > 255 else v)
 
 
-def box_resize_planes(planes: np.ndarray, height: int, width: int) -> np.ndarray:
-    """``Image.resize((width, height), Image.BOX)`` of 8-bit planes (P x H x W uint8), bit for bit.
+def box_resize_planes(planes: np.ndarray, height: int, width: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``Image.resize((width, height), Image.BOX)`` of 8-bit planes (P x H x W uint8), bit for bit;
+    into ``out`` (P x height x width uint8) when given.
 
     A reducing horizontal pass runs as a vertical pass on the transposed planes (OpenCV's SIMD
     transpose): vertical passes process whole rows at once and vectorise, horizontal ones do not.
@@ -121,8 +122,8 @@ def box_resize_planes(planes: np.ndarray, height: int, width: int) -> np.ndarray
     if width != w:
         t = box_taps(w, width)
         if t.gather:
-            out = np.empty((y.shape[0], h, width), dtype=np.uint8)
-            _rows_pass(y, t.dense_index, t.dense_weight, True, out)
+            wide = np.empty((y.shape[0], h, width), dtype=np.uint8)
+            _rows_pass(y, t.dense_index, t.dense_weight, True, wide)
         else:
             n = y.shape[0]
             tr = np.empty((n, w, h), dtype=np.uint8)
@@ -130,13 +131,18 @@ def box_resize_planes(planes: np.ndarray, height: int, width: int) -> np.ndarray
                 cv2.transpose(y[k], dst=tr[k])
             red = np.empty((n, width, h), dtype=np.uint8)
             _cols_pass(tr, t.start, t.index, t.weight, False, red)
-            out = np.empty((n, h, width), dtype=np.uint8)
+            wide = np.empty((n, h, width), dtype=np.uint8)
             for k in range(n):
-                cv2.transpose(red[k], dst=out[k])
-        y = out
+                cv2.transpose(red[k], dst=wide[k])
+        y = wide
+    if out is not None and out.shape != (y.shape[0], height, y.shape[2]):
+        raise ValueError(f"out has shape {out.shape}, expected {(y.shape[0], height, y.shape[2])}")
     if height != h:
         t = box_taps(h, height)
-        out = np.empty((y.shape[0], height, y.shape[2]), dtype=np.uint8)
-        _cols_pass(y, t.start, t.index, t.weight, t.gather, out)
-        y = out
+        dst = out if out is not None else np.empty((y.shape[0], height, y.shape[2]), dtype=np.uint8)
+        _cols_pass(y, t.start, t.index, t.weight, t.gather, dst)
+        return dst
+    if out is not None:
+        out[...] = y
+        return out
     return y

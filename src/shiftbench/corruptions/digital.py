@@ -164,7 +164,11 @@ def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyCo
     b = int(x.shape[0])
     planes = np.ascontiguousarray(x.detach().numpy()).reshape(b * 3, h, w)
     small = box_resize_planes(planes, int(h * c), int(w * c))
-    return torch.from_numpy(box_resize_planes(small, h, w).reshape(b, 3, h, w))
+    dst = ctx.out if ctx.out is not None and tuple(ctx.out.shape) == (b, 3, h, w) and ctx.out.is_contiguous() else None
+    if dst is None:
+        return torch.from_numpy(box_resize_planes(small, h, w).reshape(b, 3, h, w))
+    box_resize_planes(small, h, w, out=dst.numpy().reshape(b * 3, h, w))
+    return dst
 
 
 def _pillow_pixelate(x: torch.Tensor, c: float) -> torch.Tensor:
