@@ -49,6 +49,12 @@ def _albu_transform(name, s):
 
 def _run(args):
     lib, images, names, sevs, repeat = args
+    try:  # one thread per process for OpenCV too (the reference and imagecorruptions call it)
+        import cv2
+
+        cv2.setNumThreads(1)
+    except ImportError:
+        pass
     if lib == "imagenet_c":
         np.random.default_rng = lambda seed=None: np.random.mtrand._rand
         from imagenet_c import corrupt

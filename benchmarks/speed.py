@@ -52,6 +52,9 @@ def _ours_worker(args: tuple[np.ndarray, list[str], list[int], int, str, int]) -
     import torch
 
     torch.set_num_threads(1)
+    import cv2
+
+    cv2.setNumThreads(1)  # one thread per process, as for the peers
     import shiftbench
 
     x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous().to(device)

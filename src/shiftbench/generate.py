@@ -156,8 +156,12 @@ def _out_name(relpath: str) -> str:
 
 
 def _init_worker() -> None:
+    # one thread per worker process, OpenCV's pool included (it oversubscribes the cores otherwise)
     torch.set_num_threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import cv2
+
+    cv2.setNumThreads(1)
 
 
 @dataclass
