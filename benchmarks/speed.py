@@ -140,6 +140,8 @@ def main() -> None:
     names = args.corruptions or shiftbench.list_corruptions(group="benchmark")
     sevs = [1, 2, 3, 4, 5]
     imgs = load_sample_224(max(args.images, args.peer_images))
+    if len(imgs) < args.images:  # more images than photos (large GPU batches): the photos again, in order
+        imgs = np.concatenate([imgs] * -(-args.images // len(imgs)))[: args.images]
     libs = args.only or ["shiftbench", "imagenet_c", "imagecorruptions", "albumentations"]
     results = {}
     for lib in libs:

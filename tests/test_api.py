@@ -172,3 +172,17 @@ def test_cli_corrupt_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["corrupt", str(tmp_path / "missing.jpg"), str(out), "-c", "contrast"]) != 0
     assert main(["list", "corruptions", "*blur*"]) == 0
     assert "motion_blur" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["shot_noise", "impulse_noise", "glass_blur", "snow", "elastic_transform", "frost"])
+def test_threaded_draws_equal_serial_draws(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Accelerator batches sample their draws in a thread pool; the pixels must not change."""
+    import shiftbench.api as api
+
+    x = torch.from_numpy(photos("64", 4)).permute(0, 3, 1, 2).contiguous()
+    xf = x.to(torch.float32) / 255.0
+    serial = [shiftbench.corrupt(x, name, 3, seed=5), shiftbench.corrupt(xf, name, 3, seed=5)]
+    monkeypatch.setattr(api, "_threaded_draws", lambda b: True)
+    threaded = [shiftbench.corrupt(x, name, 3, seed=5), shiftbench.corrupt(xf, name, 3, seed=5)]
+    assert torch.equal(serial[0], threaded[0])
+    assert torch.equal(serial[1], threaded[1])

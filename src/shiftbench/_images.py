@@ -11,7 +11,7 @@ RGBA inputs is carried through unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,8 @@ class Batch:
     dtype: Any  # torch or numpy dtype of the input
     pil_mode: str | None = None
     squeeze_channel: bool = False  # 2-D input (no channel axis)
+    # host copy of images [start, start + len) as 3 x H x W uint8 keys (one transfer per chunk on accelerators)
+    _host: tuple[int, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def float_input(self) -> bool:
@@ -69,11 +71,20 @@ class Batch:
 
     def canonical_uint8(self, i: int) -> np.ndarray:
         """Image i as 3 x H x W uint8 (rounded for float inputs): the pixel key for seeding."""
-        r = self.raw[i]
-        r = r[:1].expand(3, -1, -1) if r.shape[0] in (1, 2) else r[:3]
+        if self._host is not None and 0 <= i - self._host[0] < len(self._host[1]):
+            return self._host[1][i - self._host[0]]
+        return self._canonical(i, i + 1)[0]
+
+    def _canonical(self, a: int, b: int) -> np.ndarray:
+        r = self.raw[a:b]
+        r = r[:, :1].expand(-1, 3, -1, -1) if r.shape[1] in (1, 2) else r[:, :3]
         if self.float_input:
             r = torch.round(r.to(torch.float32) * 255.0).clamp(0, 255).to(torch.uint8)
         return r.contiguous().cpu().numpy()
+
+    def prefetch_host(self, a: int, b: int) -> None:
+        """Copy the 8-bit keys of images a..b-1 to the host in one transfer (accelerator batches)."""
+        self._host = (a, self._canonical(a, b))
 
     def levels_hwc(self, i: int) -> np.ndarray:
         """Image i as H x W x 3 uint8 levels (rounded for float inputs)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -111,6 +113,24 @@ def release_jpeg(y_uint8: torch.Tensor, quality: int = RELEASE_JPEG_QUALITY) -> 
 _CHUNK_VALUES = 1 << 20  # values per chunk on the CPU: keeps intermediates cache-resident
 
 
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _draw_pool() -> ThreadPoolExecutor:
+    """Threads that sample the draws of accelerator batches (``SHIFTBENCH_DRAW_THREADS``, default: the cores, at most 16)."""
+    global _POOL
+    if _POOL is None:
+        env = os.environ.get("SHIFTBENCH_DRAW_THREADS", "")
+        n = int(env) if env.isdigit() and int(env) > 0 else min(16, os.cpu_count() or 1)
+        _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="shiftbench-draws")
+    return _POOL
+
+
+def _threaded_draws(b: Batch) -> bool:
+    """Sample in threads for accelerator batches (on the CPU, the apply step already keeps the cores busy)."""
+    return b.raw.device.type != "cpu"
+
+
 def _chunk_size(b: Batch) -> int:
     if b.raw.device.type != "cpu":
         return b.n
@@ -184,11 +204,21 @@ def corrupt(
             continue
         if spec.sample is not None:
             if draws is None:
-                per_image = []
-                for i in range(a, e):
+
+                def draw(i: int) -> dict[str, np.ndarray]:
                     k = key_to_int(keys[i]) if keys is not None else image_key(b.canonical_uint8(i))
                     src = FastDraws(derive_generator(seed, k, spec.name, s))
-                    per_image.append(_sample_one(spec, params, ed, s, b, i, src))
+                    return _sample_one(spec, params, ed, s, b, i, src)
+
+                if not _threaded_draws(b) or e - a < 2:
+                    per_image = [draw(i) for i in range(a, e)]
+                else:
+                    # the accelerator waits for host-side draws: one transfer of the keys, then the
+                    # images' draws in parallel threads (each image has its own generator, so the
+                    # draws do not depend on which thread makes them; the kernels release the GIL)
+                    if keys is None:
+                        b.prefetch_host(a, e)
+                    per_image = list(_draw_pool().map(draw, range(a, e)))
             else:
                 per_image = list(draws[a:e])
             stacked = _stack_draws(per_image, b.raw.device)

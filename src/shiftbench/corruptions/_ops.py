@@ -134,6 +134,18 @@ def _gaussian_direct_cpu(x: torch.Tensor, sigma: float, mode: str, truncate: flo
     return torch.from_numpy(out).reshape(x.shape)
 
 
+def fdiv(x: torch.Tensor, d: float) -> torch.Tensor:
+    """``x / d`` with IEEE division on every device.
+
+    CUDA divides a tensor by a Python number as a multiplication by its reciprocal,
+    which is one bit off now and then; truncation to 8 bits can show that bit. A
+    0-d tensor on the same device gets a true division, so CPU and GPU agree.
+    """
+    if x.device.type == "cpu":
+        return x / d
+    return x / torch.full((), d, dtype=x.dtype, device=x.device)
+
+
 def rgb_to_hsv(rgb: torch.Tensor) -> torch.Tensor:
     """RGB (B x 3 x H x W, [0, 1]) to HSV with scikit-image's conventions and tie rules."""
     r, g, b = rgb[:, 0], rgb[:, 1], rgb[:, 2]
@@ -148,7 +160,7 @@ def rgb_to_hsv(rgb: torch.Tensor) -> torch.Tensor:
     h = torch.where(r == v, (g - b) / safe_d, h)
     h = torch.where(g == v, 2.0 + (b - r) / safe_d, h)
     h = torch.where(b == v, 4.0 + (r - g) / safe_d, h)
-    h = torch.remainder(h / 6.0, 1.0)
+    h = torch.remainder(fdiv(h, 6.0), 1.0)
     h = torch.where(zero, torch.zeros_like(h), h)
     return torch.stack([h, s, v], dim=1)
 

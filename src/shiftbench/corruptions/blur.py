@@ -32,7 +32,7 @@ import torch
 from .._registry import ApplyContext, SampleContext, register
 from ._geometry import _zoom_axis_table, clipped_zoom, run_threaded, use_numba
 from ._geometry import motion_blur as _im_motion_blur
-from ._ops import extend_index, gaussian_kernel1d
+from ._ops import extend_index, fdiv, gaussian_kernel1d
 
 __all__ = [
     "gaussian_blur",
@@ -290,7 +290,7 @@ def gaussian_blur(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
     """Gaussian blur of standard deviation c (per channel, nearest-edge boundary)."""
     sigma = float(c)
     if not use_numba(x):
-        return torch.clamp(_gaussian_nearest_torch(x / 255.0, sigma), 0, 1) * 255
+        return torch.clamp(_gaussian_nearest_torch(fdiv(x, 255.0), sigma), 0, 1) * 255
     xa = _cpu_array(x)
     out = np.empty_like(xa)
     kern = _gaussian_blur_kernel
@@ -396,10 +396,10 @@ def glass_blur(x: torch.Tensor, c: tuple[float, int, int], d: dict[str, torch.Te
     offsets = d["offsets"]
     _check_offsets(x, offsets, delta)
     if not use_numba(x):
-        g = _gaussian_nearest_torch(x / 255.0, sigma)
+        g = _gaussian_nearest_torch(fdiv(x, 255.0), sigma)
         u = torch.clamp(torch.trunc(g * 255), 0, 255)  # np.uint8(...) of values within 0..255
         u = glass_shuffle_torch(u, offsets, delta)
-        return torch.clamp(_gaussian_nearest_torch(u / 255.0, sigma), 0, 1) * 255
+        return torch.clamp(_gaussian_nearest_torch(fdiv(u, 255.0), sigma), 0, 1) * 255
     xa = _cpu_array(x)
     off = np.ascontiguousarray(offsets.detach().to("cpu").numpy())
     out = np.empty_like(xa)
@@ -605,7 +605,7 @@ def _zoom_tables(h: int, w: int, zooms: tuple[float, ...]) -> tuple[np.ndarray, 
 
 
 def _zoom_blur_torch(x: torch.Tensor, zooms: list[float]) -> torch.Tensor:
-    x32 = (x.to(torch.float64) / 255.0).to(torch.float32)
+    x32 = fdiv(x.to(torch.float64), 255.0).to(torch.float32)
     x64 = x32.to(torch.float64)
     out = torch.zeros_like(x32)
     for z in zooms:

@@ -17,7 +17,7 @@ from PIL import Image
 from .._images import hwc_uint8
 from .._registry import ApplyContext, register
 from ._hsv_cpu import hsv_edit_cpu
-from ._ops import hsv_to_rgb, rgb_to_hsv
+from ._ops import fdiv, hsv_to_rgb, rgb_to_hsv
 
 
 @register("brightness", family="weather", group="benchmark", sample=None)
@@ -25,7 +25,7 @@ def brightness(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Apply
     """Add c to the HSV value channel (scikit-image HSV, float64)."""
     if x.device.type == "cpu" and x.dtype == torch.float64:
         return hsv_edit_cpu(x, 0, c)
-    hsv = rgb_to_hsv(x / 255.0)
+    hsv = rgb_to_hsv(fdiv(x, 255.0))
     hsv = torch.stack([hsv[:, 0], hsv[:, 1], torch.clamp(hsv[:, 2] + c, 0, 1)], dim=1)
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
 
@@ -35,7 +35,7 @@ def saturate(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor]
     """Scale and shift the HSV saturation channel: S * c0 + c1."""
     if x.device.type == "cpu" and x.dtype == torch.float64:
         return hsv_edit_cpu(x, 1, c[0], c[1])
-    hsv = rgb_to_hsv(x / 255.0)
+    hsv = rgb_to_hsv(fdiv(x, 255.0))
     hsv = torch.stack([hsv[:, 0], torch.clamp(hsv[:, 1] * c[0] + c[1], 0, 1), hsv[:, 2]], dim=1)
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
 
@@ -54,8 +54,8 @@ def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyCo
         contrast_kernel(xa, sums / 255.0 / count, float(c), out)
         return torch.from_numpy(out)
     x = x.to(torch.float64)
-    means = x.sum(dim=(-2, -1), keepdim=True) / 255.0 / count
-    x = x / 255.0
+    means = fdiv(fdiv(x.sum(dim=(-2, -1), keepdim=True), 255.0), count)
+    x = fdiv(x, 255.0)
     return torch.clamp((x - means) * c + means, 0, 1) * 255
 
 

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from .._registry import ApplyContext, SampleContext, register
-from ._ops import gaussian_filter2d
+from ._ops import fdiv, gaussian_filter2d
 
 __all__ = [
     "affine_source_points",
@@ -269,7 +269,7 @@ def elastic_transform(x: torch.Tensor, c: tuple[float, float, float], d: dict[st
     """Random affine warp of the control points by up to c2 px, then a Gaussian-smoothed (sigma c1) displacement field of size c0."""
     alpha, sigma = float(c[0]), float(c[1])
     b, _, h, w = x.shape
-    x = x.to(torch.float32) / 255.0
+    x = fdiv(x.to(torch.float32), 255.0)
     mats = _affine_matrices(h, w, d["affine"].detach().cpu().numpy())
     fields = torch.stack([d["ux"], d["uy"]], dim=1).to(torch.float64)
     fields = (gaussian_filter2d(fields, sigma, mode="reflect", truncate=3.0) * alpha).to(torch.float32)

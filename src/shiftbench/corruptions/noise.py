@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .._registry import ApplyContext, SampleContext, register
+from ._ops import fdiv
 
 
 def _fused(x: torch.Tensor, ctx: ApplyContext) -> bool:
@@ -62,7 +63,7 @@ def gaussian_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: A
     """Additive Gaussian noise of standard deviation c (image in [0, 1])."""
     if _fused(x, ctx):
         return _gaussian_fused(x, d["z"], c, False, ctx.levels)
-    x = x / 255.0
+    x = fdiv(x, 255.0)
     return torch.clamp(x + c * _chw(d["z"]).to(x.dtype), 0, 1) * 255
 
 
@@ -94,7 +95,7 @@ def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
         out = np.empty(tuple(x.shape), dtype=np.uint8 if ctx.levels else np.float32)
         impulse_kernel(_np(x), _np(d["flipped"]).astype(np.bool_), _np(d["salted"]).astype(np.bool_), out)
         return torch.from_numpy(out)
-    x = x / 255.0
+    x = fdiv(x, 255.0)
     flipped = _chw(d["flipped"]).to(torch.bool)
     salted = _chw(d["salted"]).to(torch.bool)
     out = torch.where(flipped & salted, torch.ones_like(x), x)
@@ -107,7 +108,7 @@ def speckle_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
     """Multiplicative noise: x + x * N(0, c^2)."""
     if _fused(x, ctx):
         return _gaussian_fused(x, d["z"], c, True, ctx.levels)
-    x = x / 255.0
+    x = fdiv(x, 255.0)
     return torch.clamp(x + x * (c * _chw(d["z"]).to(x.dtype)), 0, 1) * 255
 
 

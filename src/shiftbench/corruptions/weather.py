@@ -35,7 +35,7 @@ import torch
 from .._registry import ApplyContext, SampleContext, register
 from ..editions import get_edition
 from ._geometry import clipped_zoom, motion_blur
-from ._ops import as_tensor_matrix, gaussian_filter2d, gaussian_matrix
+from ._ops import as_tensor_matrix, fdiv, gaussian_filter2d, gaussian_matrix
 
 __all__ = [
     "plasma_fractal",
@@ -135,7 +135,7 @@ def fog(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx
             plasma = plasma.astype(np.float64)
         fog_blend(xa, np.ascontiguousarray(plasma), float(c[0]), out)
         return torch.from_numpy(out)
-    x = x.to(torch.float64) / 255.0 if x.dtype == torch.uint8 else x / 255.0
+    x = fdiv(x.to(torch.float64), 255.0)
     peak = torch.amax(x, dim=(1, 2, 3), keepdim=True)
     x += (c[0] * d["plasma"].to(torch.float64))[:, None]
     x *= peak
@@ -285,13 +285,13 @@ def _sample_snow(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 @register("snow", family="weather", group="benchmark", sample=_sample_snow, dtype=torch.float32)
 def snow(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Zoomed, thresholded, motion-blurred snow flakes over a brightened, washed-out image."""
-    x = x.to(torch.float32) / 255.0
+    x = fdiv(x.to(torch.float32), 255.0)
     layer = clipped_zoom(d["layer"].to(torch.float64), float(c[2]))
     layer = torch.where(layer < c[3], torch.zeros_like(layer), layer)
     # the layer is stored as an 8-bit gray image (truncation) before the motion blur
     layer8 = torch.floor(torch.clamp(layer, 0, 1) * 255)
     flakes = motion_blur(layer8[:, None], float(c[4]), float(c[5]), d["angle"].to(torch.float64))
-    flakes = flakes.to(torch.float64) / 255.0
+    flakes = fdiv(flakes.to(torch.float64), 255.0)
     bright = rgb_to_gray_f32(x)[:, None].mul_(1.5).add_(0.5)
     bright = torch.maximum(x, bright).mul_(1 - c[6])
     x = x * c[6]
@@ -342,7 +342,7 @@ def _sample_spatter(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 @register("spatter", family="weather", group="extra", sample=_sample_spatter, dtype=torch.float32)
 def spatter(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Water drops (severities 1-3 of the reference tables) or mud splashes (4-5) over the image."""
-    x = x.to(torch.float32) / 255.0
+    x = fdiv(x.to(torch.float32), 255.0)
     layer = gaussian_filter2d(d["layer"].to(torch.float64), float(c[2]), mode="nearest", truncate=4.0)
     layer = torch.where(layer < c[3], torch.zeros_like(layer), layer)
     if int(c[5]) == 0:

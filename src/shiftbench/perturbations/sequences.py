@@ -42,7 +42,7 @@ import torch
 
 from .._registry import ApplyContext, SampleContext, get_corruption
 from ..corruptions._geometry import motion_blur as im_motion_blur
-from ..corruptions._ops import gaussian_filter2d
+from ..corruptions._ops import fdiv, gaussian_filter2d
 from ..errors import InvalidArgumentError
 from ..seeding import Draws, FastDraws, derive_generator
 from ._source import PreparedImages, _resize_short_size, center_window, prepare, resized_crop_window
@@ -199,7 +199,7 @@ def _brightness(job: _Job) -> Iterator[torch.Tensor]:
 
 
 def _gaussian_blur(job: _Job) -> Iterator[torch.Tensor]:
-    x = job.crops(torch.float64) / 255.0
+    x = fdiv(job.crops(torch.float64), 255.0)
     trunc = float(job.params["truncate"])
     for a, b in job.ranges():
         frames = [
@@ -331,7 +331,7 @@ def _zoom_blur(job: _Job) -> Iterator[torch.Tensor]:
     s = job.size
     crops = job.crops(torch.float32)
     scales = job.params["scale"]  # for frames 1..T-1
-    acc = crops / 255.0  # float32 running sum, as ToTensor() accumulates it
+    acc = fdiv(crops, 255.0)  # float32 running sum, as ToTensor() accumulates it
     canvases = [_canvas_plan(job, i) for i in range(job.n)]
     for a, b in job.ranges():
         out = torch.empty((job.n, b - a, 3, s, s), dtype=torch.uint8, device=job.device)
@@ -348,8 +348,8 @@ def _zoom_blur(job: _Job) -> Iterator[torch.Tensor]:
                 )
                 zoomed[i] = pil_affine(canvas, coeffs, window).to(torch.float32)
             for f in range(first, b):
-                acc = acc + zoomed[:, f - first] / 255.0
-                out[:, f - a] = _to_uint8((acc / (f + 1)) * 255.0)
+                acc = acc + fdiv(zoomed[:, f - first], 255.0)
+                out[:, f - a] = _to_uint8(fdiv(acc, f + 1) * 255.0)
         yield out
 
 
