@@ -187,14 +187,16 @@ def _motion_blur_torch(x: torch.Tensor, k: np.ndarray, dxs: np.ndarray, dys: np.
     left, right = max(0, -int(dxs.min())), max(0, int(dxs.max()))
     top, bottom = max(0, -int(dys.min())), max(0, int(dys.max()))
     xq = _edge_pad(torch.round(x).clamp_(0, 255) * _Q16_SCALE, top, bottom, left, right)
-    out = torch.empty_like(x)
-    for n in range(b):
-        src = xq[n]
-        acc = torch.zeros_like(x[n])
-        for i in range(len(k)):
-            r0, c0 = top + int(dys[n, i]), left + int(dxs[n, i])
-            acc += src[:, r0 : r0 + h, c0 : c0 + w] * float(k[i])
-        out[n] = acc
+    c, wp = int(xq.shape[1]), int(xq.shape[-1])
+    flat = xq.reshape(b, c, -1)
+    # one gather per tap for the whole batch (each image has its own offsets), taps summed in order
+    base = (torch.arange(h, device=x.device) * wp).view(1, h, 1) + torch.arange(w, device=x.device).view(1, 1, w)
+    rows = torch.as_tensor(top + dys, device=x.device)
+    cols = torch.as_tensor(left + dxs, device=x.device)
+    out = torch.zeros_like(x)
+    for i in range(len(k)):
+        idx = (base + (rows[:, i] * wp + cols[:, i]).view(b, 1, 1)).view(b, 1, h * w).expand(b, c, h * w)
+        out += torch.gather(flat, 2, idx).view(b, c, h, w) * float(k[i])
     q = torch.floor(out + 0.5).clamp_(0.0, _Q16_MAX)
     return torch.div(q, _Q16_SCALE, rounding_mode="floor")
 

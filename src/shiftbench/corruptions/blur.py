@@ -611,7 +611,7 @@ def _zoom_blur_torch(x: torch.Tensor, zooms: list[float]) -> torch.Tensor:
     for z in zooms:
         # SciPy interpolates float32 input in double and rounds the result to float32
         out += clipped_zoom(x64, z).to(torch.float32)
-    y = (x32 + out) / (len(zooms) + 1)
+    y = fdiv(x32 + out, len(zooms) + 1)
     return torch.clamp(y, 0, 1) * 255
 
 
