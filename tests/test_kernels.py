@@ -408,14 +408,18 @@ def test_compiled_blends_equal_tensor_path(name: str, edition: str) -> None:
             assert fused.dtype == torch.float64 and torch.equal(fused, tensor), (severity, xin.dtype)
 
 
-@pytest.mark.parametrize(("h", "w"), [(224, 224), (37, 52), (33, 71), (299, 120)])
-def test_jpeg_round_trip_equals_pillow(h: int, w: int) -> None:
-    """The plane-wise OpenCV round trip gives Pillow's pixels (both are libjpeg-turbo; the probe that
-    enables it passes here), for every quality the editions use and the release quality 85."""
+@pytest.mark.parametrize(("h", "w", "noise"), [(224, 224, False), (37, 52, False), (33, 71, False), (56, 90, False), (299, 120, False), (40, 57, True)])
+def test_jpeg_round_trip_equals_pillow(h: int, w: int, noise: bool) -> None:
+    """The plane-wise OpenCV round trip and the integer tensor pipeline (the GPU route) give Pillow's
+    pixels, for every quality the editions use and the release quality 85."""
+    from shiftbench.corruptions._jpeg_torch import jpeg_round_trip_tensor
     from shiftbench.corruptions.digital import _opencv_jpeg_is_pillows, _pillow_jpeg, jpeg_round_trip
 
     assert _opencv_jpeg_is_pillows()
-    imgs = photos("224", 2)[:, :h, :w] if h <= 224 and w <= 224 else np.random.default_rng(1).integers(0, 256, (2, h, w, 3)).astype(np.uint8)
+    if noise:  # uniform noise: the largest coefficients, and clipping at both ends after decoding
+        imgs = np.random.default_rng(1).integers(0, 256, (2, h, w, 3)).astype(np.uint8)
+    else:
+        imgs = photos("224" if h <= 224 and w <= 224 else "299", 2)[:, :h, :w]
     x = torch.from_numpy(np.ascontiguousarray(imgs)).permute(0, 3, 1, 2).contiguous()
     spec = shiftbench.get_corruption("jpeg_compression")
     qualities = sorted({int(spec.severity_params(ed, s)) for ed in spec.editions for s in range(1, 6)} | {85})
@@ -425,6 +429,7 @@ def test_jpeg_round_trip_equals_pillow(h: int, w: int) -> None:
         want = np.stack([_pillow_jpeg(np.ascontiguousarray(a), q) for a in imgs])
         assert np.array_equal(got.permute(0, 2, 3, 1).numpy(), want), q
         assert torch.equal(jpeg_round_trip(x, q, use_opencv=False), got)
+        assert torch.equal(jpeg_round_trip_tensor(x, q), got), q
 
 
 @pytest.mark.parametrize("name", [n for n in shiftbench.list_corruptions() if shiftbench.get_corruption(n).fused is not None])

@@ -237,9 +237,14 @@ def _opencv_jpeg_planes(x: np.ndarray, quality: int) -> np.ndarray:
 def jpeg_round_trip(x: torch.Tensor, quality: int, use_opencv: bool = True) -> torch.Tensor:
     """Pillow's JPEG round trip (quality ``quality``, 4:2:0) of a B x 3 x H x W uint8 batch, on its device.
 
-    libjpeg-turbo through OpenCV on channel planes where that gives Pillow's pixels (checked once
-    per process), else through Pillow.
+    On the CPU, libjpeg-turbo through OpenCV on channel planes where that gives Pillow's pixels
+    (checked once per process), else through Pillow; on other devices the same arithmetic as
+    batched integer tensor ops (:mod:`._jpeg_torch`), so the batch never leaves the device.
     """
+    if x.device.type != "cpu":
+        from ._jpeg_torch import jpeg_round_trip_tensor
+
+        return jpeg_round_trip_tensor(x, int(quality))
     a = np.ascontiguousarray(x.detach().cpu().numpy())
     if use_opencv and _opencv_jpeg_is_pillows():
         return torch.from_numpy(_opencv_jpeg_planes(a, int(quality))).to(x.device)
