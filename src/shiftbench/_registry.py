@@ -87,6 +87,17 @@ class ApplyContext:
     levels: bool = False
     out: torch.Tensor | None = None
 
+    def result_array(self, shape: tuple[int, ...], float_dtype: Any) -> np.ndarray:
+        """Where a compiled kernel writes its result: the caller's 8-bit buffer (``out``, viewed as
+        ``shape``) when it returns levels and that buffer fits, else a new uint8 array (``levels``)
+        or a new ``float_dtype`` array."""
+        if not self.levels:
+            return np.empty(shape, dtype=float_dtype)
+        o = self.out
+        if o is not None and o.dtype == torch.uint8 and o.device.type == "cpu" and o.is_contiguous() and o.numel() == int(np.prod(shape)):
+            return o.numpy().reshape(shape)
+        return np.empty(shape, dtype=np.uint8)
+
 
 SampleFn = Callable[[Any, SampleContext], dict[str, np.ndarray]]
 ApplyFn = Callable[[torch.Tensor, Any, dict[str, torch.Tensor], ApplyContext], torch.Tensor]

@@ -219,39 +219,42 @@ def noise_image(
     normals of :func:`ziggurat_fill` on the 32-bit words ``raw`` (H x W x 3 order), drawn one image
     row at a time into an L1-sized buffer and applied with the float32 operations of the noise
     functional (x: 3 x H x W levels or values; out: float32 values or uint8 levels). Returns the
-    words used, -1 when ``raw`` ran out."""
+    words used, -1 when ``raw`` ran out.
+
+    The normals go into a channel-planar row buffer, so the apply loop reads it contiguously."""
     nwords = raw.shape[0]
     _, nh, nw = x.shape
     k255 = np.float32(255.0)
     zero = np.float32(0.0)
     one = np.float32(1.0)
-    zrow = np.empty((nw, 3), dtype=np.float32)
-    zflat = zrow.reshape(-1)
+    zbuf = np.empty((3, nw), dtype=np.float32)
     p = 0
     for i in range(nh):
-        for q in range(3 * nw):
-            if p >= nwords:
-                return -1
-            r = _word(raw, p)
-            p += 1
-            layer = int(r & np.uint64(0xFF))
-            jj = (r >> np.uint64(9)) & np.uint64(0x7FFFFF)
-            if jj < k[layer]:
-                sign = 1.0 - 2.0 * float(np.int64((r >> np.uint64(8)) & np.uint64(1)))
-                zflat[q] = float(np.int64(jj)) * w[layer] * sign
-            else:
-                zv, p = _slow(raw, p, r, k, w, fo, fi, r_edge, False)
-                if p < 0:
+        for j in range(nw):
+            for ch in range(3):
+                if p >= nwords:
                     return -1
-                zflat[q] = zv
+                r = np.uint64(raw[p])
+                p += 1
+                layer = int(r & np.uint64(0xFF))
+                jj = (r >> np.uint64(9)) & np.uint64(0x7FFFFF)
+                if jj < k[layer]:
+                    sign = 1.0 - 2.0 * float(np.int64((r >> np.uint64(8)) & np.uint64(1)))
+                    zbuf[ch, j] = float(np.int64(jj)) * w[layer] * sign
+                else:
+                    zv, p = _slow(raw, p, r, k, w, fo, fi, r_edge, False)
+                    if p < 0:
+                        return -1
+                    zbuf[ch, j] = zv
         for ch in range(3):
             xr = x[ch, i]
             o = out[ch, i]
+            zr = zbuf[ch]
             for j in range(nw):
                 v = np.float32(xr[j]) / k255
-                t = c * zrow[j, ch]
+                tt = c * zr[j]
                 if multiplicative:
-                    t = v * t
-                v = v + t
+                    tt = v * tt
+                v = v + tt
                 o[j] = min(max(v, zero), one) * k255
     return p

@@ -530,9 +530,9 @@ def _defocus_direct_cpu(x: torch.Tensor, k: np.ndarray, groups: tuple[np.ndarray
     return torch.from_numpy(out.reshape(b, c, h, w))
 
 
-def _defocus_disk_cpu(x: torch.Tensor, plan: Any, levels: bool) -> torch.Tensor:
+def _defocus_disk_cpu(x: torch.Tensor, plan: Any, ctx: ApplyContext) -> torch.Tensor:
     """Defocus through the disk decomposition (:mod:`._defocus_cpu`); float64 result, or the
-    truncated uint8 levels when ``levels``."""
+    truncated uint8 levels when ``ctx.levels`` (into ``ctx.out`` where it fits)."""
     from ._defocus_cpu import disk_correlate
     from ._gauss_cpu import pad_planes_scaled
 
@@ -540,7 +540,7 @@ def _defocus_disk_cpu(x: torch.Tensor, plan: Any, levels: bool) -> torch.Tensor:
     planes = np.ascontiguousarray(x.detach().numpy()).reshape(b * c, h, w)
     cpu = torch.device("cpu")
     xp = pad_planes_scaled(planes, _reflect101_index(h, plan.pad, cpu).numpy(), _reflect101_index(w, plan.pad, cpu).numpy(), 1.0)
-    out = np.empty((b * c, h, w), dtype=np.uint8 if levels else np.float64)
+    out = ctx.result_array((b * c, h, w), np.float64)
     disk_correlate(xp, plan.grid, plan.half, plan.widths, plan.width_slot, plan.g, plan.dval, *plan.frame, *plan.taps, plan.margin, planes.dtype == np.uint8, out)
     return torch.from_numpy(out.reshape(b, c, h, w))
 
@@ -555,7 +555,7 @@ def defocus_blur(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Ten
 
         plan = disk_plan(float(c[0]), float(c[1]), k.tobytes(), int(k.shape[0]))
         if plan is not None and min(int(x.shape[-2]), int(x.shape[-1])) > plan.pad:
-            return _defocus_disk_cpu(x, plan, ctx.levels)
+            return _defocus_disk_cpu(x, plan, ctx)
         groups = _tap_groups(float(c[0]), float(c[1]))
         if len(groups[0]) <= _DIRECT_MAX_GROUPS:
             return _defocus_direct_cpu(x, k, groups)

@@ -50,7 +50,7 @@ def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyCo
 
         xa = np.ascontiguousarray(x.detach().numpy())
         sums = xa.sum(axis=(2, 3), dtype=np.int64 if xa.dtype == np.uint8 else np.float64).astype(np.float64)
-        out = np.empty(xa.shape, dtype=np.uint8 if ctx.levels else np.float64)  # uint8: truncated
+        out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
         contrast_kernel(xa, sums / 255.0 / count, float(c), out)
         return torch.from_numpy(out)
     x = x.to(torch.float64)

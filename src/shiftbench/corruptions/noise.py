@@ -42,7 +42,7 @@ def _noise_fused(multiplicative: bool) -> Any:
             xa = xa.astype(np.float32)
         _, _, h, w = xa.shape
         n = h * w * 3
-        out = np.empty(xa.shape, dtype=np.uint8 if ctx.levels else np.float32)
+        out = ctx.result_array(xa.shape, np.float32)
         kt, wt, fo, fi = tables()
         for i, g in enumerate(generators):
             raw = g.bit_generator.random_raw((n + n // 32 + 64 + 1) // 2)  # as standard_normal32 draws
@@ -92,7 +92,7 @@ def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
     if _fused(x, ctx):
         from ._noise_cpu import impulse_kernel
 
-        out = np.empty(tuple(x.shape), dtype=np.uint8 if ctx.levels else np.float32)
+        out = ctx.result_array(tuple(x.shape), np.float32)
         impulse_kernel(_np(x), _np(d["flipped"]).astype(np.bool_), _np(d["salted"]).astype(np.bool_), out)
         return torch.from_numpy(out)
     x = fdiv(x, 255.0)

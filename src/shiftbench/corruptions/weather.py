@@ -129,7 +129,7 @@ def fog(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx
         from ._fog_cpu import fog_blend
 
         xa = np.ascontiguousarray(x.detach().numpy())
-        out = np.empty(xa.shape, dtype=np.uint8 if ctx.levels else np.float64)  # uint8: truncated
+        out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
         plasma = d["plasma"].detach().numpy()
         if plasma.dtype not in (np.float32, np.float64):
             plasma = plasma.astype(np.float64)
@@ -240,7 +240,7 @@ def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], c
         from ._blend_cpu import blend_crop
 
         xa = np.ascontiguousarray(x.detach().numpy())
-        out = np.empty(xa.shape, dtype=np.uint8 if ctx.levels else np.float64)  # uint8: truncated
+        out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
         for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
             tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device).numpy()
             blend_crop(xa[n], tex, int(t), int(l), float(c[0]), float(c[1]), out[n])
