@@ -40,6 +40,7 @@ from ._validate import check_severity
 from .api import corrupt
 from .editions import get_edition, preprocess
 from .errors import DataError, InvalidArgumentError
+from .seeding import image_key
 from .sources import ArraySource, ImageRecord, load_array_source, load_image_rgb, scan_image_folder
 
 __all__ = ["GenerateConfig", "GenerateReport", "generate"]
@@ -183,6 +184,9 @@ def _run_folder_chunk(chunk: _FolderChunk) -> tuple[list[tuple[str, str, int]], 
             images[i] = np.asarray(preprocess(load_image_rgb(Path(path)), chunk.edition))
         except Exception as e:  # noqa: BLE001 - report any unreadable file, keep going
             failed.append((rel, f"{type(e).__name__}: {e}"))
+    # each image's content key, once for all its corruptions and severities (the same keys
+    # corrupt() would compute from the pixels, so the draws are unchanged)
+    keys = {i: image_key(np.ascontiguousarray(im.transpose(2, 0, 1))) for i, im in images.items()}
     rows: list[tuple[str, str, int]] = []
     n_done = 0
     for name, sev, idx in chunk.tasks:
@@ -191,7 +195,7 @@ def _run_folder_chunk(chunk: _FolderChunk) -> tuple[list[tuple[str, str, int]], 
         if not ok:
             continue
         batch = torch.from_numpy(np.stack([images[i] for i in ok])).permute(0, 3, 1, 2)
-        res = corrupt(batch, name, sev, seed=chunk.seed, edition=chunk.edition, release=False)
+        res = corrupt(batch, name, sev, seed=chunk.seed, edition=chunk.edition, release=False, keys=[keys[i] for i in ok])
         arr = res.permute(0, 2, 3, 1).numpy()
         for j, i in enumerate(ok):
             buf = io.BytesIO()
