@@ -461,3 +461,21 @@ def test_fused_noise_kernel_reports_a_short_stream() -> None:
     z = standard_normal32(np.random.PCG64(3), x.size).reshape(32, 32, 3).transpose(2, 0, 1)
     want = np.clip(x.astype(np.float32) / np.float32(255) + np.float32(0.1) * z, 0, 1) * np.float32(255)
     assert np.array_equal(out, want.astype(np.float32))
+
+
+@pytest.mark.parametrize("n", [256, 257, 258, 259, 4096, 77_001])
+def test_raw_words_equal_numpy_random_raw(n: int) -> None:
+    """The compiled PCG64 gives random_raw's words and leaves the generator where random_raw does,
+    the buffered 32-bit half included (later draws of every kind are unchanged)."""
+    from shiftbench._pcg64 import raw_words
+
+    for seed in (0, 12345, 2**63 + 7):
+        a, b = np.random.Generator(np.random.PCG64(seed)), np.random.Generator(np.random.PCG64(seed))
+        for g in (a, b):
+            g.integers(0, 10, 3, dtype=np.uint32)  # leaves a buffered 32-bit half
+        assert np.array_equal(raw_words(b.bit_generator, n), a.bit_generator.random_raw(n))
+        assert b.bit_generator.state == a.bit_generator.state
+        assert np.array_equal(b.integers(0, 1000, 5, dtype=np.uint32), a.integers(0, 1000, 5, dtype=np.uint32))
+        assert np.array_equal(b.standard_normal(5), a.standard_normal(5))
+    other = np.random.Generator(np.random.Philox(3))  # other bit generators: random_raw itself
+    assert np.array_equal(raw_words(other.bit_generator, 300), np.random.Generator(np.random.Philox(3)).bit_generator.random_raw(300))

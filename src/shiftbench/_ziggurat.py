@@ -29,6 +29,8 @@ from functools import lru_cache
 import numba
 import numpy as np
 
+from ._pcg64 import raw_words
+
 LAYERS = 256
 R = 3.6541528853610088  # right edge of the base strip for 256 layers
 
@@ -175,11 +177,11 @@ def standard_normal64(bit_generator: np.random.BitGenerator, n: int) -> np.ndarr
     """``n`` standard normal float64 values (52-bit positions) from ``bit_generator``'s raw output."""
     k, w, fo, fi = tables(52)
     out = np.empty(n, dtype=np.float64)
-    raw = bit_generator.random_raw(n + n // 32 + 64)
+    raw = raw_words(bit_generator, n + n // 32 + 64)
     while True:
         if ziggurat_fill64(raw, out, k, w, fo, fi, R) >= 0:
             return out
-        raw = np.concatenate([raw, bit_generator.random_raw(n // 16 + 64)])
+        raw = np.concatenate([raw, raw_words(bit_generator, n // 16 + 64)])
 
 
 def standard_normal32(bit_generator: np.random.BitGenerator, n: int) -> np.ndarray:
@@ -187,12 +189,12 @@ def standard_normal32(bit_generator: np.random.BitGenerator, n: int) -> np.ndarr
     k, w, fo, fi = tables()
     out = np.empty(n, dtype=np.float32)
     # one word per value plus ~1.3 % for wedges and the tail; rarely, more is drawn and the fill redone
-    raw = bit_generator.random_raw((n + n // 32 + 64 + 1) // 2)
+    raw = raw_words(bit_generator, (n + n // 32 + 64 + 1) // 2)
     while True:
         used = ziggurat_fill(_halves(raw), out, k, w, fo, fi, R)
         if used >= 0:
             return out
-        raw = np.concatenate([raw, bit_generator.random_raw(n // 16 + 64)])
+        raw = np.concatenate([raw, raw_words(bit_generator, n // 16 + 64)])
 
 
 def _halves(raw: np.ndarray) -> np.ndarray:

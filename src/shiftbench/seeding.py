@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ._pcg64 import raw_words
+
 __all__ = [
     "Draws",
     "FastDraws",
@@ -102,7 +104,7 @@ class FastDraws:
             raise ValueError(f"amount={amount!r} must lie in [0, 1]")
         from ._ziggurat import _halves
 
-        words = _halves(self.generator.bit_generator.random_raw((n + 1) // 2))
+        words = _halves(raw_words(self.generator.bit_generator, (n + 1) // 2))
         flipped, salted = salt_pepper_masks(words, n, int(round(float(amount) * 2.0**31)))
         return flipped.reshape(shape), salted.reshape(shape)
 
@@ -124,7 +126,7 @@ class FastDraws:
         prob, alias = _poisson_alias_tables(float(scale))
         k = prob.shape[0] // 256
         # the raw words of generator.random(levels.shape): same uniforms, no float array in between
-        raw = self.generator.bit_generator.random_raw(levels.size)
+        raw = raw_words(self.generator.bit_generator, levels.size)
         return alias_lookup(raw, np.ascontiguousarray(levels), prob, alias, k).reshape(levels.shape)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._pcg64 import raw_words
 from .._registry import ApplyContext, SampleContext, register
 from ._ops import fdiv
 
@@ -45,9 +46,9 @@ def _noise_fused(multiplicative: bool) -> Any:
         out = ctx.result_array(xa.shape, np.float32)
         kt, wt, fo, fi = tables()
         for i, g in enumerate(generators):
-            raw = g.bit_generator.random_raw((n + n // 32 + 64 + 1) // 2)  # as standard_normal32 draws
+            raw = raw_words(g.bit_generator, (n + n // 32 + 64 + 1) // 2)  # as standard_normal32 draws
             while noise_image(_halves(raw), xa[i], np.float32(c), multiplicative, out[i], kt, wt, fo, fi, R) < 0:
-                raw = np.concatenate([raw, g.bit_generator.random_raw(n // 16 + 64)])
+                raw = np.concatenate([raw, raw_words(g.bit_generator, n // 16 + 64)])
         return torch.from_numpy(out)
 
     return fused

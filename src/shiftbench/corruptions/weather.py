@@ -32,6 +32,7 @@ import cv2
 import numpy as np
 import torch
 
+from .._pcg64 import raw_words
 from .._registry import ApplyContext, SampleContext, register
 from ..editions import get_edition
 from ._geometry import clipped_zoom, motion_blur
@@ -116,7 +117,7 @@ def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
         from .._ziggurat import _halves
         from ._fog_cpu import plasma_map
 
-        words = _halves(generator.bit_generator.random_raw(size * size // 2))[: size * size - 1]
+        words = _halves(raw_words(generator.bit_generator, size * size // 2))[: size * size - 1]
         return {"plasma": plasma_map(words, size, float(ctx.params[1]), ctx.height, ctx.width)}
     pmap = plasma_fractal(draws, size, float(ctx.params[1]))
     return {"plasma": np.ascontiguousarray(pmap[: ctx.height, : ctx.width])}
