@@ -416,3 +416,26 @@ def test_snow_spatter_elastic_draw_order() -> None:
             assert np.array_equal(d["layer"], rs.normal(size=(h, w), loc=c[0], scale=c[1]))
             if name == "snow":
                 assert float(d["angle"]) == rs.uniform(-135, -45)
+
+
+def test_fog_levels_equal_the_truncated_float_blend() -> None:
+    """The 8-bit fog kernel (multiplications by reciprocals, exact divisions near level boundaries)
+    gives the truncation of the float64 blend for every value, also on images full of exact ties:
+    flat levels, a plasma of 0s and 1s, and strengths that put results on integer levels."""
+    from shiftbench.corruptions._fog_cpu import fog_blend, fog_levels
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (4, 3, 40, 56)).astype(np.uint8)
+    x[1] = 255
+    x[2, :, :20] = 0
+    x[3] = (np.arange(56) * 4 % 256).astype(np.uint8)
+    plasma = rng.random((4, 40, 56)).astype(np.float32)
+    plasma[1] = 1.0
+    plasma[2, :, ::2] = 0.0
+    plasma[3] = np.round(plasma[3] * 4) / 4
+    for c0 in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 0.25, 1.7):
+        want = np.empty(x.shape, dtype=np.float64)
+        fog_blend(x, plasma, c0, want)
+        got = np.empty(x.shape, dtype=np.uint8)
+        fog_levels(x, plasma, c0, got)
+        assert np.array_equal(got, np.clip(want, 0, 255).astype(np.uint8)), c0

@@ -16,6 +16,48 @@ import numpy as np
 _TO_UNIT = 1.0 / 4294967296.0  # 2**-32
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _octave(grid: np.ndarray, words: np.ndarray, p: int, step: int, half: int, cells: int, wibble: float, lo: float, span: float) -> int:  # pragma: no cover - compiled
+    """One octave of the diamond-square steps; returns the next word. Each loop's last column,
+    where a neighbour wraps round the torus, is done apart, so the rest runs without branches."""
+    # square centres: ((c[i, j] + c[i+1, j]) + (c[i, j+1] + c[i+1, j+1])) / 4 + noise
+    for i in range(cells):
+        r0 = grid[i * step]
+        r1 = grid[(i + 1 if i + 1 < cells else 0) * step]
+        rc = grid[i * step + half]
+        for j in range(cells - 1):
+            u = (float(words[p + j]) + 0.5) * _TO_UNIT
+            rc[j * step + half] = ((r0[j * step] + r1[j * step]) + (r0[j * step + step] + r1[j * step + step])) / 4 + wibble * (lo + span * u)
+        j = cells - 1
+        u = (float(words[p + j]) + 0.5) * _TO_UNIT
+        rc[j * step + half] = ((r0[j * step] + r1[j * step]) + (r0[0] + r1[0])) / 4 + wibble * (lo + span * u)
+        p += cells
+    # diamonds on the corner rows: (ce[i, j] + ce[i-1, j]) + (co[i, j] + co[i, j+1])
+    for i in range(cells):
+        c0 = grid[i * step + half]
+        cm = grid[(i - 1 if i > 0 else cells - 1) * step + half]
+        r0 = grid[i * step]
+        for j in range(cells - 1):
+            u = (float(words[p + j]) + 0.5) * _TO_UNIT
+            r0[j * step + half] = ((c0[j * step + half] + cm[j * step + half]) + (r0[j * step] + r0[j * step + step])) / 4 + wibble * (lo + span * u)
+        j = cells - 1
+        u = (float(words[p + j]) + 0.5) * _TO_UNIT
+        r0[j * step + half] = ((c0[j * step + half] + cm[j * step + half]) + (r0[j * step] + r0[0])) / 4 + wibble * (lo + span * u)
+        p += cells
+    # diamonds on the centre rows: (ce[i, j] + ce[i, j-1]) + (co[i, j] + co[i+1, j])
+    for i in range(cells):
+        c0 = grid[i * step + half]
+        r0 = grid[i * step]
+        r1 = grid[(i + 1 if i + 1 < cells else 0) * step]
+        u = (float(words[p]) + 0.5) * _TO_UNIT
+        c0[0] = ((c0[half] + c0[(cells - 1) * step + half]) + (r0[0] + r1[0])) / 4 + wibble * (lo + span * u)
+        for j in range(1, cells):
+            u = (float(words[p + j]) + 0.5) * _TO_UNIT
+            c0[j * step] = ((c0[j * step + half] + c0[j * step - step + half]) + (r0[j * step] + r1[j * step])) / 4 + wibble * (lo + span * u)
+        p += cells
+    return p
+
+
 @numba.njit(cache=True, nogil=True)
 def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width: int) -> np.ndarray:  # pragma: no cover - compiled
     """The normalised n x n plasma map's top-left ``height x width`` window (float32).
@@ -31,36 +73,10 @@ def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width
         cells = n // step
         lo = -wibble
         span = wibble - lo
-        # square centres: ((c[i, j] + c[i+1, j]) + (c[i, j+1] + c[i+1, j+1])) / 4 + noise, on the torus
-        for i in range(cells):
-            i1 = i + 1 if i + 1 < cells else 0
-            for j in range(cells):
-                j1 = j + 1 if j + 1 < cells else 0
-                a = grid[i * step, j * step] + grid[i1 * step, j * step]
-                b = grid[i * step, j1 * step] + grid[i1 * step, j1 * step]
-                u = (float(words[p]) + 0.5) * _TO_UNIT
-                p += 1
-                grid[i * step + half, j * step + half] = (a + b) / 4 + wibble * (lo + span * u)
-        # diamonds on the corner rows: (ce[i, j] + ce[i-1, j]) + (co[i, j] + co[i, j+1])
-        for i in range(cells):
-            im = i - 1 if i > 0 else cells - 1
-            for j in range(cells):
-                j1 = j + 1 if j + 1 < cells else 0
-                a = grid[i * step + half, j * step + half] + grid[im * step + half, j * step + half]
-                b = grid[i * step, j * step] + grid[i * step, j1 * step]
-                u = (float(words[p]) + 0.5) * _TO_UNIT
-                p += 1
-                grid[i * step, j * step + half] = (a + b) / 4 + wibble * (lo + span * u)
-        # diamonds on the centre rows: (ce[i, j] + ce[i, j-1]) + (co[i, j] + co[i+1, j])
-        for i in range(cells):
-            i1 = i + 1 if i + 1 < cells else 0
-            for j in range(cells):
-                jm = j - 1 if j > 0 else cells - 1
-                a = grid[i * step + half, j * step + half] + grid[i * step + half, jm * step + half]
-                b = grid[i * step, j * step] + grid[i1 * step, j * step]
-                u = (float(words[p]) + 0.5) * _TO_UNIT
-                p += 1
-                grid[i * step + half, j * step] = (a + b) / 4 + wibble * (lo + span * u)
+        if step == 2:  # the last octave, three quarters of the points: strides known when compiled
+            p = _octave(grid, words, p, 2, 1, cells, wibble, lo, span)
+        else:
+            p = _octave(grid, words, p, step, half, cells, wibble, lo, span)
         step //= 2
         wibble /= wibbledecay
     # (grid - min) / max(grid - min): one pass for both extremes (eight running pairs, so that it
@@ -109,6 +125,50 @@ def fog_blend(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> 
                     v = v * peak
                     v = v / den
                     o[j] = min(max(v, 0.0), 1.0) * 255.0
+
+
+_NEAR = 1e-6  # a result this close to an integer level is recomputed with the exact divisions
+
+
+@numba.njit(cache=True, nogil=True)
+def fog_levels(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """The truncated levels of :func:`fog_blend` without its two divisions per value.
+
+    Divisions are what limit the float64 loop. Here they become multiplications by the
+    reciprocals; every quantity is non-negative, so the product differs from the exactly divided
+    value by a few units in the last place (~1e-13 of a level), and its integer part is the exact
+    one unless it lies within ``_NEAR`` of a level boundary. Those values (a few per million) are
+    recomputed afterwards with the divisions, in the float64 path's order."""
+    nb, nc, nh, nw = x.shape
+    inv255 = 1.0 / 255.0
+    near = np.zeros(nw, dtype=np.bool_)
+    for n in range(nb):
+        peak = np.float64(_peak(x[n])) / 255.0
+        den = peak + c0
+        scale = peak * (1.0 / den) * 255.0
+        pl = plasma[n]
+        for ch in range(nc):
+            for i in range(nh):
+                xr = x[n, ch, i]
+                pr = pl[i]
+                o = out[n, ch, i]
+                hits = 0
+                for j in range(nw):
+                    t = (np.float64(xr[j]) * inv255 + c0 * np.float64(pr[j])) * scale
+                    k = np.floor(t)
+                    f = t - k
+                    over = t >= 255.0 + _NEAR
+                    bad = ((f < _NEAR) | (f > 1.0 - _NEAR)) & ~over
+                    near[j] = bad
+                    hits += bad
+                    o[j] = np.uint8(255.0 if over else max(min(k, 255.0), 0.0))
+                if hits:
+                    for j in range(nw):
+                        if near[j]:
+                            v = np.float64(xr[j]) / 255.0 + c0 * np.float64(pr[j])
+                            v = v * peak
+                            v = v / den
+                            o[j] = np.uint8(min(max(v, 0.0), 1.0) * 255.0)
 
 
 @numba.njit(cache=True, nogil=True)

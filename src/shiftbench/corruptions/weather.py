@@ -127,14 +127,14 @@ def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 def fog(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Add a gray plasma-fractal haze of strength c0 and renormalise by the image maximum."""
     if x.device.type == "cpu" and x.dtype in (torch.uint8, torch.float64) and ctx.extra.get("fused", True):
-        from ._fog_cpu import fog_blend
+        from ._fog_cpu import fog_blend, fog_levels
 
         xa = np.ascontiguousarray(x.detach().numpy())
         out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
         plasma = d["plasma"].detach().numpy()
         if plasma.dtype not in (np.float32, np.float64):
             plasma = plasma.astype(np.float64)
-        fog_blend(xa, np.ascontiguousarray(plasma), float(c[0]), out)
+        (fog_levels if out.dtype == np.uint8 else fog_blend)(xa, np.ascontiguousarray(plasma), float(c[0]), out)
         return torch.from_numpy(out)
     x = fdiv(x.to(torch.float64), 255.0)
     peak = torch.amax(x, dim=(1, 2, 3), keepdim=True)
