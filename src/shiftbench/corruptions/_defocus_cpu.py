@@ -340,3 +340,55 @@ def disk_correlate(
             for x in range(nw):
                 dst[x] = o[x]
     return repaired
+
+
+@numba.njit(cache=True, nogil=True)
+def _pad_plane(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+    """One plane (H x W, any real dtype) as float32 into ``dst``, padded through index tables."""
+    nw = x.shape[1]
+    r = (cidx.shape[0] - nw) // 2
+    for a in range(ridx.shape[0]):
+        src = x[ridx[a]]
+        d = dst[a]
+        for b in range(nw):
+            d[r + b] = np.float32(src[b])
+        for b in range(r):
+            d[b] = np.float32(src[cidx[b]])
+            d[r + nw + b] = np.float32(src[cidx[r + nw + b]])
+
+
+@numba.njit(cache=True, nogil=True)
+def disk_correlate_planes(
+    planes: np.ndarray,
+    ridx: np.ndarray,
+    cidx: np.ndarray,
+    grid: int,
+    half: int,
+    widths: np.ndarray,
+    width_slot: np.ndarray,
+    g: np.ndarray,
+    dval: float,
+    fcentre: np.ndarray,
+    coff: np.ndarray,
+    clen: np.ndarray,
+    cw: np.ndarray,
+    roff: np.ndarray,
+    rlen: np.ndarray,
+    rw: np.ndarray,
+    tw: np.ndarray,
+    tdy: np.ndarray,
+    tdx: np.ndarray,
+    margin: float,
+    integer: bool,
+    out: np.ndarray,
+) -> int:  # pragma: no cover - compiled
+    """:func:`disk_correlate` of unpadded planes (P x H x W), one plane at a time: each is padded
+    into one reused buffer that stays in cache, instead of padding the whole batch first."""
+    buf = np.empty((1, ridx.shape[0], cidx.shape[0]), dtype=np.float32)
+    repaired = 0
+    for p in range(planes.shape[0]):
+        _pad_plane(planes[p], ridx, cidx, buf[0])
+        repaired += disk_correlate(
+            buf, grid, half, widths, width_slot, g, dval, fcentre, coff, clen, cw, roff, rlen, rw, tw, tdy, tdx, margin, integer, out[p : p + 1]
+        )
+    return repaired
