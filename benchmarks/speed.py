@@ -190,6 +190,8 @@ def main() -> None:
     import torch
 
     meta["torch"] = torch.__version__
+    if args.device != "cpu" and torch.cuda.is_available():
+        meta["gpu"] = torch.cuda.get_device_name(torch.device(args.device))
     out = Path(args.out) if args.out else HERE / "results" / f"speed--{platform.node() or 'machine'}--{args.device}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"metadata": meta, "results": results, "table": text}, indent=1))
