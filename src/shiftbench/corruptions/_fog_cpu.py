@@ -104,6 +104,15 @@ def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width
     return out
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _fog_value(xv: float, pv: float, c0: float, peak: float, den: float) -> float:  # pragma: no cover - compiled
+    """One value of the blend, with the tensor path's float64 operations in its order."""
+    v = xv / 255.0 + c0 * pv
+    v = v * peak
+    v = v / den
+    return min(max(v, 0.0), 1.0) * 255.0
+
+
 @numba.njit(cache=True, nogil=True)
 def fog_blend(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
     """``out = clip((x / 255 + c0 * plasma) * peak / (peak + c0), 0, 1) * 255`` per image, with
@@ -121,10 +130,7 @@ def fog_blend(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> 
                 pr = pl[i]
                 o = out[n, ch, i]
                 for j in range(nw):
-                    v = np.float64(xr[j]) / 255.0 + c0 * np.float64(pr[j])
-                    v = v * peak
-                    v = v / den
-                    o[j] = min(max(v, 0.0), 1.0) * 255.0
+                    o[j] = _fog_value(np.float64(xr[j]), np.float64(pr[j]), c0, peak, den)
 
 
 _NEAR = 1e-6  # a result this close to an integer level is recomputed with the exact divisions
@@ -165,10 +171,7 @@ def fog_levels(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) ->
                 if hits:
                     for j in range(nw):
                         if near[j]:
-                            v = np.float64(xr[j]) / 255.0 + c0 * np.float64(pr[j])
-                            v = v * peak
-                            v = v / den
-                            o[j] = np.uint8(min(max(v, 0.0), 1.0) * 255.0)
+                            o[j] = np.uint8(_fog_value(np.float64(xr[j]), np.float64(pr[j]), c0, peak, den))
 
 
 @numba.njit(cache=True, nogil=True)
