@@ -165,7 +165,8 @@ def main() -> None:
         row += f"   {ro / rr:8.1f}x" if ro and rr else "        -"
         lines.append(row)
     lines.append("")
-    lines.append(f"whole 15 x 5 pass with {args.processes} processes (busiest process, fastest pass per corruption):")
+    where = f"with {args.processes} processes (busiest process" if args.device == "cpu" else f"on {args.device} (one process"
+    lines.append(f"whole 15 x 5 pass {where}, fastest pass per corruption):")
     for lib in libs:
         res = results[lib]
         if "error" in res:

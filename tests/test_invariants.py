@@ -98,6 +98,9 @@ def test_cpu_equals_cuda(name: str) -> None:
         af = shiftbench.corrupt(xf, name, s, seed=1)
         bf = shiftbench.corrupt(xf.cuda(), name, s, seed=1).cpu()
         assert float((af - bf).abs().max()) <= 1e-5, (name, s, "float")  # float results: summation order may differ
+    # release mode: the JPEG q85 round trip runs on the device too (integer tensor ops)
+    rel = shiftbench.corrupt(x.cuda(), name, 3, seed=1, release=True)
+    assert rel.device.type == "cuda" and torch.equal(rel.cpu(), shiftbench.corrupt(x, name, 3, seed=1, release=True)), name
 
 
 @pytest.mark.parametrize("name", shiftbench.list_corruptions())

@@ -66,6 +66,28 @@ def _stack_draws(per_image: list[dict[str, Any]], device: torch.device) -> dict[
     return out
 
 
+def _threaded_stacked_draws(draw: Any, a: int, e: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """The draws of images a..e-1 for an accelerator, which waits for them: sampled in parallel
+    threads (each image has its own generator, so the draws do not depend on which thread makes
+    them; the compiled samplers release the GIL), each written by its thread into one batch buffer
+    (pinned for CUDA), then one copy to the device."""
+    first = {k: np.asarray(v) for k, v in draw(a).items()}
+    pin = device.type == "cuda" and torch.cuda.is_available()
+    bufs = {
+        k: torch.empty((e - a,) + v.shape, dtype=torch.from_numpy(v[:0] if v.ndim else v.reshape(1)[:0]).dtype, pin_memory=pin)
+        for k, v in first.items()
+    }
+    views = {k: t.numpy() for k, t in bufs.items()}
+
+    def put(i: int, d: dict[str, Any]) -> None:
+        for k, v in d.items():
+            views[k][i - a] = v
+
+    put(a, first)
+    list(_draw_pool().map(lambda i: put(i, draw(i)), range(a + 1, e)))
+    return {k: t.to(device, non_blocking=pin) for k, t in bufs.items()}
+
+
 def sample_draws(
     image: Any,
     corruption: str,
@@ -211,17 +233,13 @@ def corrupt(
                     return _sample_one(spec, params, ed, s, b, i, src)
 
                 if not _threaded_draws(b) or e - a < 2:
-                    per_image = [draw(i) for i in range(a, e)]
+                    stacked = _stack_draws([draw(i) for i in range(a, e)], b.raw.device)
                 else:
-                    # the accelerator waits for host-side draws: one transfer of the keys, then the
-                    # images' draws in parallel threads (each image has its own generator, so the
-                    # draws do not depend on which thread makes them; the kernels release the GIL)
                     if keys is None:
                         b.prefetch_host(a, e)
-                    per_image = list(_draw_pool().map(draw, range(a, e)))
+                    stacked = _threaded_stacked_draws(draw, a, e, b.raw.device)
             else:
-                per_image = list(draws[a:e])
-            stacked = _stack_draws(per_image, b.raw.device)
+                stacked = _stack_draws(list(draws[a:e]), b.raw.device)
         y = spec.apply(b.rgb(a, e, spec.input_dtype(b.float_input)), params, stacked, ctx)
         if release:
             y = release_jpeg(y.clamp(0, 255).to(torch.uint8))
