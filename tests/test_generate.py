@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 import shiftbench
@@ -132,3 +133,37 @@ def test_generate_cifar_layout(tmp_path: Path) -> None:
     assert np.array_equal(arr[12:18], shiftbench.corrupt(imgs, "gaussian_noise", 3, seed=0, edition="32"))
     assert not (out / ".shiftbench" / "parts").exists() or not list((out / ".shiftbench" / "parts").iterdir())
     del rng
+
+
+def test_generate_device_argument(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _make_src(tmp_path, 1, 1)
+    base = ["generate", "imagenet-c", "--src", str(src), "--corruptions", "fog", "--severities", "1", "--workers", "1"]
+    assert main(base + ["--out", str(tmp_path / "a"), "--device", "tpu"]) != 0
+    err = capsys.readouterr().err
+    assert "--device" in err and "tpu" in err and "cuda:N" in err
+    assert not (tmp_path / "a").exists()  # refused before anything is written
+    if not torch.cuda.is_available():
+        assert main(base + ["--out", str(tmp_path / "b"), "--device", "cuda"]) != 0
+        assert "no CUDA device" in capsys.readouterr().err
+    assert main(base + ["--out", str(tmp_path / "c"), "--device", "cpu"]) == 0
+    assert json.loads((tmp_path / "c" / "manifest.json").read_text())["config"]["device"] == "cpu"
+
+
+@pytest.mark.gpu
+def test_generate_on_cuda_writes_the_cpu_files(tmp_path: Path) -> None:
+    """Corrupting on the GPU gives the same pixels, hence byte-identical JPEG files and CIFAR arrays."""
+    src = _make_src(tmp_path, 2, 2)
+    base = ["generate", "imagenet-c", "--src", str(src), "--corruptions", "gaussian_noise,fog,jpeg_compression,glass_blur",
+            "--severities", "1,5", "--workers", "2"]
+    assert main(base + ["--out", str(tmp_path / "cpu")]) == 0
+    assert main(base + ["--out", str(tmp_path / "gpu"), "--device", "cuda"]) == 0
+    assert _tree(tmp_path / "cpu") == _tree(tmp_path / "gpu") and len(_tree(tmp_path / "cpu")) == 4 * 2 * 4
+    arr = np.random.default_rng(0).integers(0, 256, (6, 32, 32, 3)).astype(np.uint8)
+    np.save(tmp_path / "x.npy", arr)
+    np.save(tmp_path / "y.npy", np.arange(6))
+    cifar = ["generate", "imagenet-c", "--src", str(tmp_path / "x.npy"), "--labels", str(tmp_path / "y.npy"), "--edition", "32",
+             "--corruptions", "snow,pixelate", "--workers", "1"]
+    assert main(cifar + ["--out", str(tmp_path / "c1")]) == 0
+    assert main(cifar + ["--out", str(tmp_path / "c2"), "--device", "cuda"]) == 0
+    for name in ("snow", "pixelate"):
+        assert np.array_equal(np.load(tmp_path / "c1" / f"{name}.npy"), np.load(tmp_path / "c2" / f"{name}.npy"))

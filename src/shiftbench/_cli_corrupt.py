@@ -110,6 +110,7 @@ def generate_group() -> None:
 @click.option("--workers", type=int, default=0, show_default=True, help="Worker processes (0: one per CPU core).")
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Labels .npy for a .npy image array.")
+@click.option("--device", default="cpu", show_default=True, help="Where the corruptions run: cpu, cuda or cuda:N (same pixels on every device).")
 def generate_imagenet_c(
     src: Path,
     out: Path,
@@ -120,6 +121,7 @@ def generate_imagenet_c(
     workers: int,
     batch_size: int,
     labels: Path | None,
+    device: str,
 ) -> None:
     """Write ImageNet-C (or Tiny/64/299/CIFAR-10-C) from clean images; resumable."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -136,6 +138,7 @@ def generate_imagenet_c(
         workers=workers,
         batch_size=batch_size,
         labels=str(labels) if labels else None,
+        device=device,
     )
     columns = (
         TextColumn("[bold]generating"),

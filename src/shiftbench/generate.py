@@ -62,6 +62,7 @@ class GenerateConfig:
     workers: int = 0  # 0: one per CPU core
     batch_size: int = 32
     labels: str | None = None
+    device: str = "cpu"  # where corruptions run; not in the fingerprint (same pixels on every device)
 
     def fingerprint(self) -> dict[str, Any]:
         return {"edition": self.edition, "seed": self.seed, "jpeg_quality": JPEG_QUALITY, "shiftbench": __version__}
@@ -172,6 +173,7 @@ class _FolderChunk:
     edition: str
     seed: int
     out: str
+    device: str = "cpu"
 
 
 def _run_folder_chunk(chunk: _FolderChunk) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]], int]:
@@ -194,8 +196,8 @@ def _run_folder_chunk(chunk: _FolderChunk) -> tuple[list[tuple[str, str, int]], 
         n_done += len(idx) - len(ok)
         if not ok:
             continue
-        batch = torch.from_numpy(np.stack([images[i] for i in ok])).permute(0, 3, 1, 2)
-        res = corrupt(batch, name, sev, seed=chunk.seed, edition=chunk.edition, release=False, keys=[keys[i] for i in ok])
+        batch = torch.from_numpy(np.stack([images[i] for i in ok])).permute(0, 3, 1, 2).to(chunk.device)
+        res = corrupt(batch, name, sev, seed=chunk.seed, edition=chunk.edition, release=False, keys=[keys[i] for i in ok]).cpu()
         arr = res.permute(0, 2, 3, 1).numpy()
         for j, i in enumerate(ok):
             buf = io.BytesIO()
@@ -217,15 +219,16 @@ class _ArrayTask:
     seed: int
     out: str
     batch_size: int
+    device: str = "cpu"
 
 
 def _run_array_task(task: _ArrayTask) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]], int]:
     out = Path(task.out)
     res = np.empty_like(task.images)
     for a in range(0, len(task.images), task.batch_size):
-        b = torch.from_numpy(task.images[a : a + task.batch_size]).permute(0, 3, 1, 2)
+        b = torch.from_numpy(task.images[a : a + task.batch_size]).permute(0, 3, 1, 2).to(task.device)
         res[a : a + task.batch_size] = (
-            corrupt(b, task.name, task.severity, seed=task.seed, edition=task.edition).permute(0, 2, 3, 1).numpy()
+            corrupt(b, task.name, task.severity, seed=task.seed, edition=task.edition).cpu().permute(0, 2, 3, 1).numpy()
         )
     buf = io.BytesIO()
     np.save(buf, res)
@@ -255,6 +258,25 @@ def _map(fn: Callable[[Any], Any], items: list[Any], workers: int) -> Iterator[A
 # ----------------------------------------------------------------------------- driver
 
 
+def _check_device(device: str) -> str:
+    """``cpu``, ``cuda`` or ``cuda:N`` with that CUDA device present; the canonical name."""
+    allowed = "cpu, cuda or cuda:N (a CUDA device of this machine)"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise InvalidArgumentError("--device", device, allowed) from None
+    if dev.type == "cpu":
+        return "cpu"
+    if dev.type != "cuda":
+        raise InvalidArgumentError("--device", device, allowed)
+    if not torch.cuda.is_available():
+        raise InvalidArgumentError("--device", device, f"{allowed}; PyTorch sees no CUDA device here")
+    index = dev.index if dev.index is not None else 0
+    if index >= torch.cuda.device_count():
+        raise InvalidArgumentError("--device", device, f"{allowed}; this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return f"cuda:{index}"
+
+
 def _resolve(config: GenerateConfig) -> tuple[list[str], list[int]]:
     get_edition(config.edition)
     names = list_corruptions(config.corruptions or "*", edition=get_edition(config.edition).name)
@@ -267,6 +289,7 @@ def _resolve(config: GenerateConfig) -> tuple[list[str], list[int]]:
         raise InvalidArgumentError("--batch-size", config.batch_size, "a positive integer")
     if config.workers < 0:
         raise InvalidArgumentError("--workers", config.workers, "0 (one per core) or a positive integer")
+    config.device = _check_device(config.device)
     return names, sevs
 
 
@@ -337,7 +360,7 @@ def _generate_folder(
                 if missing:
                     tasks.append((name, s, missing))
         if tasks:
-            chunks.append(_FolderChunk([(str(r.path), r.relpath) for r in recs], tasks, config.edition, config.seed, str(out)))
+            chunks.append(_FolderChunk([(str(r.path), r.relpath) for r in recs], tasks, config.edition, config.seed, str(out), config.device))
     journal.add(recovered)
     todo = sum(len(t[2]) for c in chunks for t in c.tasks)
     report.already_done = total - todo
@@ -393,7 +416,7 @@ def _generate_arrays(
             final_done = (out / f"{name}.npy").exists() and f"{name}.npy" in journal.done
             if final_done or (rel in journal.done and (out / rel).exists()):
                 continue
-            tasks.append(_ArrayTask(images, name, s, config.edition, config.seed, str(out), config.batch_size))
+            tasks.append(_ArrayTask(images, name, s, config.edition, config.seed, str(out), config.batch_size, config.device))
     report.already_done = total - n * len(tasks)
     done = report.already_done
     if progress:
