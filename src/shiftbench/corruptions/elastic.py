@@ -207,10 +207,10 @@ def _reflect_coordinate(c: torch.Tensor, n: int) -> torch.Tensor:
     sz2 = float(2 * n)
     v = c[outside]
     # below zero
-    vn = torch.where(v < -sz2, sz2 * torch.trunc(-v / sz2) + v, v)
+    vn = torch.where(v < -sz2, sz2 * torch.trunc(fdiv(-v, sz2)) + v, v)
     vn = torch.where(vn < -n, vn + sz2, -vn - 1)
     # beyond the last sample
-    vp = v - sz2 * torch.trunc(v / sz2)
+    vp = v - sz2 * torch.trunc(fdiv(v, sz2))
     vp = torch.where(vp >= n, sz2 - vp - 1, vp)
     c = c.clone()
     c[outside] = torch.where(v < 0, vn, vp)

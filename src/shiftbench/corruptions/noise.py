@@ -76,7 +76,7 @@ def _sample_shot(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 @register("shot_noise", family="noise", group="benchmark", sample=_sample_shot, needs_image=True, dtype=torch.float32)
 def shot_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Poisson (photon) noise: Poisson(c * x) / c; the counts are drawn by the sampler."""
-    return torch.clamp(_chw(d["counts"]).to(x.dtype) / c, 0, 1) * 255
+    return torch.clamp(fdiv(_chw(d["counts"]).to(x.dtype), float(c)), 0, 1) * 255
 
 
 def _sample_impulse(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
