@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -186,3 +187,18 @@ def test_threaded_draws_equal_serial_draws(name: str, monkeypatch: pytest.Monkey
     threaded = [shiftbench.corrupt(x, name, 3, seed=5), shiftbench.corrupt(xf, name, 3, seed=5)]
     assert torch.equal(serial[0], threaded[0])
     assert torch.equal(serial[1], threaded[1])
+
+
+def test_draw_pool_size_and_fork_safety(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shiftbench.api as api
+
+    monkeypatch.setattr(api, "_POOL", None)
+    monkeypatch.setenv("SHIFTBENCH_DRAW_THREADS", "3")
+    pool = api._draw_pool()
+    assert pool._max_workers == 3 and api._draw_pool() is pool
+    # a pool inherited through fork (another pid) is replaced, not used
+    monkeypatch.setattr(api, "_POOL", (-1, pool))
+    assert api._draw_pool() is not pool
+    monkeypatch.setenv("SHIFTBENCH_DRAW_THREADS", "zero")  # not a positive integer: the default
+    monkeypatch.setattr(api, "_POOL", None)
+    assert api._draw_pool()._max_workers == min(16, os.cpu_count() or 1)

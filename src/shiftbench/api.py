@@ -135,17 +135,18 @@ def release_jpeg(y_uint8: torch.Tensor, quality: int = RELEASE_JPEG_QUALITY) -> 
 _CHUNK_VALUES = 1 << 20  # values per chunk on the CPU: keeps intermediates cache-resident
 
 
-_POOL: ThreadPoolExecutor | None = None
+_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (pid that made it, pool)
 
 
 def _draw_pool() -> ThreadPoolExecutor:
-    """Threads that sample the draws of accelerator batches (``SHIFTBENCH_DRAW_THREADS``, default: the cores, at most 16)."""
+    """Threads that sample the draws of accelerator batches (``SHIFTBENCH_DRAW_THREADS``, default: the cores, at most 16).
+    A forked child gets its own pool (the parent's threads do not exist there)."""
     global _POOL
-    if _POOL is None:
+    if _POOL is None or _POOL[0] != os.getpid():
         env = os.environ.get("SHIFTBENCH_DRAW_THREADS", "")
         n = int(env) if env.isdigit() and int(env) > 0 else min(16, os.cpu_count() or 1)
-        _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="shiftbench-draws")
-    return _POOL
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=n, thread_name_prefix="shiftbench-draws"))
+    return _POOL[1]
 
 
 def _threaded_draws(b: Batch) -> bool:
