@@ -479,3 +479,13 @@ def test_raw_words_equal_numpy_random_raw(n: int) -> None:
         assert np.array_equal(b.standard_normal(5), a.standard_normal(5))
     other = np.random.Generator(np.random.Philox(3))  # other bit generators: random_raw itself
     assert np.array_equal(raw_words(other.bit_generator, 300), np.random.Generator(np.random.Philox(3)).bit_generator.random_raw(300))
+
+
+def test_jpeg_tensor_pipeline_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large batches go through the integer pipeline a few images at a time, with the same result."""
+    import shiftbench.corruptions._jpeg_torch as J
+
+    x = torch.from_numpy(photos("64", 5)).permute(0, 3, 1, 2).contiguous()
+    whole = J.jpeg_round_trip_tensor(x, 30)
+    monkeypatch.setattr(J, "_CHUNK_PIXELS", 2 * 64 * 64)  # two images per pass
+    assert torch.equal(J.jpeg_round_trip_tensor(x, 30), whole)

@@ -208,8 +208,19 @@ def _fancy_up(c: torch.Tensor, h: int, w: int) -> torch.Tensor:
     return cols.reshape(c.shape[0], 2 * c.shape[1], 2 * c.shape[2])[:, :h, :w]
 
 
+_CHUNK_PIXELS = 1 << 22  # images per pass: about 4 M pixels (the int64 intermediates stay near 3 GB)
+
+
 def jpeg_round_trip_tensor(x: torch.Tensor, quality: int) -> torch.Tensor:
     """Pillow's ``save(JPEG, quality)`` + ``open`` of a B x 3 x H x W uint8 batch (4:2:0), on its device."""
+    b, _, h, w = x.shape
+    step = max(1, _CHUNK_PIXELS // (h * w))
+    if b > step:
+        return torch.cat([_round_trip(x[i : i + step], quality) for i in range(0, b, step)])
+    return _round_trip(x, quality)
+
+
+def _round_trip(x: torch.Tensor, quality: int) -> torch.Tensor:
     b, _, h, w = x.shape
     dev = x.device
     hp, wp = -(-h // 16) * 16, -(-w // 16) * 16
