@@ -378,7 +378,7 @@ def test_compiled_pixelate_equals_pillow(h: int, w: int) -> None:
     imgs[0, : h // 3] = 255  # saturated and flat regions
     x = torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous()
     for ed in spec.editions:
-        for s in (1, 3, 5):
+        for s in (1, 2, 3, 4, 5):
             c = spec.severity_params(ed, s)
             want = np.stack([np.asarray(Image.fromarray(a).resize((int(w * c), int(h * c)), Image.BOX).resize((w, h), Image.BOX)) for a in imgs])
             got = spec.apply(x, c, {}, ApplyContext(ed, s))
@@ -489,3 +489,21 @@ def test_jpeg_tensor_pipeline_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None
     whole = J.jpeg_round_trip_tensor(x, 30)
     monkeypatch.setattr(J, "_CHUNK_PIXELS", 2 * 64 * 64)  # two images per pass
     assert torch.equal(J.jpeg_round_trip_tensor(x, 30), whole)
+
+
+@pytest.mark.parametrize(("w", "out_w"), [(224, 112), (224, 56), (96, 32), (64, 16), (300, 100), (57, 19)])
+def test_whole_factor_reduction_equals_pillow(w: int, out_w: int) -> None:
+    """Reductions by 2, 3 or 4 run as a direct strided pass (no transposes); Pillow's pixels."""
+    from PIL import Image
+
+    from shiftbench.corruptions._resample_cpu import _whole_factor, box_resize_planes
+
+    assert _whole_factor(w, out_w) is not None
+    rng = np.random.default_rng(w)
+    imgs = rng.integers(0, 256, (3, 40, w)).astype(np.uint8)
+    imgs[0, :10] = 255
+    imgs[1, :, ::2] = 0
+    for out_h in (40, 20):
+        got = box_resize_planes(imgs, out_h, out_w)
+        want = np.stack([np.asarray(Image.fromarray(a).resize((out_w, out_h), Image.BOX)) for a in imgs])
+        assert np.array_equal(got, want), (w, out_w, out_h)
