@@ -507,3 +507,7 @@ def test_whole_factor_reduction_equals_pillow(w: int, out_w: int) -> None:
         got = box_resize_planes(imgs, out_h, out_w)
         want = np.stack([np.asarray(Image.fromarray(a).resize((out_w, out_h), Image.BOX)) for a in imgs])
         assert np.array_equal(got, want), (w, out_w, out_h)
+        # and back up by the same factor (the enlarging gather as k copies of each value)
+        back = box_resize_planes(got, 40, w)
+        want_back = np.stack([np.asarray(Image.fromarray(a).resize((w, 40), Image.BOX)) for a in want])
+        assert np.array_equal(back, want_back), (w, out_w, out_h, "up")

@@ -146,6 +146,50 @@ def _reduce_rows_4(src: np.ndarray, wts: np.ndarray, dst: np.ndarray) -> None:  
 _REDUCE_K = {2: _reduce_rows_2, 3: _reduce_rows_3, 4: _reduce_rows_4}
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _expand_rows_k(src: np.ndarray, k: int, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Along the last axis by a whole factor ``k``: output k*i + t is input i (enlarging BOX)."""
+    npl, nh, nin = src.shape
+    for p in range(npl):
+        for y in range(nh):
+            s = src[p, y]
+            d = dst[p, y]
+            for i in range(nin):
+                v = s[i]
+                for t in range(k):
+                    d[k * i + t] = v
+
+
+@numba.njit(cache=True, nogil=True)
+def _expand_rows_2(src: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+    _expand_rows_k(src, 2, dst)
+
+
+@numba.njit(cache=True, nogil=True)
+def _expand_rows_3(src: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+    _expand_rows_k(src, 3, dst)
+
+
+@numba.njit(cache=True, nogil=True)
+def _expand_rows_4(src: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+    _expand_rows_k(src, 4, dst)
+
+
+_EXPAND_K = {2: _expand_rows_2, 3: _expand_rows_3, 4: _expand_rows_4}
+
+
+@lru_cache(maxsize=256)
+def _whole_expansion(in_size: int, out_size: int) -> int | None:
+    """k when enlarging ``in_size`` to ``out_size`` = k * in_size makes output j a copy of input j // k."""
+    k = out_size // in_size
+    if k not in _EXPAND_K or k * in_size != out_size:
+        return None
+    t = box_taps(in_size, out_size)
+    if not (t.gather and np.array_equal(t.dense_index[:, 0].astype(np.int64), np.arange(out_size) // k)):
+        return None
+    return k
+
+
 @lru_cache(maxsize=256)
 def _whole_factor(in_size: int, out_size: int) -> tuple[int, np.ndarray] | None:
     """(k, weights) when reducing ``in_size`` to ``out_size`` takes, for every output i, exactly the
@@ -183,7 +227,11 @@ def box_resize_planes(planes: np.ndarray, height: int, width: int, out: np.ndarr
             _REDUCE_K[whole[0]](y, whole[1], wide)
         elif t.gather:
             wide = np.empty((y.shape[0], h, width), dtype=np.uint8)
-            _rows_pass(y, t.dense_index, t.dense_weight, True, wide)
+            grow = _whole_expansion(w, width)
+            if grow is not None:  # 2x, 3x or 4x larger: each value written k times, no index table
+                _EXPAND_K[grow](y, wide)
+            else:
+                _rows_pass(y, t.dense_index, t.dense_weight, True, wide)
         else:
             n = y.shape[0]
             tr = np.empty((n, w, h), dtype=np.uint8)
