@@ -4,7 +4,8 @@ The arithmetic is that of :func:`~shiftbench.corruptions.digital.pillow_box_resi
 ``Resample.c``: fixed-point weights with 22 fraction bits, ``(2**21 + sum) >> 22`` clipped to
 0..255, the horizontal pass first, then the vertical pass on its 8-bit result), with each
 pass's taps stored compactly (only non-zero weights). A pass whose taps are all single with
-weight 1 (Pillow's BOX filter when enlarging) is a pure gather.
+weight 1 (Pillow's BOX filter when enlarging) is a pure gather. Passes by a whole factor have
+their own kernels, compiled per factor (checked against the tap tables before use).
 """
 
 from __future__ import annotations
@@ -214,6 +215,8 @@ def box_resize_planes(planes: np.ndarray, height: int, width: int, out: np.ndarr
 
     A reducing horizontal pass runs as a vertical pass on the transposed planes (OpenCV's SIMD
     transpose): vertical passes process whole rows at once and vectorise, horizontal ones do not.
+    Whole factors (2, 3, 4) need no transpose: a reduction reads inputs k*i .. k*i + k - 1 with a
+    stride known when compiled, and an enlargement writes each value k times.
     """
     import cv2
 
