@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from ._gauss_cpu import pad_plane_f32
 
 _FRAME_TAP_MIN = 1e-8
 """Frame taps smaller than this are dropped (their total stays below 3e-8, i.e. 1e-5 of a level)."""
@@ -169,7 +170,9 @@ def disk_plan(radius: float, alias_blur: float, kernel_bytes: bytes, kernel_side
 
 @numba.njit(cache=True, nogil=True)
 def disk_correlate(
-    xp: np.ndarray,
+    planes: np.ndarray,
+    ridx: np.ndarray,
+    cidx: np.ndarray,
     grid: int,
     half: int,
     widths: np.ndarray,
@@ -190,8 +193,9 @@ def disk_correlate(
     integer: bool,
     out: np.ndarray,
 ) -> int:  # pragma: no cover - compiled
-    """Correlate padded planes ``xp`` (P x (H + 2 pad) x (W + 2 pad) float32 levels, pad = grid + half)
-    with the decomposed kernel; ``out`` (P x H x W float64, or uint8 for the truncated levels)
+    """Correlate planes (P x H x W levels) with the decomposed kernel, each padded in turn through
+    the REFLECT_101 index tables ``ridx``/``cidx`` (pad = grid + half) into one float32 buffer that
+    stays in cache; ``out`` (P x H x W float64, or uint8 for the truncated levels)
     receives the reference's ``clip(correlate(x / 255, K), 0, 1) * 255``. ``integer``: the levels are
     whole numbers (8-bit input), so box sums can slide from row to row exactly. Returns the number
     of values recomputed exactly.
@@ -216,8 +220,9 @@ def disk_correlate(
         g64[s] = np.float64(g[s])
     inv = 1.0 / 255.0
     repaired = 0
+    plane = np.empty((ridx.shape[0], cidx.shape[0]), dtype=np.float32)
     for p in range(npl):
-        plane = xp[p]
+        pad_plane_f32(planes[p], ridx, cidx, plane)
         # 1. disk sums (exact for integer levels) on the (H + 2 half) x (W + 2 half) region:
         #    vertical box sums of each half-height, then the disk's columns side by side
         for y in range(eh):
@@ -341,54 +346,3 @@ def disk_correlate(
                 dst[x] = o[x]
     return repaired
 
-
-@numba.njit(cache=True, nogil=True)
-def _pad_plane(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
-    """One plane (H x W, any real dtype) as float32 into ``dst``, padded through index tables."""
-    nw = x.shape[1]
-    r = (cidx.shape[0] - nw) // 2
-    for a in range(ridx.shape[0]):
-        src = x[ridx[a]]
-        d = dst[a]
-        for b in range(nw):
-            d[r + b] = np.float32(src[b])
-        for b in range(r):
-            d[b] = np.float32(src[cidx[b]])
-            d[r + nw + b] = np.float32(src[cidx[r + nw + b]])
-
-
-@numba.njit(cache=True, nogil=True)
-def disk_correlate_planes(
-    planes: np.ndarray,
-    ridx: np.ndarray,
-    cidx: np.ndarray,
-    grid: int,
-    half: int,
-    widths: np.ndarray,
-    width_slot: np.ndarray,
-    g: np.ndarray,
-    dval: float,
-    fcentre: np.ndarray,
-    coff: np.ndarray,
-    clen: np.ndarray,
-    cw: np.ndarray,
-    roff: np.ndarray,
-    rlen: np.ndarray,
-    rw: np.ndarray,
-    tw: np.ndarray,
-    tdy: np.ndarray,
-    tdx: np.ndarray,
-    margin: float,
-    integer: bool,
-    out: np.ndarray,
-) -> int:  # pragma: no cover - compiled
-    """:func:`disk_correlate` of unpadded planes (P x H x W), one plane at a time: each is padded
-    into one reused buffer that stays in cache, instead of padding the whole batch first."""
-    buf = np.empty((1, ridx.shape[0], cidx.shape[0]), dtype=np.float32)
-    repaired = 0
-    for p in range(planes.shape[0]):
-        _pad_plane(planes[p], ridx, cidx, buf[0])
-        repaired += disk_correlate(
-            buf, grid, half, widths, width_slot, g, dval, fcentre, coff, clen, cw, roff, rlen, rw, tw, tdy, tdx, margin, integer, out[p : p + 1]
-        )
-    return repaired

@@ -138,23 +138,19 @@ def correlate_taps(
 
 
 @numba.njit(cache=True, nogil=True)
-def pad_planes_scaled(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray, scale: float) -> np.ndarray:  # pragma: no cover - compiled
-    """Planes P x H x W (any real dtype) times ``scale``, as float32, padded through index tables
+def pad_plane_f32(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+    """One plane (H x W, any real dtype) as float32 into ``dst``, padded through index tables
     (``extend_index`` of -r .. n + r - 1): the interior of each row is a contiguous copy."""
-    npl, _, nw = x.shape
+    nw = x.shape[1]
     r = (cidx.shape[0] - nw) // 2
-    s = np.float32(scale)
-    xp = np.empty((npl, ridx.shape[0], cidx.shape[0]), dtype=np.float32)
-    for p in range(npl):
-        for a in range(ridx.shape[0]):
-            src = x[p, ridx[a]]
-            dst = xp[p, a]
-            for b in range(nw):
-                dst[r + b] = np.float32(src[b]) * s
-            for b in range(r):
-                dst[b] = np.float32(src[cidx[b]]) * s
-                dst[r + nw + b] = np.float32(src[cidx[r + nw + b]]) * s
-    return xp
+    for a in range(ridx.shape[0]):
+        src = x[ridx[a]]
+        d = dst[a]
+        for b in range(nw):
+            d[r + b] = np.float32(src[b])
+        for b in range(r):
+            d[b] = np.float32(src[cidx[b]])
+            d[r + nw + b] = np.float32(src[cidx[r + nw + b]])
 
 
 @numba.njit(cache=True, nogil=True)

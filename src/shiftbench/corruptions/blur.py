@@ -533,14 +533,14 @@ def _defocus_direct_cpu(x: torch.Tensor, k: np.ndarray, groups: tuple[np.ndarray
 def _defocus_disk_cpu(x: torch.Tensor, plan: Any, ctx: ApplyContext) -> torch.Tensor:
     """Defocus through the disk decomposition (:mod:`._defocus_cpu`); float64 result, or the
     truncated uint8 levels when ``ctx.levels`` (into ``ctx.out`` where it fits)."""
-    from ._defocus_cpu import disk_correlate_planes
+    from ._defocus_cpu import disk_correlate
 
     b, c, h, w = (int(v) for v in x.shape)
     planes = np.ascontiguousarray(x.detach().numpy()).reshape(b * c, h, w)
     cpu = torch.device("cpu")
     ridx, cidx = _reflect101_index(h, plan.pad, cpu).numpy(), _reflect101_index(w, plan.pad, cpu).numpy()
     out = ctx.result_array((b * c, h, w), np.float64)
-    disk_correlate_planes(
+    disk_correlate(
         planes, ridx, cidx, plan.grid, plan.half, plan.widths, plan.width_slot, plan.g, plan.dval, *plan.frame, *plan.taps, plan.margin, planes.dtype == np.uint8, out
     )
     return torch.from_numpy(out.reshape(b, c, h, w))
