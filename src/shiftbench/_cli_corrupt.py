@@ -110,7 +110,7 @@ def generate_group() -> None:
 @click.option("--workers", type=int, default=0, show_default=True, help="Worker processes (0: one per CPU core).")
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Labels .npy for a .npy image array.")
-@click.option("--device", default="cpu", show_default=True, help="Where the corruptions run: cpu, cuda or cuda:N (same pixels on every device).")
+@click.option("--device", default="cpu", show_default=True, help="Where the corruptions run: cpu, cuda, cuda:N or mps (on CUDA the files are checked to equal the CPU's byte for byte).")
 def generate_imagenet_c(
     src: Path,
     out: Path,

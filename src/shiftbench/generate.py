@@ -258,25 +258,6 @@ def _map(fn: Callable[[Any], Any], items: list[Any], workers: int) -> Iterator[A
 # ----------------------------------------------------------------------------- driver
 
 
-def _check_device(device: str) -> str:
-    """``cpu``, ``cuda`` or ``cuda:N`` with that CUDA device present; the canonical name."""
-    allowed = "cpu, cuda or cuda:N (a CUDA device of this machine)"
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError, ValueError):
-        raise InvalidArgumentError("--device", device, allowed) from None
-    if dev.type == "cpu":
-        return "cpu"
-    if dev.type != "cuda":
-        raise InvalidArgumentError("--device", device, allowed)
-    if not torch.cuda.is_available():
-        raise InvalidArgumentError("--device", device, f"{allowed}; PyTorch sees no CUDA device here")
-    index = dev.index if dev.index is not None else 0
-    if index >= torch.cuda.device_count():
-        raise InvalidArgumentError("--device", device, f"{allowed}; this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return f"cuda:{index}"
-
-
 def _resolve(config: GenerateConfig) -> tuple[list[str], list[int]]:
     get_edition(config.edition)
     names = list_corruptions(config.corruptions or "*", edition=get_edition(config.edition).name)
@@ -289,7 +270,9 @@ def _resolve(config: GenerateConfig) -> tuple[list[str], list[int]]:
         raise InvalidArgumentError("--batch-size", config.batch_size, "a positive integer")
     if config.workers < 0:
         raise InvalidArgumentError("--workers", config.workers, "0 (one per core) or a positive integer")
-    config.device = _check_device(config.device)
+    from .evaluation.models import parse_device
+
+    config.device = str(parse_device(config.device, "--device"))
     return names, sevs
 
 

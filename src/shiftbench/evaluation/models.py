@@ -306,24 +306,25 @@ class Classifier:
         return out.detach().to("cpu", torch.float32)
 
 
-def parse_device(device: torch.device | str | None) -> torch.device:
-    """Resolve ``device`` ("cpu", "cuda", "cuda:1", "mps"), refusing ones this machine lacks."""
+def parse_device(device: torch.device | str | None, argument: str = "device") -> torch.device:
+    """Resolve ``device`` ("cpu", "cuda", "cuda:1", "mps"), refusing ones this machine lacks;
+    errors name ``argument`` (e.g. a command-line option)."""
     if device is None:
         return torch.device("cpu")
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as e:
-        raise InvalidArgumentError("device", device, "'cpu', 'cuda', 'cuda:N' or 'mps'") from e
+        raise InvalidArgumentError(argument, device, "'cpu', 'cuda', 'cuda:N' or 'mps'") from e
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise InvalidArgumentError("device", device, "'cpu' (no CUDA device is available here)")
+            raise InvalidArgumentError(argument, device, "'cpu' (no CUDA device is available here)")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise InvalidArgumentError("device", device, f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+            raise InvalidArgumentError(argument, device, f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
     elif dev.type == "mps":
         if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-            raise InvalidArgumentError("device", device, "'cpu' (MPS is not available here)")
+            raise InvalidArgumentError(argument, device, "'cpu' (MPS is not available here)")
     elif dev.type != "cpu":
-        raise InvalidArgumentError("device", device, "'cpu', 'cuda', 'cuda:N' or 'mps'")
+        raise InvalidArgumentError(argument, device, "'cpu', 'cuda', 'cuda:N' or 'mps'")
     return dev
 
 
