@@ -236,7 +236,7 @@ def noise_image(
             for ch in range(3):
                 if p >= nwords:
                     return -1
-                r = np.uint64(raw[p])
+                r = _word(raw, p)
                 p += 1
                 layer = int(r & np.uint64(0xFF))
                 jj = (r >> np.uint64(9)) & np.uint64(0x7FFFFF)
