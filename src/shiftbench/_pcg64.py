@@ -20,6 +20,9 @@ _MASK64 = (1 << 64) - 1
 _MULT = 0x2360ED051FC65DA44385DF649FCCF645
 _MULT_HI = np.uint64(_MULT >> 64)
 _MULT_LO = np.uint64(_MULT & _MASK64)
+# four steps at once: state * MULT**4 + inc * (1 + MULT + MULT**2 + MULT**3)  (mod 2**128)
+_MULT4 = pow(_MULT, 4, 1 << 128)
+_INC_SUM4 = (1 + _MULT + _MULT**2 + _MULT**3) % (1 << 128)
 
 
 @intrinsic
@@ -86,14 +89,12 @@ def raw_words(bit_generator: np.random.BitGenerator, n: int) -> np.ndarray:
         return bit_generator.random_raw(n)
     st = bit_generator.state
     s, inc = int(st["state"]["state"]), int(st["state"]["inc"])
-    m4 = pow(_MULT, 4, 1 << 128)
-    inc4 = (inc * (1 + _MULT + _MULT * _MULT + _MULT**3)) % (1 << 128)
     lanes = np.empty((4, 2), dtype=np.uint64)
     for k in range(4):
         s = (s * _MULT + inc) % (1 << 128)
         lanes[k] = _split(s)
     out = np.empty(-(-n // 4) * 4, dtype=np.uint64)
-    _fill4(lanes, np.array(_split(m4) + _split(inc4), dtype=np.uint64), out)
+    _fill4(lanes, np.array(_split(_MULT4) + _split(inc * _INC_SUM4 % (1 << 128)), dtype=np.uint64), out)
     last = lanes[(n - 1) % 4]  # the lane that made word n - 1 (lanes after it ran one step further)
     st["state"]["state"] = (int(last[0]) << 64) | int(last[1])
     bit_generator.state = st

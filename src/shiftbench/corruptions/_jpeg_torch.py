@@ -110,6 +110,24 @@ def _descale(x: torch.Tensor, n: int) -> torch.Tensor:
     return (x + (1 << (n - 1))) >> n
 
 
+def _even_rotation(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The islow DCTs' even-part rotation (shared by the forward and inverse transforms):
+    (a, b) -> (z1 + a cos-term, z1 - b sin-term), z1 = (a + b) * 0.541196100."""
+    z1 = (a + b) * _F0_541
+    return z1 + a * _F0_765, z1 - b * _F1_847
+
+
+def _odd_rotation(
+    t0: torch.Tensor, t1: torch.Tensor, t2: torch.Tensor, t3: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The islow DCTs' odd part (shared by the forward and inverse transforms), in libjpeg's order."""
+    z1, z2, z3, z4 = t0 + t3, t1 + t2, t0 + t2, t1 + t3
+    z5 = (z3 + z4) * _F1_175
+    z1, z2 = z1 * -_F0_899, z2 * -_F2_562
+    z3, z4 = z3 * -_F1_961 + z5, z4 * -_F0_390 + z5
+    return t0 * _F0_298 + z1 + z3, t1 * _F2_053 + z2 + z4, t2 * _F3_072 + z2 + z3, t3 * _F1_501 + z1 + z4
+
+
 def _fdct_1d(v: torch.Tensor, dim: int, first: bool) -> torch.Tensor:
     d = v.unbind(dim)
     tmp0, tmp7 = d[0] + d[7], d[0] - d[7]
@@ -123,18 +141,8 @@ def _fdct_1d(v: torch.Tensor, dim: int, first: bool) -> torch.Tensor:
         o0, o4 = (tmp10 + tmp11) << _PASS1_BITS, (tmp10 - tmp11) << _PASS1_BITS
     else:
         o0, o4 = _descale(tmp10 + tmp11, _PASS1_BITS), _descale(tmp10 - tmp11, _PASS1_BITS)
-    z1 = (tmp12 + tmp13) * _F0_541
-    o2 = _descale(z1 + tmp13 * _F0_765, n)
-    o6 = _descale(z1 - tmp12 * _F1_847, n)
-    z1, z2, z3, z4 = tmp4 + tmp7, tmp5 + tmp6, tmp4 + tmp6, tmp5 + tmp7
-    z5 = (z3 + z4) * _F1_175
-    tmp4, tmp5, tmp6, tmp7 = tmp4 * _F0_298, tmp5 * _F2_053, tmp6 * _F3_072, tmp7 * _F1_501
-    z1, z2 = z1 * -_F0_899, z2 * -_F2_562
-    z3, z4 = z3 * -_F1_961 + z5, z4 * -_F0_390 + z5
-    o7 = _descale(tmp4 + z1 + z3, n)
-    o5 = _descale(tmp5 + z2 + z4, n)
-    o3 = _descale(tmp6 + z2 + z3, n)
-    o1 = _descale(tmp7 + z1 + z4, n)
+    o2, o6 = (_descale(o, n) for o in _even_rotation(tmp13, tmp12))
+    o7, o5, o3, o1 = (_descale(o, n) for o in _odd_rotation(tmp4, tmp5, tmp6, tmp7))
     return torch.stack([o0, o1, o2, o3, o4, o5, o6, o7], dim)
 
 
@@ -142,24 +150,12 @@ def _idct_1d(v: torch.Tensor, dim: int, n: int) -> torch.Tensor:
     """One islow IDCT pass along ``dim``, descaled by ``n`` bits (the all-zero-AC shortcuts of
     libjpeg give the same numbers, so they need no separate path)."""
     d = v.unbind(dim)
-    z2, z3 = d[2], d[6]
-    z1 = (z2 + z3) * _F0_541
-    tmp2 = z1 - z3 * _F1_847
-    tmp3 = z1 + z2 * _F0_765
+    tmp3, tmp2 = _even_rotation(d[2], d[6])
     tmp0 = (d[0] + d[4]) << _CONST_BITS
     tmp1 = (d[0] - d[4]) << _CONST_BITS
     tmp10, tmp13 = tmp0 + tmp3, tmp0 - tmp3
     tmp11, tmp12 = tmp1 + tmp2, tmp1 - tmp2
-    t0, t1, t2, t3 = d[7], d[5], d[3], d[1]
-    z1, z2, z3, z4 = t0 + t3, t1 + t2, t0 + t2, t1 + t3
-    z5 = (z3 + z4) * _F1_175
-    t0, t1, t2, t3 = t0 * _F0_298, t1 * _F2_053, t2 * _F3_072, t3 * _F1_501
-    z1, z2 = z1 * -_F0_899, z2 * -_F2_562
-    z3, z4 = z3 * -_F1_961 + z5, z4 * -_F0_390 + z5
-    t0 = t0 + z1 + z3
-    t1 = t1 + z2 + z4
-    t2 = t2 + z2 + z3
-    t3 = t3 + z1 + z4
+    t0, t1, t2, t3 = _odd_rotation(d[7], d[5], d[3], d[1])
     outs = [tmp10 + t3, tmp11 + t2, tmp12 + t1, tmp13 + t0, tmp13 - t0, tmp12 - t1, tmp11 - t2, tmp10 - t3]
     return torch.stack([_descale(o, n) for o in outs], dim)
 
