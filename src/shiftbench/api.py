@@ -74,7 +74,7 @@ def _threaded_stacked_draws(draw: Any, a: int, e: int, device: torch.device) -> 
     first = {k: np.asarray(v) for k, v in draw(a).items()}
     pin = device.type == "cuda" and torch.cuda.is_available()
     bufs = {
-        k: torch.empty((e - a,) + v.shape, dtype=torch.from_numpy(v[:0] if v.ndim else v.reshape(1)[:0]).dtype, pin_memory=pin)
+        k: torch.empty((e - a,) + v.shape, dtype=torch.from_numpy(v.reshape(-1)[:0]).dtype, pin_memory=pin)
         for k, v in first.items()
     }
     views = {k: t.numpy() for k, t in bufs.items()}
