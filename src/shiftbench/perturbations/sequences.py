@@ -378,15 +378,9 @@ def _check_seed(seed: Any) -> int:
 
 
 def _device(device: torch.device | str | None) -> torch.device:
-    if device is None:
-        return torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise InvalidArgumentError("device", device, "a torch device such as 'cpu' or 'cuda:0'") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InvalidArgumentError("device", device, "an available device (CUDA is not available here)")
-    return dev
+    from ..evaluation.models import parse_device
+
+    return parse_device(device)
 
 
 def perturb_chunks(
