@@ -1,0 +1,93 @@
+"""What a pixel-exact JPEG corruption costs at least on one CPU core.
+
+The reference's ``jpeg_compression`` is Pillow's save (quality q, 4:2:0) and open of a 224 image.
+shiftbench gives the same pixels through libjpeg-turbo itself (OpenCV on channel planes). This
+script times, per image and on one thread: the reference's Pillow round trip (with its array
+conversions), libjpeg-turbo's encode and decode alone through OpenCV, shiftbench's
+``jpeg_compression``, and shiftbench's integer tensor pipeline (the GPU route) on the CPU.
+Each is the fastest of ``--repeat`` passes over the real 224 photos, at every severity's quality.
+Run::
+
+    python benchmarks/jpeg_floor.py --out benchmarks/results/jpeg_floor--cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+from PIL import Image
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+
+def _best(fn, repeat: int, n: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best / n * 1e3  # ms per image
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--images", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+
+    import shiftbench
+    from benchmarks.speed import machine
+    from shiftbench.corruptions._jpeg_torch import jpeg_round_trip_tensor
+    from tests.oracle.harness import load_sample_224
+
+    torch.set_num_threads(1)
+    cv2.setNumThreads(1)
+    imgs = load_sample_224(args.images)
+    n = len(imgs)
+    x = torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous()
+    bgr = [np.ascontiguousarray(a[..., ::-1]) for a in imgs]
+    spec = shiftbench.get_corruption("jpeg_compression")
+    rows = []
+    for s in range(1, 6):
+        q = int(spec.severity_params("224", s))
+        params = [cv2.IMWRITE_JPEG_QUALITY, q, cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420]
+        encoded = [cv2.imencode(".jpg", a, params)[1] for a in bgr]
+
+        def pillow() -> None:
+            for a in imgs:
+                buf = io.BytesIO()
+                Image.fromarray(a).save(buf, "JPEG", quality=q)
+                np.uint8(Image.open(buf))
+
+        rows.append({
+            "severity": s,
+            "quality": q,
+            "reference_pillow_round_trip_ms": _best(pillow, args.repeat, n),
+            "libjpeg_turbo_encode_ms": _best(lambda: [cv2.imencode(".jpg", a, params) for a in bgr], args.repeat, n),
+            "libjpeg_turbo_decode_ms": _best(lambda: [cv2.imdecode(e, cv2.IMREAD_COLOR) for e in encoded], args.repeat, n),
+            "shiftbench_ms": _best(lambda: shiftbench.corrupt(x, "jpeg_compression", s), args.repeat, n),
+            "shiftbench_tensor_pipeline_cpu_ms": _best(lambda: jpeg_round_trip_tensor(x, q), max(1, args.repeat // 2), n),
+        })
+    keys = [k for k in rows[0] if k.endswith("_ms")]
+    mean = {k: float(np.mean([r[k] for r in rows])) for k in keys}
+    lines = [f"{k:38s} {mean[k]:7.3f} ms per 224 image" for k in keys]
+    lines.append(f"5x the reference needs                 {mean['reference_pillow_round_trip_ms'] / 5:7.3f} ms per image")
+    print("\n".join(lines))
+    if args.out:
+        meta = {"machine": machine(), "torch": torch.__version__, "opencv": cv2.__version__, "args": vars(args)}
+        Path(args.out).write_text(json.dumps({"metadata": meta, "per_severity": rows, "mean": mean}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
