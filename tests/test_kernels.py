@@ -410,12 +410,11 @@ def test_compiled_blends_equal_tensor_path(name: str, edition: str) -> None:
 
 @pytest.mark.parametrize(("h", "w", "noise"), [(224, 224, False), (37, 52, False), (33, 71, False), (56, 90, False), (299, 120, False), (40, 57, True)])
 def test_jpeg_round_trip_equals_pillow(h: int, w: int, noise: bool) -> None:
-    """The plane-wise OpenCV round trip and the integer tensor pipeline (the GPU route) give Pillow's
+    """The compiled CPU pipeline and the integer tensor pipeline (the GPU route) give Pillow's
     pixels, for every quality the editions use and the release quality 85."""
     from shiftbench.corruptions._jpeg_torch import jpeg_round_trip_tensor
-    from shiftbench.corruptions.digital import _opencv_jpeg_is_pillows, _pillow_jpeg, jpeg_round_trip
+    from shiftbench.corruptions.digital import _pillow_jpeg, jpeg_round_trip
 
-    assert _opencv_jpeg_is_pillows()
     if noise:  # uniform noise: the largest coefficients, and clipping at both ends after decoding
         imgs = np.random.default_rng(1).integers(0, 256, (2, h, w, 3)).astype(np.uint8)
     else:
@@ -428,8 +427,45 @@ def test_jpeg_round_trip_equals_pillow(h: int, w: int, noise: bool) -> None:
         assert got.dtype == torch.uint8 and tuple(got.shape) == tuple(x.shape)
         want = np.stack([_pillow_jpeg(np.ascontiguousarray(a), q) for a in imgs])
         assert np.array_equal(got.permute(0, 2, 3, 1).numpy(), want), q
-        assert torch.equal(jpeg_round_trip(x, q, use_opencv=False), got)
+        assert torch.equal(jpeg_round_trip(x, q, compiled=False), got)
         assert torch.equal(jpeg_round_trip_tensor(x, q), got), q
+
+
+def test_compiled_jpeg_equals_pillow_on_a_sweep() -> None:
+    """Random sizes from 5 px wide and 1 px high up (every edge case of the MCU padding and the
+    chroma rows and columns), photo crops and noise, at random qualities 1..100: Pillow's pixels.
+    Narrower images take Pillow's own route (jpeg_round_trip), also checked."""
+    from shiftbench.corruptions._jpeg_cpu import jpeg_round_trip_planes
+    from shiftbench.corruptions.digital import _pillow_jpeg, jpeg_round_trip
+
+    rng = np.random.default_rng(5)
+    photo = photos("299", 1)[0]
+    sizes = [(1, 5), (1, 9), (2, 6), (3, 17), (17, 5), (8, 8), (16, 16), (15, 33)]
+    sizes += [(int(rng.integers(1, 140)), int(rng.integers(5, 140))) for _ in range(40)]
+    for i, (h, w) in enumerate(sizes):
+        if i % 2:
+            a = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        else:
+            y0, x0 = rng.integers(0, 299 - h), rng.integers(0, 299 - w)
+            a = np.ascontiguousarray(photo[y0 : y0 + h, x0 : x0 + w])
+        q = int(rng.integers(1, 101))
+        got = jpeg_round_trip_planes(np.ascontiguousarray(a.transpose(2, 0, 1))[None], q)[0].transpose(1, 2, 0)
+        assert np.array_equal(got, _pillow_jpeg(a, q)), (h, w, q)
+    for h, w in [(9, 1), (3, 4), (1, 3)]:
+        a = rng.integers(0, 256, (1, 3, h, w), dtype=np.uint8)
+        got = jpeg_round_trip(torch.from_numpy(a), 40)[0].permute(1, 2, 0).numpy()
+        assert np.array_equal(got, _pillow_jpeg(np.ascontiguousarray(a[0].transpose(1, 2, 0)), 40)), (h, w)
+
+
+def test_compiled_jpeg_writes_into_the_callers_buffer() -> None:
+    from shiftbench.corruptions.digital import jpeg_round_trip
+
+    x = torch.from_numpy(photos("64", 3)).permute(0, 3, 1, 2).contiguous()
+    out = torch.zeros_like(x)
+    got = jpeg_round_trip(x, 15, out=out)
+    assert got.data_ptr() == out.data_ptr() and torch.equal(got, jpeg_round_trip(x, 15))
+    other = torch.zeros((3, 3, 64, 65), dtype=torch.uint8)  # not the batch's shape: a new tensor
+    assert jpeg_round_trip(x, 15, out=other).data_ptr() != other.data_ptr() and not other.any()
 
 
 @pytest.mark.parametrize("name", [n for n in shiftbench.list_corruptions() if shiftbench.get_corruption(n).fused is not None])

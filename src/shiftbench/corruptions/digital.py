@@ -180,15 +180,6 @@ def _pillow_pixelate(x: torch.Tensor, c: float) -> torch.Tensor:
     return _chw_tensor(out, x)
 
 
-def _jpeg_probe_image() -> np.ndarray:
-    """A small image with gradients, edges, noise and an odd size (partial MCUs at both edges)."""
-    yy, xx = np.mgrid[0:37, 0:53]
-    img = np.stack([(xx * 5) % 256, (yy * 7) % 256, ((xx + yy) * 3) % 256], axis=-1)
-    img[10:20, 5:30] = 255
-    img = img + np.random.default_rng(0).integers(0, 40, img.shape)
-    return np.clip(img, 0, 255).astype(np.uint8)
-
-
 def _pillow_jpeg(a: np.ndarray, quality: int) -> np.ndarray:
     buf = io.BytesIO()
     Image.fromarray(a).save(buf, format="JPEG", quality=int(quality))
@@ -196,66 +187,37 @@ def _pillow_jpeg(a: np.ndarray, quality: int) -> np.ndarray:
     return np.asarray(Image.open(buf).convert("RGB"))
 
 
-@lru_cache(maxsize=1)
-def _opencv_jpeg_is_pillows() -> bool:
-    """Whether OpenCV's JPEG round trip (4:2:0) gives Pillow's pixels here: both wheels bundle
-    libjpeg-turbo with the same defaults (integer DCT, fancy upsampling), but a build against another
-    libjpeg would not; checked once per process on a probe image at low and high quality."""
-    import cv2
-
-    if not hasattr(cv2, "IMWRITE_JPEG_SAMPLING_FACTOR_420"):
-        return False
-    img = _jpeg_probe_image()
-    for q in (5, 30, 85):
-        ok, enc = cv2.imencode(".jpg", img[..., ::-1], _opencv_jpeg_params(q))
-        if not ok or not np.array_equal(cv2.imdecode(enc, cv2.IMREAD_COLOR)[..., ::-1], _pillow_jpeg(img, q)):
-            return False
-    return True
-
-
-def _opencv_jpeg_params(quality: int) -> list[int]:
-    import cv2
-
-    return [cv2.IMWRITE_JPEG_QUALITY, int(quality), cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420]
-
-
-def _opencv_jpeg_planes(x: np.ndarray, quality: int) -> np.ndarray:
-    """B x 3 x H x W uint8 -> the JPEG round trip, channel planes in and out (no interleaved copies)."""
-    import cv2
-
-    params = _opencv_jpeg_params(quality)
-    out = np.empty_like(x)
-    for i in range(x.shape[0]):
-        ok, enc = cv2.imencode(".jpg", cv2.merge([x[i, 2], x[i, 1], x[i, 0]]), params)
-        if not ok:
-            raise RuntimeError("OpenCV could not encode the image as JPEG")
-        b, g, r = cv2.split(cv2.imdecode(enc, cv2.IMREAD_COLOR))
-        out[i, 0], out[i, 1], out[i, 2] = r, g, b
-    return out
-
-
-def jpeg_round_trip(x: torch.Tensor, quality: int, use_opencv: bool = True) -> torch.Tensor:
+def jpeg_round_trip(x: torch.Tensor, quality: int, compiled: bool = True, out: torch.Tensor | None = None) -> torch.Tensor:
     """Pillow's JPEG round trip (quality ``quality``, 4:2:0) of a B x 3 x H x W uint8 batch, on its device.
 
-    On the CPU, libjpeg-turbo through OpenCV on channel planes where that gives Pillow's pixels
-    (checked once per process), else through Pillow; on other devices the same arithmetic as
-    batched integer tensor ops (:mod:`._jpeg_torch`), so the batch never leaves the device.
+    On the CPU the compiled pipeline (:mod:`._jpeg_cpu`), writing into ``out`` when that is a
+    contiguous B x 3 x H x W uint8 CPU tensor; with ``compiled=False`` Pillow itself, image by
+    image (the reference's route). On other devices the same arithmetic as batched integer tensor
+    ops (:mod:`._jpeg_torch`), so the batch never leaves the device. All give Pillow's pixels
+    (the pipelines for images at least 5 px wide: Pillow's decoder upsamples chroma rows of one or
+    two samples its own way, so narrower images take the Pillow route; shiftbench's images have
+    at least 32 px a side).
     """
     if x.device.type != "cpu":
         from ._jpeg_torch import jpeg_round_trip_tensor
 
         return jpeg_round_trip_tensor(x, int(quality))
-    a = np.ascontiguousarray(x.detach().cpu().numpy())
-    if use_opencv and _opencv_jpeg_is_pillows():
-        return torch.from_numpy(_opencv_jpeg_planes(a, int(quality))).to(x.device)
+    a = np.ascontiguousarray(x.detach().numpy())
+    if compiled and a.shape[-1] >= 5:
+        from ._jpeg_cpu import jpeg_round_trip_planes
+
+        if out is not None and out.dtype == torch.uint8 and out.device.type == "cpu" and out.is_contiguous() and out.shape == x.shape:
+            jpeg_round_trip_planes(a, int(quality), out=out.numpy())
+            return out
+        return torch.from_numpy(jpeg_round_trip_planes(a, int(quality)))
     imgs = _hwc_images(torch.from_numpy(a))
-    out = np.empty_like(imgs)
+    res = np.empty_like(imgs)
     for i, im in enumerate(imgs):
-        out[i] = _pillow_jpeg(im, int(quality))
-    return _chw_tensor(out, x)
+        res[i] = _pillow_jpeg(im, int(quality))
+    return _chw_tensor(res, x)
 
 
 @register("jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8)
 def jpeg_compression(x: torch.Tensor, c: int, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
-    """Encode as JPEG at quality c (4:2:0 chroma subsampling) and decode (libjpeg-turbo)."""
-    return jpeg_round_trip(x, int(c), use_opencv=bool(ctx.extra.get("fused", True)))
+    """Encode as JPEG at quality c (4:2:0 chroma subsampling) and decode, as Pillow (libjpeg-turbo) does."""
+    return jpeg_round_trip(x, int(c), compiled=bool(ctx.extra.get("fused", True)), out=ctx.out)

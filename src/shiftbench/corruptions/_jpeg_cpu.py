@@ -1,0 +1,491 @@
+"""Compiled JPEG round trip: Pillow's ``save(JPEG, quality)`` + ``open`` pixels without the codec.
+
+The arithmetic is that of :mod:`._jpeg_torch` (libjpeg-turbo's colour tables, 4:2:0 downsampling
+with its alternating bias, islow forward DCT, reciprocal quantisation, islow inverse DCT with the
+range-limit table, fancy upsampling), compiled for one CPU core in 32-bit integers, the width of
+libjpeg-turbo's own SIMD code. The lossless entropy coder is skipped; at the editions' qualities it
+is about half of what a codec round trip costs.
+
+Layout: a plane's rows are stored in the order (row within block, block row), so that viewed as
+8-sample segments and transposed (OpenCV), sample ``k`` of row ``r`` of every block lies in one
+contiguous run over the blocks. Every 1-D transform is then a loop over all the plane's blocks
+with contiguous loads and stores, which the compiler vectorises:
+
+1. colour conversion (for chroma with the 2 x 2 sums), edges repeated, level shift;
+2. transpose; forward DCT along rows;
+3. forward DCT along columns, quantisation, dequantisation and the inverse DCT's column pass,
+   one column of coefficients at a time (no coefficient array is stored);
+4. inverse DCT along rows and range limit; transpose back;
+5. fancy upsampling of the chroma rows and conversion to RGB into the output planes.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+
+import cv2
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from ._jpeg_torch import _divisors, quant_tables
+
+
+def _int32_op(op: str):  # type: ignore[no-untyped-def]
+    """A binary int32 -> int32 operation (Numba widens 32-bit arithmetic to 64 bits, which halves
+    the vector lanes and makes multiplications slow; these keep it at libjpeg-turbo's width)."""
+
+    @intrinsic
+    def _op(typingctx, a, b):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+        sig = types.int32(types.int32, types.int32)
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            return getattr(builder, op)(args[0], args[1])
+
+        return sig, codegen
+
+    return _op
+
+
+def _int16_op(op: str):  # type: ignore[no-untyped-def]
+    """A binary int16 -> int16 operation (for sums that fit 16 bits: twice the lanes)."""
+
+    @intrinsic
+    def _op(typingctx, a, b):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+        sig = types.int16(types.int16, types.int16)
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            return getattr(builder, op)(args[0], args[1])
+
+        return sig, codegen
+
+    return _op
+
+
+_add16 = _int16_op("add")
+_mul16 = _int16_op("mul")
+_shr16 = _int16_op("ashr")
+_add = _int32_op("add")
+_sub = _int32_op("sub")
+_mul = _int32_op("mul")
+_shr = _int32_op("ashr")
+_shl = _int32_op("shl")
+_and = _int32_op("and_")
+
+
+@intrinsic
+def _byte(typingctx, a):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """int32 clipped to 0..255."""
+    sig = types.int32(types.int32)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        i32 = ir.IntType(32)
+        x = args[0]
+        x = builder.select(builder.icmp_signed("<", x, ir.Constant(i32, 0)), ir.Constant(i32, 0), x)
+        return builder.select(builder.icmp_signed(">", x, ir.Constant(i32, 255)), ir.Constant(i32, 255), x)
+
+    return sig, codegen
+
+
+@intrinsic
+def _quant(typingctx, f, c, m, s, q):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Quantise and dequantise a coefficient: sign(f) * (((|f| + c) * m) >> s) * q."""
+    sig = types.int32(types.int32, types.int32, types.int32, types.int32, types.int32)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        f, c, m, s, q = args
+        zero = ir.Constant(ir.IntType(32), 0)
+        neg = builder.icmp_signed("<", f, zero)
+        mag = builder.ashr(builder.mul(builder.add(builder.select(neg, builder.sub(zero, f), f), c), m), s)
+        return builder.mul(builder.select(neg, builder.sub(zero, mag), mag), q)
+
+    return sig, codegen
+
+
+@intrinsic
+def _wide(typingctx):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Let the compiler vectorise the calling kernel with 512-bit registers where the CPU has them
+    (LLVM's default on AVX-512 CPUs is 256; these integer loops run ~1.3x faster at 512). The
+    function attribute is a hint: CPUs without AVX-512 use their widest registers as before."""
+    sig = types.none()
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_F0_298 = 2446
+_F0_390 = 3196
+_F0_541 = 4433
+_F0_765 = 6270
+_F0_899 = 7373
+_F1_175 = 9633
+_F1_501 = 12299
+_F1_847 = 15137
+_F1_961 = 16069
+_F2_053 = 16819
+_F2_562 = 20995
+_F3_072 = 25172
+
+# colour conversion, 16-bit fixed point (libjpeg's jccolor.c / jdcolor.c tables as arithmetic)
+_HALF = 1 << 15
+_Y_R, _Y_G, _Y_B = 19595, 38470, 7471
+_CB_R, _CB_G, _CB_B = -11059, -21709, 32768
+_CR_R, _CR_G, _CR_B = 32768, -27439, -5329
+_C_OFF = (128 << 16) + _HALF - 1
+_R_CR, _B_CB, _G_CB, _G_CR = 91881, 116130, -22554, -46802
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _odd(t0, t1, t2, t3):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """The islow DCTs' odd part (forward and inverse), in libjpeg's order."""
+    z5 = _mul(_add(_add(t0, t2), _add(t1, t3)), _F1_175)
+    z1 = _mul(_add(t0, t3), -_F0_899)
+    z2 = _mul(_add(t1, t2), -_F2_562)
+    z3 = _add(_mul(_add(t0, t2), -_F1_961), z5)
+    z4 = _add(_mul(_add(t1, t3), -_F0_390), z5)
+    return (
+        _add(_add(_mul(t0, _F0_298), z1), z3),
+        _add(_add(_mul(t1, _F2_053), z2), z4),
+        _add(_add(_mul(t2, _F3_072), z2), z3),
+        _add(_add(_mul(t3, _F1_501), z1), z4),
+    )
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _fdct(d0, d1, d2, d3, d4, d5, d6, d7, dc_bits, dc_shift, n):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """One islow forward DCT pass: the DC/4 outputs shifted left by ``dc_bits`` then descaled by
+    ``dc_shift``; the rotated outputs descaled by ``n`` bits."""
+    tmp0, tmp7 = _add(d0, d7), _sub(d0, d7)
+    tmp1, tmp6 = _add(d1, d6), _sub(d1, d6)
+    tmp2, tmp5 = _add(d2, d5), _sub(d2, d5)
+    tmp3, tmp4 = _add(d3, d4), _sub(d3, d4)
+    tmp10, tmp13 = _add(tmp0, tmp3), _sub(tmp0, tmp3)
+    tmp11, tmp12 = _add(tmp1, tmp2), _sub(tmp1, tmp2)
+    r = 1 << (n - 1)
+    if dc_shift:
+        dr = 1 << (dc_shift - 1)
+        o0 = _shr(_add(_add(tmp10, tmp11), dr), dc_shift)
+        o4 = _shr(_add(_sub(tmp10, tmp11), dr), dc_shift)
+    else:
+        o0 = _shl(_add(tmp10, tmp11), dc_bits)
+        o4 = _shl(_sub(tmp10, tmp11), dc_bits)
+    z1 = _mul(_add(tmp12, tmp13), _F0_541)
+    o2 = _shr(_add(_add(z1, _mul(tmp13, _F0_765)), r), n)
+    o6 = _shr(_add(_sub(z1, _mul(tmp12, _F1_847)), r), n)
+    o7, o5, o3, o1 = _odd(tmp4, tmp5, tmp6, tmp7)
+    return o0, _shr(_add(o1, r), n), o2, _shr(_add(o3, r), n), o4, _shr(_add(o5, r), n), o6, _shr(_add(o7, r), n)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _idct(d0, d1, d2, d3, d4, d5, d6, d7):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """One islow inverse DCT pass before its descale (libjpeg's all-zero shortcuts give the same numbers)."""
+    z1 = _mul(_add(d2, d6), _F0_541)
+    tmp3 = _add(z1, _mul(d2, _F0_765))
+    tmp2 = _sub(z1, _mul(d6, _F1_847))
+    tmp0 = _shl(_add(d0, d4), 13)
+    tmp1 = _shl(_sub(d0, d4), 13)
+    tmp10, tmp13 = _add(tmp0, tmp3), _sub(tmp0, tmp3)
+    tmp11, tmp12 = _add(tmp1, tmp2), _sub(tmp1, tmp2)
+    t0, t1, t2, t3 = _odd(d7, d5, d3, d1)
+    return (
+        _add(tmp10, t3), _add(tmp11, t2), _add(tmp12, t1), _add(tmp13, t0),
+        _sub(tmp13, t0), _sub(tmp12, t1), _sub(tmp11, t2), _sub(tmp10, t3),
+    )  # fmt: skip
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sample(v):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Descale the second inverse pass (13 + 2 + 3 bits) and apply libjpeg's range-limit table:
+    x + 128 clipped to 0..255 for x in -384..639, the 10-bit wrap-round beyond."""
+    x = _sub(_and(_add(_shr(_add(v, 1 << 17), 18), 512), 1023), 512)  # the 10 bits, signed
+    return _byte(_add(x, 128))
+
+
+@numba.njit(cache=True, nogil=True)
+def _luma(img: np.ndarray, h: int, w: int, nby: int, plane: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Y - 128 of every row of the padded plane (rows and columns repeated at the edges), rows in
+    (row within block, block row) order."""
+    _wide()
+    rr, gg, bb = img[0], img[1], img[2]
+    wp = plane.shape[1]
+    for yy in range(plane.shape[0]):
+        src = min(yy, h - 1)
+        dst = plane[(yy & 7) * nby + (yy >> 3)]
+        r, g, b = rr[src], gg[src], bb[src]
+        for x in range(w):
+            y = _add(_add(_mul(np.int32(r[x]), _Y_R), _mul(np.int32(g[x]), _Y_G)), _mul(np.int32(b[x]), _Y_B))
+            dst[x] = _sub(_shr(_add(y, _HALF), 16), 128)
+        for x in range(w, wp):
+            dst[x] = dst[w - 1]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _chroma_pair(r0, g0, b0, r1, g1, b1, r2, g2, b2, r3, g3, b3, bias):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Cb and Cr of 2 x 2 pixels, summed with libjpeg's per-pixel rounding, averaged with ``bias``, level shifted."""
+    cb = _add(
+        _add(
+            _shr(_add(_add(_add(_mul(r0, _CB_R), _mul(g0, _CB_G)), _mul(b0, _CB_B)), _C_OFF), 16),
+            _shr(_add(_add(_add(_mul(r1, _CB_R), _mul(g1, _CB_G)), _mul(b1, _CB_B)), _C_OFF), 16),
+        ),
+        _add(
+            _shr(_add(_add(_add(_mul(r2, _CB_R), _mul(g2, _CB_G)), _mul(b2, _CB_B)), _C_OFF), 16),
+            _shr(_add(_add(_add(_mul(r3, _CB_R), _mul(g3, _CB_G)), _mul(b3, _CB_B)), _C_OFF), 16),
+        ),
+    )
+    cr = _add(
+        _add(
+            _shr(_add(_add(_add(_mul(r0, _CR_R), _mul(g0, _CR_G)), _mul(b0, _CR_B)), _C_OFF), 16),
+            _shr(_add(_add(_add(_mul(r1, _CR_R), _mul(g1, _CR_G)), _mul(b1, _CR_B)), _C_OFF), 16),
+        ),
+        _add(
+            _shr(_add(_add(_add(_mul(r2, _CR_R), _mul(g2, _CR_G)), _mul(b2, _CR_B)), _C_OFF), 16),
+            _shr(_add(_add(_add(_mul(r3, _CR_R), _mul(g3, _CR_G)), _mul(b3, _CR_B)), _C_OFF), 16),
+        ),
+    )
+    return _sub(_shr(_add(cb, bias), 2), 128), _sub(_shr(_add(cr, bias), 2), 128)
+
+
+@numba.njit(cache=True, nogil=True)
+def _chroma(img: np.ndarray, h: int, w: int, cby: int, level: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Cb - 128 and Cr - 128 of the padded subsampled planes, stacked as one plane of 2 x ``cby``
+    block rows (Cb's, then Cr's), rows permuted as in :func:`_luma`.
+    Full-size columns are widened by repeating the last one; the image is completed to a pair of
+    rows and the subsampled plane then repeats its own last row; the 2 x 2 sums are averaged with
+    the alternating bias 1, 2."""
+    rr, gg, bb = img[0], img[1], img[2]
+    ch = (h + 1) // 2
+    wp = level.shape[1]
+    pairs = w // 2
+    for cyy in range(8 * cby):
+        cy = min(cyy, ch - 1)
+        ya, yb = 2 * cy, min(2 * cy + 1, h - 1)
+        row = (cyy & 7) * 2 * cby + (cyy >> 3)
+        dcb, dcr = level[row], level[row + cby]
+        ra, ga, ba, rb, gb, bbb = rr[ya], gg[ya], bb[ya], rr[yb], gg[yb], bb[yb]
+        for x in range(pairs):
+            cb, cr = _chroma_pair(
+                np.int32(ra[2 * x]), np.int32(ga[2 * x]), np.int32(ba[2 * x]),
+                np.int32(ra[2 * x + 1]), np.int32(ga[2 * x + 1]), np.int32(ba[2 * x + 1]),
+                np.int32(rb[2 * x]), np.int32(gb[2 * x]), np.int32(bbb[2 * x]),
+                np.int32(rb[2 * x + 1]), np.int32(gb[2 * x + 1]), np.int32(bbb[2 * x + 1]),
+                _add(_and(x, 1), 1),
+            )  # fmt: skip
+            dcb[x] = cb
+            dcr[x] = cr
+        for x in range(pairs, wp):
+            xa, xb = min(2 * x, w - 1), min(2 * x + 1, w - 1)
+            cb, cr = _chroma_pair(
+                np.int32(ra[xa]), np.int32(ga[xa]), np.int32(ba[xa]),
+                np.int32(ra[xb]), np.int32(ga[xb]), np.int32(ba[xb]),
+                np.int32(rb[xa]), np.int32(gb[xa]), np.int32(bbb[xa]),
+                np.int32(rb[xb]), np.int32(gb[xb]), np.int32(bbb[xb]),
+                _add(_and(x, 1), 1),
+            )  # fmt: skip
+            dcb[x] = cb
+            dcr[x] = cr
+
+
+@numba.njit(cache=True, nogil=True)
+def _rows(t: np.ndarray, o: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Forward DCT along rows: ``t[k, r * n + j]`` (sample k of row r of block j) -> ``o[r * 8 + u, j]``."""
+    _wide()
+    n = o.shape[1]
+    for r in range(8):
+        s = r * n
+        t0, t1, t2, t3 = t[0, s : s + n], t[1, s : s + n], t[2, s : s + n], t[3, s : s + n]
+        t4, t5, t6, t7 = t[4, s : s + n], t[5, s : s + n], t[6, s : s + n], t[7, s : s + n]
+        for j in range(n):
+            o0, o1, o2, o3, o4, o5, o6, o7 = _fdct(t0[j], t1[j], t2[j], t3[j], t4[j], t5[j], t6[j], t7[j], 2, 0, 11)
+            o[r * 8, j] = o0
+            o[r * 8 + 1, j] = o1
+            o[r * 8 + 2, j] = o2
+            o[r * 8 + 3, j] = o3
+            o[r * 8 + 4, j] = o4
+            o[r * 8 + 5, j] = o5
+            o[r * 8 + 6, j] = o6
+            o[r * 8 + 7, j] = o7
+
+
+@numba.njit(cache=True, nogil=True)
+def _columns(o: np.ndarray, ws: np.ndarray, tab: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Column DCT, quantise, dequantise and the inverse column pass (descaled by 11 bits), one
+    coefficient column ``u`` at a time: ``o[v * 8 + u, j]`` -> ``ws[v * 8 + u, j]``."""
+    _wide()
+    n = o.shape[1]
+    qt, recip, corr, shift = tab[0], tab[1], tab[2], tab[3]
+    for u in range(8):
+        q0, q1, q2, q3, q4, q5, q6, q7 = qt[u], qt[8 + u], qt[16 + u], qt[24 + u], qt[32 + u], qt[40 + u], qt[48 + u], qt[56 + u]
+        m0, m1, m2, m3 = recip[u], recip[8 + u], recip[16 + u], recip[24 + u]
+        m4, m5, m6, m7 = recip[32 + u], recip[40 + u], recip[48 + u], recip[56 + u]
+        c0, c1, c2, c3 = corr[u], corr[8 + u], corr[16 + u], corr[24 + u]
+        c4, c5, c6, c7 = corr[32 + u], corr[40 + u], corr[48 + u], corr[56 + u]
+        s0, s1, s2, s3 = shift[u], shift[8 + u], shift[16 + u], shift[24 + u]
+        s4, s5, s6, s7 = shift[32 + u], shift[40 + u], shift[48 + u], shift[56 + u]
+        for j in range(n):
+            f0, f1, f2, f3, f4, f5, f6, f7 = _fdct(
+                o[u, j], o[8 + u, j], o[16 + u, j], o[24 + u, j], o[32 + u, j], o[40 + u, j], o[48 + u, j], o[56 + u, j], 0, 2, 15
+            )
+            i0, i1, i2, i3, i4, i5, i6, i7 = _idct(
+                _quant(f0, c0, m0, s0, q0), _quant(f1, c1, m1, s1, q1), _quant(f2, c2, m2, s2, q2), _quant(f3, c3, m3, s3, q3),
+                _quant(f4, c4, m4, s4, q4), _quant(f5, c5, m5, s5, q5), _quant(f6, c6, m6, s6, q6), _quant(f7, c7, m7, s7, q7),
+            )  # fmt: skip
+            ws[u, j] = _shr(_add(i0, 1024), 11)
+            ws[8 + u, j] = _shr(_add(i1, 1024), 11)
+            ws[16 + u, j] = _shr(_add(i2, 1024), 11)
+            ws[24 + u, j] = _shr(_add(i3, 1024), 11)
+            ws[32 + u, j] = _shr(_add(i4, 1024), 11)
+            ws[40 + u, j] = _shr(_add(i5, 1024), 11)
+            ws[48 + u, j] = _shr(_add(i6, 1024), 11)
+            ws[56 + u, j] = _shr(_add(i7, 1024), 11)
+
+
+@numba.njit(cache=True, nogil=True)
+def _samples(ws: np.ndarray, p: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Inverse DCT along rows and range limit: ``ws[r * 8 + k, j]`` -> ``p[k, r * n + j]``."""
+    _wide()
+    n = ws.shape[1]
+    for r in range(8):
+        s = r * n
+        p0, p1, p2, p3 = p[0, s : s + n], p[1, s : s + n], p[2, s : s + n], p[3, s : s + n]
+        p4, p5, p6, p7 = p[4, s : s + n], p[5, s : s + n], p[6, s : s + n], p[7, s : s + n]
+        for j in range(n):
+            o0, o1, o2, o3, o4, o5, o6, o7 = _idct(
+                ws[r * 8, j], ws[r * 8 + 1, j], ws[r * 8 + 2, j], ws[r * 8 + 3, j],
+                ws[r * 8 + 4, j], ws[r * 8 + 5, j], ws[r * 8 + 6, j], ws[r * 8 + 7, j],
+            )  # fmt: skip
+            p0[j] = _sample(o0)
+            p1[j] = _sample(o1)
+            p2[j] = _sample(o2)
+            p3[j] = _sample(o3)
+            p4[j] = _sample(o4)
+            p5[j] = _sample(o5)
+            p6[j] = _sample(o6)
+            p7[j] = _sample(o7)
+
+
+@numba.njit(cache=True, nogil=True)
+def _upsample(dec: np.ndarray, h: int, w: int, cby: int, v: np.ndarray, eo: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Fancy upsampling of the decoded Cb and Cr planes (stacked and permuted as in :func:`_chroma`): per
+    output row the vertical sums 3 * nearer + farther row, then the even and odd output columns
+    (3/4 nearer, 1/4 farther sum; biases 8 and 7) into ``eo[plane * 2 + parity, row, column // 2]``."""
+    _wide()
+    ch, cw = (h + 1) // 2, (w + 1) // 2
+    for yy in range(h):
+        i = yy >> 1
+        far = max(i - 1, 0) if (yy & 1) == 0 else min(i + 1, ch - 1)
+        ni, fi = (i & 7) * 2 * cby + (i >> 3), (far & 7) * 2 * cby + (far >> 3)
+        for x in range(cw):
+            v[0, x + 1] = _add16(_mul16(np.int16(dec[ni, x]), 3), np.int16(dec[fi, x]))
+            v[1, x + 1] = _add16(_mul16(np.int16(dec[ni + cby, x]), 3), np.int16(dec[fi + cby, x]))
+        v[0, 0], v[1, 0] = v[0, 1], v[1, 1]  # the first and last columns repeat their own sample
+        v[0, cw + 1], v[1, cw + 1] = v[0, cw], v[1, cw]
+        for c in range(2):
+            for x in range(cw):
+                eo[2 * c, yy, x] = _shr16(_add16(_add16(_mul16(v[c, x + 1], 3), v[c, x]), 8), 4)
+                eo[2 * c + 1, yy, x] = _shr16(_add16(_add16(_mul16(v[c, x + 1], 3), v[c, x + 2]), 7), 4)
+
+
+@numba.njit(cache=True, nogil=True)
+def _to_rgb(y: np.ndarray, up: np.ndarray, h: int, w: int, nby: int, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """YCbCr -> RGB with libjpeg's decoding tables as arithmetic (round(1.402 Cr), round(1.772 Cb),
+    the green terms summed before one shift), clipped to 0..255."""
+    _wide()
+    for yy in range(h):
+        yr = (yy & 7) * nby + (yy >> 3)
+        for x in range(w):
+            yv = np.int32(y[yr, x])
+            b = _sub(np.int32(up[0, yy, x]), 128)
+            r = _sub(np.int32(up[1, yy, x]), 128)
+            out[0, yy, x] = _byte(_add(yv, _shr(_add(_mul(r, _R_CR), _HALF), 16)))
+            out[1, yy, x] = _byte(_add(yv, _shr(_add(_add(_mul(b, _G_CB), _mul(r, _G_CR)), _HALF), 16)))
+            out[2, yy, x] = _byte(_add(yv, _shr(_add(_mul(b, _B_CB), _HALF), 16)))
+
+
+class _Plane:
+    """Work buffers of one plane of ``nby`` x ``nbx`` blocks."""
+
+    def __init__(self, nby: int, nbx: int) -> None:
+        n = nby * nbx
+        self.nby = nby
+        self.level = np.empty((8 * nby, 8 * nbx), np.int16)  # padded plane, rows permuted
+        self.t = np.empty((8, 8 * n), np.int16)  # k-major samples
+        self.o = np.empty((64, n), np.int16)  # row DCT output
+        self.ws = np.empty((64, n), np.int32)  # inverse column pass output
+        self.p = np.empty((8, 8 * n), np.uint8)  # k-major decoded samples
+        self.dec = np.empty((8 * nby, 8 * nbx), np.uint8)  # decoded plane, rows permuted
+
+    def code(self, tab: np.ndarray) -> None:
+        cv2.transpose(self.level.reshape(-1, 8), self.t)
+        _rows(self.t, self.o)
+        _columns(self.o, self.ws, tab)
+        _samples(self.ws, self.p)
+        cv2.transpose(self.p, self.dec.reshape(-1, 8))
+
+
+@lru_cache(maxsize=128)
+def _tables(quality: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per quality, luma and chroma: the quantisation table and its reciprocals, corrections and shifts."""
+
+    def rows(table: tuple[int, ...]) -> np.ndarray:
+        recip, corr, shift = _divisors(table)
+        return np.array([table, recip, corr, shift], dtype=np.int32)
+
+    luma, chroma = quant_tables(quality)
+    return rows(luma), rows(chroma)
+
+
+class _Buffers:
+    """The work buffers of one image size (reused image after image, batch after batch)."""
+
+    def __init__(self, h: int, w: int) -> None:
+        ch, cw = (h + 1) // 2, (w + 1) // 2
+        self.cby = (ch + 7) // 8
+        self.y = _Plane((h + 7) // 8, (w + 7) // 8)
+        self.c = _Plane(2 * self.cby, (cw + 7) // 8)  # Cb and Cr
+        self.v = np.empty((2, cw + 2), np.int16)
+        self.eo = np.empty((4, h, cw), np.uint8)
+        self.up = np.empty((2, h, 2 * cw), np.uint8)
+        self.up_b = self.up[0].reshape(h, cw, 2)
+        self.up_r = self.up[1].reshape(h, cw, 2)
+
+
+_LOCAL = threading.local()  # per thread: the buffers of the last image size
+
+
+def _buffers(h: int, w: int) -> _Buffers:
+    held = getattr(_LOCAL, "buffers", None)
+    if held is None or held[0] != (h, w):
+        held = ((h, w), _Buffers(h, w))
+        _LOCAL.buffers = held
+    return held[1]
+
+
+def jpeg_round_trip_planes(x: np.ndarray, quality: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Pillow's JPEG round trip (quality ``quality``, 4:2:0) of a B x 3 x H x W uint8 array, into
+    ``out`` (same shape, contiguous) or a new array. Images at least 5 px wide (see
+    :func:`~shiftbench.corruptions.digital.jpeg_round_trip`)."""
+    luma, chroma = _tables(min(100, max(1, int(quality))))
+    x = np.ascontiguousarray(x)
+    if out is None:
+        out = np.empty_like(x)
+    _, _, h, w = x.shape
+    if w < 5:
+        raise ValueError(f"jpeg_round_trip_planes: width must be at least 5 px, got {w}")
+    bf = _buffers(h, w)
+    yp, cp = bf.y, bf.c
+    for i in range(x.shape[0]):
+        _luma(x[i], h, w, yp.nby, yp.level)
+        _chroma(x[i], h, w, bf.cby, cp.level)
+        yp.code(luma)
+        cp.code(chroma)
+        _upsample(cp.dec, h, w, bf.cby, bf.v, bf.eo)
+        cv2.merge([bf.eo[0], bf.eo[1]], bf.up_b)
+        cv2.merge([bf.eo[2], bf.eo[3]], bf.up_r)
+        _to_rgb(yp.dec, bf.up, h, w, yp.nby, out[i])
+    return out
