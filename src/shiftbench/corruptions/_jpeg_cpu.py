@@ -68,6 +68,8 @@ def _int16_op(op: str):  # type: ignore[no-untyped-def]
 _add16 = _int16_op("add")
 _mul16 = _int16_op("mul")
 _shr16 = _int16_op("ashr")
+_shl16 = _int16_op("shl")
+_or16 = _int16_op("or_")
 _add = _int32_op("add")
 _sub = _int32_op("sub")
 _mul = _int32_op("mul")
@@ -134,11 +136,16 @@ _F3_072 = 25172
 
 # colour conversion, 16-bit fixed point (libjpeg's jccolor.c / jdcolor.c tables as arithmetic)
 _HALF = 1 << 15
-_Y_R, _Y_G, _Y_B = 19595, 38470, 7471
-_CB_R, _CB_G, _CB_B = -11059, -21709, 32768
-_CR_R, _CR_G, _CR_B = 32768, -27439, -5329
+# Constants beyond 16 bits are split into a shift and a 16-bit rest, so that every product is of two
+# 16-bit numbers, which the compiler turns into the cheaper word multiply-adds (vpmaddwd):
+# Y = 19595 R + 38470 G + 7471 B, 38470 G = 5702 G + (G << 15)
+_Y_R, _Y_G, _Y_B = 19595, 38470 - 32768, 7471
+_CB_R, _CB_G = -11059, -21709  # Cb: + (B << 15)
+_CR_G, _CR_B = -27439, -5329  # Cr: + (R << 15)
 _C_OFF = (128 << 16) + _HALF - 1
-_R_CR, _B_CB, _G_CB, _G_CR = 91881, 116130, -22554, -46802
+# R = Y + (91881 Cr + 2**15 >> 16), B = Y + (116130 Cb + 2**15 >> 16), G = Y + (-22554 Cb - 46802 Cr + 2**15 >> 16):
+# 91881 = 2**16 + 26345, 116130 = 2**16 + 2**15 + 17826, -46802 = -2**15 - 14034
+_R_CR, _B_CB, _G_CB, _G_CR = 91881 - 65536, 116130 - 65536 - 32768, -22554, -46802 + 32768
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -219,7 +226,8 @@ def _luma(img: np.ndarray, h: int, w: int, nby: int, plane: np.ndarray) -> None:
         dst = plane[(yy & 7) * nby + (yy >> 3)]
         r, g, b = rr[src], gg[src], bb[src]
         for x in range(w):
-            y = _add(_add(_mul(np.int32(r[x]), _Y_R), _mul(np.int32(g[x]), _Y_G)), _mul(np.int32(b[x]), _Y_B))
+            gx = np.int32(g[x])
+            y = _add(_add(_mul(np.int32(r[x]), _Y_R), _mul(gx, _Y_G)), _add(_mul(np.int32(b[x]), _Y_B), _shl(gx, 15)))
             dst[x] = _sub(_shr(_add(y, _HALF), 16), 128)
         for x in range(w, wp):
             dst[x] = dst[w - 1]
@@ -230,22 +238,22 @@ def _chroma_pair(r0, g0, b0, r1, g1, b1, r2, g2, b2, r3, g3, b3, bias):  # type:
     """Cb and Cr of 2 x 2 pixels, summed with libjpeg's per-pixel rounding, averaged with ``bias``, level shifted."""
     cb = _add(
         _add(
-            _shr(_add(_add(_add(_mul(r0, _CB_R), _mul(g0, _CB_G)), _mul(b0, _CB_B)), _C_OFF), 16),
-            _shr(_add(_add(_add(_mul(r1, _CB_R), _mul(g1, _CB_G)), _mul(b1, _CB_B)), _C_OFF), 16),
+            _shr(_add(_add(_add(_mul(r0, _CB_R), _mul(g0, _CB_G)), _shl(b0, 15)), _C_OFF), 16),
+            _shr(_add(_add(_add(_mul(r1, _CB_R), _mul(g1, _CB_G)), _shl(b1, 15)), _C_OFF), 16),
         ),
         _add(
-            _shr(_add(_add(_add(_mul(r2, _CB_R), _mul(g2, _CB_G)), _mul(b2, _CB_B)), _C_OFF), 16),
-            _shr(_add(_add(_add(_mul(r3, _CB_R), _mul(g3, _CB_G)), _mul(b3, _CB_B)), _C_OFF), 16),
+            _shr(_add(_add(_add(_mul(r2, _CB_R), _mul(g2, _CB_G)), _shl(b2, 15)), _C_OFF), 16),
+            _shr(_add(_add(_add(_mul(r3, _CB_R), _mul(g3, _CB_G)), _shl(b3, 15)), _C_OFF), 16),
         ),
     )
     cr = _add(
         _add(
-            _shr(_add(_add(_add(_mul(r0, _CR_R), _mul(g0, _CR_G)), _mul(b0, _CR_B)), _C_OFF), 16),
-            _shr(_add(_add(_add(_mul(r1, _CR_R), _mul(g1, _CR_G)), _mul(b1, _CR_B)), _C_OFF), 16),
+            _shr(_add(_add(_add(_shl(r0, 15), _mul(g0, _CR_G)), _mul(b0, _CR_B)), _C_OFF), 16),
+            _shr(_add(_add(_add(_shl(r1, 15), _mul(g1, _CR_G)), _mul(b1, _CR_B)), _C_OFF), 16),
         ),
         _add(
-            _shr(_add(_add(_add(_mul(r2, _CR_R), _mul(g2, _CR_G)), _mul(b2, _CR_B)), _C_OFF), 16),
-            _shr(_add(_add(_add(_mul(r3, _CR_R), _mul(g3, _CR_G)), _mul(b3, _CR_B)), _C_OFF), 16),
+            _shr(_add(_add(_add(_shl(r2, 15), _mul(g2, _CR_G)), _mul(b2, _CR_B)), _C_OFF), 16),
+            _shr(_add(_add(_add(_shl(r3, 15), _mul(g3, _CR_G)), _mul(b3, _CR_B)), _C_OFF), 16),
         ),
     )
     return _sub(_shr(_add(cb, bias), 2), 128), _sub(_shr(_add(cr, bias), 2), 128)
@@ -370,10 +378,11 @@ def _samples(ws: np.ndarray, p: np.ndarray) -> None:  # pragma: no cover - compi
 
 
 @numba.njit(cache=True, nogil=True)
-def _upsample(dec: np.ndarray, h: int, w: int, cby: int, v: np.ndarray, eo: np.ndarray) -> None:  # pragma: no cover - compiled
-    """Fancy upsampling of the decoded Cb and Cr planes (stacked and permuted as in :func:`_chroma`): per
-    output row the vertical sums 3 * nearer + farther row, then the even and odd output columns
-    (3/4 nearer, 1/4 farther sum; biases 8 and 7) into ``eo[plane * 2 + parity, row, column // 2]``."""
+def _upsample(dec: np.ndarray, h: int, w: int, cby: int, v: np.ndarray, up: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Fancy upsampling of the decoded Cb and Cr planes (stacked and permuted as in :func:`_chroma`):
+    per output row the vertical sums 3 * nearer + farther row, then per chroma column its even and
+    odd output pixels (3/4 nearer, 1/4 farther sum; biases 8 and 7), stored as one 16-bit word
+    ``even | odd << 8`` in ``up[plane, row, column]``: read as bytes (little-endian), the upsampled row."""
     _wide()
     ch, cw = (h + 1) // 2, (w + 1) // 2
     for yy in range(h):
@@ -387,8 +396,9 @@ def _upsample(dec: np.ndarray, h: int, w: int, cby: int, v: np.ndarray, eo: np.n
         v[0, cw + 1], v[1, cw + 1] = v[0, cw], v[1, cw]
         for c in range(2):
             for x in range(cw):
-                eo[2 * c, yy, x] = _shr16(_add16(_add16(_mul16(v[c, x + 1], 3), v[c, x]), 8), 4)
-                eo[2 * c + 1, yy, x] = _shr16(_add16(_add16(_mul16(v[c, x + 1], 3), v[c, x + 2]), 7), 4)
+                even = _shr16(_add16(_add16(_mul16(v[c, x + 1], 3), v[c, x]), 8), 4)
+                odd = _shr16(_add16(_add16(_mul16(v[c, x + 1], 3), v[c, x + 2]), 7), 4)
+                up[c, yy, x] = _or16(even, _shl16(odd, 8))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -402,9 +412,9 @@ def _to_rgb(y: np.ndarray, up: np.ndarray, h: int, w: int, nby: int, out: np.nda
             yv = np.int32(y[yr, x])
             b = _sub(np.int32(up[0, yy, x]), 128)
             r = _sub(np.int32(up[1, yy, x]), 128)
-            out[0, yy, x] = _byte(_add(yv, _shr(_add(_mul(r, _R_CR), _HALF), 16)))
-            out[1, yy, x] = _byte(_add(yv, _shr(_add(_add(_mul(b, _G_CB), _mul(r, _G_CR)), _HALF), 16)))
-            out[2, yy, x] = _byte(_add(yv, _shr(_add(_mul(b, _B_CB), _HALF), 16)))
+            out[0, yy, x] = _byte(_add(_add(yv, r), _shr(_add(_mul(r, _R_CR), _HALF), 16)))
+            out[1, yy, x] = _byte(_add(yv, _shr(_add(_sub(_mul(b, _G_CB), _shl(r, 15)), _add(_mul(r, _G_CR), _HALF)), 16)))
+            out[2, yy, x] = _byte(_add(_add(yv, b), _shr(_add(_add(_mul(b, _B_CB), _shl(b, 15)), _HALF), 16)))
 
 
 class _Plane:
@@ -449,10 +459,8 @@ class _Buffers:
         self.y = _Plane((h + 7) // 8, (w + 7) // 8)
         self.c = _Plane(2 * self.cby, (cw + 7) // 8)  # Cb and Cr
         self.v = np.empty((2, cw + 2), np.int16)
-        self.eo = np.empty((4, h, cw), np.uint8)
-        self.up = np.empty((2, h, 2 * cw), np.uint8)
-        self.up_b = self.up[0].reshape(h, cw, 2)
-        self.up_r = self.up[1].reshape(h, cw, 2)
+        self.up = np.empty((2, h, cw), np.int16)  # byte pairs (see _upsample)
+        self.up8 = self.up.view(np.uint8)  # 2 x h x 2 cw: the upsampled planes
 
 
 _LOCAL = threading.local()  # per thread: the buffers of the last image size
@@ -484,8 +492,6 @@ def jpeg_round_trip_planes(x: np.ndarray, quality: int, out: np.ndarray | None =
         _chroma(x[i], h, w, bf.cby, cp.level)
         yp.code(luma)
         cp.code(chroma)
-        _upsample(cp.dec, h, w, bf.cby, bf.v, bf.eo)
-        cv2.merge([bf.eo[0], bf.eo[1]], bf.up_b)
-        cv2.merge([bf.eo[2], bf.eo[3]], bf.up_r)
-        _to_rgb(yp.dec, bf.up, h, w, yp.nby, out[i])
+        _upsample(cp.dec, h, w, bf.cby, bf.v, bf.up)
+        _to_rgb(yp.dec, bf.up8, h, w, yp.nby, out[i])
     return out
