@@ -21,6 +21,7 @@ with contiguous loads and stores, which the compiler vectorises:
 
 from __future__ import annotations
 
+import sys
 import threading
 from functools import lru_cache
 
@@ -120,6 +121,9 @@ def _wide(typingctx):  # type: ignore[no-untyped-def]  # pragma: no cover - comp
 
     return sig, codegen
 
+
+# where the even and odd upsampled pixels go in a 16-bit word, so that its bytes are in pixel order
+_EVEN_BYTE, _ODD_BYTE = (0, 8) if sys.byteorder == "little" else (8, 0)
 
 _F0_298 = 2446
 _F0_390 = 3196
@@ -382,7 +386,8 @@ def _upsample(dec: np.ndarray, h: int, w: int, cby: int, v: np.ndarray, up: np.n
     """Fancy upsampling of the decoded Cb and Cr planes (stacked and permuted as in :func:`_chroma`):
     per output row the vertical sums 3 * nearer + farther row, then per chroma column its even and
     odd output pixels (3/4 nearer, 1/4 farther sum; biases 8 and 7), stored as one 16-bit word
-    ``even | odd << 8`` in ``up[plane, row, column]``: read as bytes (little-endian), the upsampled row."""
+    ``even | odd << 8`` (little-endian; the other way round on big-endian machines) in
+    ``up[plane, row, column]``: read as bytes, the upsampled row."""
     _wide()
     ch, cw = (h + 1) // 2, (w + 1) // 2
     for yy in range(h):
@@ -398,7 +403,7 @@ def _upsample(dec: np.ndarray, h: int, w: int, cby: int, v: np.ndarray, up: np.n
             for x in range(cw):
                 even = _shr16(_add16(_add16(_mul16(v[c, x + 1], 3), v[c, x]), 8), 4)
                 odd = _shr16(_add16(_add16(_mul16(v[c, x + 1], 3), v[c, x + 2]), 7), 4)
-                up[c, yy, x] = _or16(even, _shl16(odd, 8))
+                up[c, yy, x] = _or16(_shl16(even, _EVEN_BYTE), _shl16(odd, _ODD_BYTE))
 
 
 @numba.njit(cache=True, nogil=True)
