@@ -1,11 +1,13 @@
-"""What a pixel-exact JPEG corruption costs at least on one CPU core.
+"""What a pixel-exact JPEG corruption costs on one CPU core, against what a codec costs.
 
 The reference's ``jpeg_compression`` is Pillow's save (quality q, 4:2:0) and open of a 224 image.
-shiftbench gives the same pixels through libjpeg-turbo itself (OpenCV on channel planes). This
-script times, per image and on one thread: the reference's Pillow round trip (with its array
-conversions), libjpeg-turbo's encode and decode alone through OpenCV, shiftbench's
-``jpeg_compression``, and shiftbench's integer tensor pipeline (the GPU route) on the CPU.
-Each is the fastest of ``--repeat`` passes over the real 224 photos, at every severity's quality.
+shiftbench gives the same pixels with a compiled pipeline of libjpeg-turbo's lossy stages, without
+the (lossless) entropy coder. This script times, per image and on one thread: the reference's
+Pillow round trip (with its array conversions), libjpeg-turbo's encode and decode alone through
+OpenCV (the codec's own floor), shiftbench's ``jpeg_compression`` through ``corrupt``, the compiled
+pipeline alone (writing into a reused array), and the integer tensor pipeline (the GPU route) on
+the CPU. Each is the fastest of ``--repeat`` passes over the real 224 photos, at every severity's
+quality.
 Run::
 
     python benchmarks/jpeg_floor.py --out benchmarks/results/jpeg_floor--cpu.json
@@ -48,6 +50,7 @@ def main() -> None:
 
     import shiftbench
     from benchmarks.speed import machine
+    from shiftbench.corruptions._jpeg_cpu import jpeg_round_trip_planes
     from shiftbench.corruptions._jpeg_torch import jpeg_round_trip_tensor
     from tests.oracle.harness import load_sample_224
 
@@ -57,6 +60,7 @@ def main() -> None:
     n = len(imgs)
     x = torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous()
     bgr = [np.ascontiguousarray(a[..., ::-1]) for a in imgs]
+    planes, planes_out = x.numpy(), np.empty_like(x.numpy())
     spec = shiftbench.get_corruption("jpeg_compression")
     rows = []
     for s in range(1, 6):
@@ -77,6 +81,7 @@ def main() -> None:
             "libjpeg_turbo_encode_ms": _best(lambda: [cv2.imencode(".jpg", a, params) for a in bgr], args.repeat, n),
             "libjpeg_turbo_decode_ms": _best(lambda: [cv2.imdecode(e, cv2.IMREAD_COLOR) for e in encoded], args.repeat, n),
             "shiftbench_ms": _best(lambda: shiftbench.corrupt(x, "jpeg_compression", s), args.repeat, n),
+            "shiftbench_compiled_pipeline_ms": _best(lambda: jpeg_round_trip_planes(planes, q, out=planes_out), args.repeat, n),
             "shiftbench_tensor_pipeline_cpu_ms": _best(lambda: jpeg_round_trip_tensor(x, q), max(1, args.repeat // 2), n),
         })
     keys = [k for k in rows[0] if k.endswith("_ms")]
