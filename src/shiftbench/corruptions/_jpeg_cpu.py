@@ -32,16 +32,33 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from ._jpeg_torch import _divisors, quant_tables
+from ._jpeg_torch import (
+    _F0_298,
+    _F0_390,
+    _F0_541,
+    _F0_765,
+    _F0_899,
+    _F1_175,
+    _F1_501,
+    _F1_847,
+    _F1_961,
+    _F2_053,
+    _F2_562,
+    _F3_072,
+    _divisors,
+    quant_tables,
+)
 
 
-def _int32_op(op: str):  # type: ignore[no-untyped-def]
-    """A binary int32 -> int32 operation (Numba widens 32-bit arithmetic to 64 bits, which halves
-    the vector lanes and makes multiplications slow; these keep it at libjpeg-turbo's width)."""
+def _int_op(op: str, bits: int):  # type: ignore[no-untyped-def]
+    """A binary operation on ``bits``-wide integers, result of the same width. Numba widens 32-bit
+    arithmetic to 64 bits, which halves the vector lanes and makes multiplications slow; these keep
+    it at libjpeg-turbo's width (16 bits where sums are known to fit: twice the lanes)."""
+    t = types.int32 if bits == 32 else types.int16
 
     @intrinsic
     def _op(typingctx, a, b):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-        sig = types.int32(types.int32, types.int32)
+        sig = t(t, t)
 
         def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
             return getattr(builder, op)(args[0], args[1])
@@ -51,32 +68,17 @@ def _int32_op(op: str):  # type: ignore[no-untyped-def]
     return _op
 
 
-def _int16_op(op: str):  # type: ignore[no-untyped-def]
-    """A binary int16 -> int16 operation (for sums that fit 16 bits: twice the lanes)."""
-
-    @intrinsic
-    def _op(typingctx, a, b):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-        sig = types.int16(types.int16, types.int16)
-
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            return getattr(builder, op)(args[0], args[1])
-
-        return sig, codegen
-
-    return _op
-
-
-_add16 = _int16_op("add")
-_mul16 = _int16_op("mul")
-_shr16 = _int16_op("ashr")
-_shl16 = _int16_op("shl")
-_or16 = _int16_op("or_")
-_add = _int32_op("add")
-_sub = _int32_op("sub")
-_mul = _int32_op("mul")
-_shr = _int32_op("ashr")
-_shl = _int32_op("shl")
-_and = _int32_op("and_")
+_add16 = _int_op("add", 16)
+_mul16 = _int_op("mul", 16)
+_shr16 = _int_op("ashr", 16)
+_shl16 = _int_op("shl", 16)
+_or16 = _int_op("or_", 16)
+_add = _int_op("add", 32)
+_sub = _int_op("sub", 32)
+_mul = _int_op("mul", 32)
+_shr = _int_op("ashr", 32)
+_shl = _int_op("shl", 32)
+_and = _int_op("and_", 32)
 
 
 @intrinsic
@@ -124,19 +126,6 @@ def _wide(typingctx):  # type: ignore[no-untyped-def]  # pragma: no cover - comp
 
 # where the even and odd upsampled pixels go in a 16-bit word, so that its bytes are in pixel order
 _EVEN_BYTE, _ODD_BYTE = (0, 8) if sys.byteorder == "little" else (8, 0)
-
-_F0_298 = 2446
-_F0_390 = 3196
-_F0_541 = 4433
-_F0_765 = 6270
-_F0_899 = 7373
-_F1_175 = 9633
-_F1_501 = 12299
-_F1_847 = 15137
-_F1_961 = 16069
-_F2_053 = 16819
-_F2_562 = 20995
-_F3_072 = 25172
 
 # colour conversion, 16-bit fixed point (libjpeg's jccolor.c / jdcolor.c tables as arithmetic)
 _HALF = 1 << 15
