@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 from ._pcg64 import raw_words
+from ._simd import wide_vectors
 
 LAYERS = 256
 R = 3.6541528853610088  # right edge of the base strip for 256 layers
@@ -224,6 +225,7 @@ def noise_image(
     words used, -1 when ``raw`` ran out.
 
     The normals go into a channel-planar row buffer, so the apply loop reads it contiguously."""
+    wide_vectors()
     nwords = raw.shape[0]
     _, nh, nw = x.shape
     k255 = np.float32(255.0)

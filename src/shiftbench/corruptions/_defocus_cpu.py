@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from .._simd import wide_vectors
 from ._gauss_cpu import pad_plane_f32
 
 _FRAME_TAP_MIN = 1e-8
@@ -202,6 +203,7 @@ def disk_correlate(
 
     Inner loops index slices from 0 so that they vectorise (an offset index costs a wrap-around
     check per element)."""
+    wide_vectors()
     npl, nh, nw = out.shape
     pad = grid + half
     wp = nw + 2 * pad  # padded width

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .._simd import wide_vectors
+
 _TO_UNIT = 1.0 / 4294967296.0  # 2**-32
 
 
@@ -63,6 +65,7 @@ def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width
     """The normalised n x n plasma map's top-left ``height x width`` window (float32).
 
     ``words`` holds the n * n - 1 32-bit words the octaves consume, in draw order."""
+    wide_vectors()
     grid = np.empty((n, n), dtype=np.float64)
     grid[0, 0] = 0.0
     step = n
@@ -119,6 +122,7 @@ def fog_blend(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> 
     ``peak`` the image's maximum of ``x / 255``; x: B x 3 x H x W (uint8 levels or float64 values),
     plasma: B x H x W (float32 or float64, widened); out: float64, or uint8 for the truncated levels. The float64
     operations of the tensor path, in its order."""
+    wide_vectors()
     nb, nc, nh, nw = x.shape
     for n in range(nb):
         peak = np.float64(_peak(x[n])) / 255.0
@@ -145,6 +149,7 @@ def fog_levels(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) ->
     value by a few units in the last place (~1e-13 of a level), and its integer part is the exact
     one unless it lies within ``_NEAR`` of a level boundary. Those values (a few per million) are
     recomputed afterwards with the divisions, in the float64 path's order."""
+    wide_vectors()
     nb, nc, nh, nw = x.shape
     inv255 = 1.0 / 255.0
     near = np.zeros(nw, dtype=np.bool_)

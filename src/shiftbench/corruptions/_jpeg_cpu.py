@@ -32,6 +32,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from .._simd import wide_vectors as _wide
 from ._jpeg_torch import (
     _F0_298,
     _F0_390,
@@ -106,20 +107,6 @@ def _quant(typingctx, f, c, m, s, q):  # type: ignore[no-untyped-def]  # pragma:
         neg = builder.icmp_signed("<", f, zero)
         mag = builder.ashr(builder.mul(builder.add(builder.select(neg, builder.sub(zero, f), f), c), m), s)
         return builder.mul(builder.select(neg, builder.sub(zero, mag), mag), q)
-
-    return sig, codegen
-
-
-@intrinsic
-def _wide(typingctx):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    """Let the compiler vectorise the calling kernel with 512-bit registers where the CPU has them
-    (LLVM's default on AVX-512 CPUs is 256; these integer loops run ~1.3x faster at 512). The
-    function attribute is a hint: CPUs without AVX-512 use their widest registers as before."""
-    sig = types.none()
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
-        return context.get_dummy_value()
 
     return sig, codegen
 

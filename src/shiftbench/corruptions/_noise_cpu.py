@@ -5,6 +5,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .._simd import wide_vectors
+
 
 _TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53: a PCG64 double is (word >> 11) * 2**-53
 
@@ -30,6 +32,7 @@ def alias_lookup(raw: np.ndarray, levels: np.ndarray, prob: np.ndarray, alias: n
 @numba.njit(cache=True, nogil=True)
 def salt_pepper_masks(words: np.ndarray, n: int, threshold: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """From the first n 32-bit ``words``: flipped = (low 31 bits) < threshold, salted = top bit set."""
+    wide_vectors()
     flipped = np.empty(n, dtype=np.bool_)
     salted = np.empty(n, dtype=np.bool_)
     t = np.uint32(threshold) if threshold < 2**31 else np.uint32(2**31)
@@ -49,6 +52,7 @@ def salt_pepper_masks(words: np.ndarray, n: int, threshold: int) -> tuple[np.nda
 
 @numba.njit(cache=True, nogil=True)
 def gaussian_kernel(x: np.ndarray, z: np.ndarray, c: np.float32, multiplicative: bool, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    wide_vectors()
     nb, nc, nh, nw = x.shape
     k255 = np.float32(255.0)
     zero = np.float32(0.0)
@@ -70,6 +74,7 @@ def gaussian_kernel(x: np.ndarray, z: np.ndarray, c: np.float32, multiplicative:
 
 @numba.njit(cache=True, nogil=True)
 def impulse_kernel(x: np.ndarray, flipped: np.ndarray, salted: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    wide_vectors()
     # the three channels in one loop: each mask row is read once, as bytes (a select per value
     # vectorises; a branch on random masks would not)
     nb, _, nh, nw = x.shape

@@ -16,6 +16,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from .._simd import wide_vectors
+
 _PRECISION_BITS = 22
 
 
@@ -62,6 +64,7 @@ def _rows_pass(src: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: b
     """Along the last axis: planes P x H x Win (uint8) -> P x H x Wout. ``index``/``weight``: the
     dense out x K tables (every output takes K taps, padded with weight 0: no data-dependent
     branch per output)."""
+    wide_vectors()
     npl, nh, _ = src.shape
     nout = dst.shape[2]
     k = index.shape[1]
@@ -85,6 +88,7 @@ def _rows_pass(src: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: b
 @numba.njit(cache=True, nogil=True)
 def _cols_pass(src: np.ndarray, start: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: bool, dst: np.ndarray) -> None:  # pragma: no cover - compiled
     """Along the middle axis: planes P x Hin x W (uint8) -> P x Hout x W, whole rows at a time."""
+    wide_vectors()
     npl, _, nw = src.shape
     nout = dst.shape[1]
     acc = np.empty(nw, dtype=np.int32)
@@ -114,6 +118,7 @@ def _reduce_rows_k(src: np.ndarray, wts: np.ndarray, k: int, dst: np.ndarray) ->
     """Along the last axis by a whole factor ``k``: output i sums inputs k*i .. k*i + k - 1 with the
     weights ``wts`` (the same for every output). With ``k`` a compile-time constant the strided loads
     vectorise, so no transpose is needed."""
+    wide_vectors()
     npl, nh, _ = src.shape
     nout = dst.shape[2]
     half = np.int32(1 << (_PRECISION_BITS - 1))
@@ -150,6 +155,7 @@ _REDUCE_K = {2: _reduce_rows_2, 3: _reduce_rows_3, 4: _reduce_rows_4}
 @numba.njit(cache=True, nogil=True, inline="always")
 def _expand_rows_k(src: np.ndarray, k: int, dst: np.ndarray) -> None:  # pragma: no cover - compiled
     """Along the last axis by a whole factor ``k``: output k*i + t is input i (enlarging BOX)."""
+    wide_vectors()
     npl, nh, nin = src.shape
     for p in range(npl):
         for y in range(nh):
