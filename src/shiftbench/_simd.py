@@ -16,8 +16,11 @@ def wide_vectors(typingctx):  # type: ignore[no-untyped-def]  # pragma: no cover
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         # llvmlite's attribute set only names the enumerated attributes; a string attribute is
-        # written into the IR as it stands
-        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        # written into the IR as it stands. Should a llvmlite version store attributes otherwise,
+        # the kernel compiles without the hint.
+        attrs = builder.function.attributes
+        if isinstance(attrs, set):
+            set.add(attrs, '"prefer-vector-width"="512"')
         return context.get_dummy_value()
 
     return sig, codegen
