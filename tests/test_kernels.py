@@ -547,3 +547,23 @@ def test_whole_factor_reduction_equals_pillow(w: int, out_w: int) -> None:
         back = box_resize_planes(got, 40, w)
         want_back = np.stack([np.asarray(Image.fromarray(a).resize((w, 40), Image.BOX)) for a in want])
         assert np.array_equal(back, want_back), (w, out_w, out_h, "up")
+
+
+def test_wide_vectors_hint_reaches_the_compiled_function() -> None:
+    """The 512-bit hint is written into the kernel's LLVM function (it only widens registers:
+    the kernels' outputs are covered by the equality tests above)."""
+    import numba
+
+    from shiftbench._simd import wide_vectors
+
+    @numba.njit
+    def double(a: np.ndarray) -> None:  # pragma: no cover - compiled
+        wide_vectors()
+        for i in range(a.shape[0]):
+            a[i] *= 2
+
+    a = np.arange(5, dtype=np.int32)
+    double(a)
+    assert a.tolist() == [0, 2, 4, 6, 8]
+    ir_text = next(iter(double.inspect_llvm().values()))
+    assert '"prefer-vector-width"="512"' in ir_text
