@@ -3,8 +3,7 @@
 The arithmetic is that of :mod:`._jpeg_torch` (libjpeg-turbo's colour tables, 4:2:0 downsampling
 with its alternating bias, islow forward DCT, reciprocal quantisation, islow inverse DCT with the
 range-limit table, fancy upsampling), compiled for one CPU core in 32-bit integers, the width of
-libjpeg-turbo's own SIMD code. The lossless entropy coder is skipped; at the editions' qualities it
-is about half of what a codec round trip costs.
+libjpeg-turbo's own SIMD code. The lossless entropy coder is skipped.
 
 Layout: a plane's rows are stored in the order (row within block, block row), so that viewed as
 8-sample segments and transposed (OpenCV), sample ``k`` of row ``r`` of every block lies in one
@@ -47,6 +46,7 @@ from ._jpeg_torch import (
     _F2_562,
     _F3_072,
     _divisors,
+    _fix,
     quant_tables,
 )
 
@@ -114,18 +114,20 @@ def _quant(typingctx, f, c, m, s, q):  # type: ignore[no-untyped-def]  # pragma:
 # where the even and odd upsampled pixels go in a 16-bit word, so that its bytes are in pixel order
 _EVEN_BYTE, _ODD_BYTE = (0, 8) if sys.byteorder == "little" else (8, 0)
 
-# colour conversion, 16-bit fixed point (libjpeg's jccolor.c / jdcolor.c tables as arithmetic)
+# colour conversion, 16-bit fixed point (libjpeg's jccolor.c / jdcolor.c tables as arithmetic, the
+# constants of :mod:`._jpeg_torch`). Those beyond 16 bits are split into a shift and a 16-bit rest,
+# so that every product is of two 16-bit numbers, which the compiler turns into word multiply-adds
+# (vpmaddwd) instead of 32-bit multiplications.
 _HALF = 1 << 15
-# Constants beyond 16 bits are split into a shift and a 16-bit rest, so that every product is of two
-# 16-bit numbers, which the compiler turns into the cheaper word multiply-adds (vpmaddwd):
-# Y = 19595 R + 38470 G + 7471 B, 38470 G = 5702 G + (G << 15)
-_Y_R, _Y_G, _Y_B = 19595, 38470 - 32768, 7471
-_CB_R, _CB_G = -11059, -21709  # Cb: + (B << 15)
-_CR_G, _CR_B = -27439, -5329  # Cr: + (R << 15)
+_Y_R, _Y_G, _Y_B = _fix(0.299), _fix(0.587) - (1 << 15), _fix(0.114)  # Y: + (G << 15)
+_CB_R, _CB_G = -_fix(0.16874), -_fix(0.33126)  # Cb: + (B << 15), _fix(0.5) = 2**15
+_CR_G, _CR_B = -_fix(0.41869), -_fix(0.08131)  # Cr: + (R << 15)
 _C_OFF = (128 << 16) + _HALF - 1
-# R = Y + (91881 Cr + 2**15 >> 16), B = Y + (116130 Cb + 2**15 >> 16), G = Y + (-22554 Cb - 46802 Cr + 2**15 >> 16):
-# 91881 = 2**16 + 26345, 116130 = 2**16 + 2**15 + 17826, -46802 = -2**15 - 14034
-_R_CR, _B_CB, _G_CB, _G_CR = 91881 - 65536, 116130 - 65536 - 32768, -22554, -46802 + 32768
+# R = Y + Cr + (r Cr + 2**15 >> 16), B = Y + Cb + ((b + 2**15) Cb + 2**15 >> 16), G = Y + (g Cb - (Cr << 15) + g' Cr + 2**15 >> 16)
+_R_CR = _fix(1.40200) - (1 << 16)
+_B_CB = _fix(1.77200) - (1 << 16) - (1 << 15)
+_G_CB, _G_CR = -_fix(0.34414), -_fix(0.71414) + (1 << 15)
+assert max(abs(c) for c in (_Y_R, _Y_G, _Y_B, _CB_R, _CB_G, _CR_G, _CR_B, _R_CR, _B_CB, _G_CB, _G_CR)) < 1 << 15
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -146,8 +148,8 @@ def _odd(t0, t1, t2, t3):  # type: ignore[no-untyped-def]  # pragma: no cover - 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _fdct(d0, d1, d2, d3, d4, d5, d6, d7, dc_bits, dc_shift, n):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    """One islow forward DCT pass: the DC/4 outputs shifted left by ``dc_bits`` then descaled by
-    ``dc_shift``; the rotated outputs descaled by ``n`` bits."""
+    """One islow forward DCT pass: outputs 0 and 4 shifted left by ``dc_bits`` or descaled by
+    ``dc_shift`` bits; the rotated outputs descaled by ``n`` bits."""
     tmp0, tmp7 = _add(d0, d7), _sub(d0, d7)
     tmp1, tmp6 = _add(d1, d6), _sub(d1, d6)
     tmp2, tmp5 = _add(d2, d5), _sub(d2, d5)
@@ -421,7 +423,8 @@ class _Plane:
 
 @lru_cache(maxsize=128)
 def _tables(quality: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per quality, luma and chroma: the quantisation table and its reciprocals, corrections and shifts."""
+    """Per quality (clipped to 1..100 by :func:`quant_tables`), luma and chroma: the quantisation
+    table and its reciprocals, corrections and shifts."""
 
     def rows(table: tuple[int, ...]) -> np.ndarray:
         recip, corr, shift = _divisors(table)
@@ -459,7 +462,7 @@ def jpeg_round_trip_planes(x: np.ndarray, quality: int, out: np.ndarray | None =
     """Pillow's JPEG round trip (quality ``quality``, 4:2:0) of a B x 3 x H x W uint8 array, into
     ``out`` (same shape, contiguous) or a new array. Images at least 5 px wide (see
     :func:`~shiftbench.corruptions.digital.jpeg_round_trip`)."""
-    luma, chroma = _tables(min(100, max(1, int(quality))))
+    luma, chroma = _tables(int(quality))
     x = np.ascontiguousarray(x)
     if out is None:
         out = np.empty_like(x)
