@@ -7,7 +7,8 @@ Pillow round trip (with its array conversions), libjpeg-turbo's encode and decod
 OpenCV (the codec's own floor), shiftbench's ``jpeg_compression`` through ``corrupt``, the compiled
 pipeline alone (writing into a reused array), and the integer tensor pipeline (the GPU route) on
 the CPU. Each is the fastest of ``--repeat`` passes over the real 224 photos, at every severity's
-quality.
+quality. Then the compiled pipeline's stages one by one (microseconds per image, severity 3's
+quality), to show where its time goes.
 Run::
 
     python benchmarks/jpeg_floor.py --out benchmarks/results/jpeg_floor--cpu.json
@@ -39,6 +40,29 @@ def _best(fn, repeat: int, n: int) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best / n * 1e3  # ms per image
+
+
+def _stage_times(planes: np.ndarray, quality: int, repeat: int) -> dict[str, float]:
+    """Microseconds per image of each stage of the compiled pipeline (fastest of ``repeat`` passes)."""
+    from shiftbench.corruptions import _jpeg_cpu as J
+
+    _, _, h, w = planes.shape
+    bf = J._buffers(h, w)
+    yp, cp = bf.y, bf.c
+    luma, chroma = J._tables(quality)
+    out = np.empty_like(planes[0])
+    stages = {
+        "Y colour": lambda a: J._luma(a, h, w, yp.nby, yp.level),
+        "CbCr colour and 2x2": lambda a: J._chroma(a, h, w, bf.cby, cp.level),
+        "Y DCT, quantisation, IDCT (with transposes)": lambda a: yp.code(luma),
+        "CbCr DCT, quantisation, IDCT (with transposes)": lambda a: cp.code(chroma),
+        "upsampling": lambda a: J._upsample(cp.dec, h, w, bf.cby, bf.v, bf.up),
+        "YCbCr to RGB": lambda a: J._to_rgb(yp.dec, bf.up8, h, w, yp.nby, out),
+    }
+    result = {}
+    for name, stage in stages.items():
+        result[name] = 1e3 * _best(lambda: [stage(a) for a in planes], repeat, len(planes))
+    return result
 
 
 def main() -> None:
@@ -84,14 +108,16 @@ def main() -> None:
             "shiftbench_compiled_pipeline_ms": _best(lambda: jpeg_round_trip_planes(planes, q, out=planes_out), args.repeat, n),
             "shiftbench_tensor_pipeline_cpu_ms": _best(lambda: jpeg_round_trip_tensor(x, q), max(1, args.repeat // 2), n),
         })
+    stages = _stage_times(planes, int(spec.severity_params("224", 3)), args.repeat)
     keys = [k for k in rows[0] if k.endswith("_ms")]
     mean = {k: float(np.mean([r[k] for r in rows])) for k in keys}
     lines = [f"{k:38s} {mean[k]:7.3f} ms per 224 image" for k in keys]
     lines.append(f"5x the reference needs                 {mean['reference_pillow_round_trip_ms'] / 5:7.3f} ms per image")
+    lines.append("compiled pipeline by stage (us per image): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()))
     print("\n".join(lines))
     if args.out:
         meta = {"machine": machine(), "torch": torch.__version__, "opencv": cv2.__version__, "args": vars(args)}
-        Path(args.out).write_text(json.dumps({"metadata": meta, "per_severity": rows, "mean": mean}, indent=1))
+        Path(args.out).write_text(json.dumps({"metadata": meta, "per_severity": rows, "mean": mean, "compiled_stages_us": stages}, indent=1))
 
 
 if __name__ == "__main__":
