@@ -169,6 +169,80 @@ def disk_plan(radius: float, alias_blur: float, kernel_bytes: bytes, kernel_side
     )
 
 
+_BAND = 8
+"""Rows computed together by :func:`disk_correlate` (flat loops of 8 x the padded width)."""
+
+
+@numba.njit(cache=True, nogil=True)
+def _frame_band(flat, base, wp, pad, nb, wc, coff, clen, cw, roff, rlen, rw, line, fr):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """The frame's correlation for ``nb`` rows of the padded plane ``flat`` (row stride ``wp``)
+    starting at flat index ``base`` (column 0 of the first row): ``fr[r * wp + x]`` for x < W.
+    The taps of a strip are summed up to four pairs a pass."""
+    wide_vectors()
+    n = nb * wp
+    m = n - 2 * pad  # fr entries needed: up to the last row's column W - 1
+    c = flat[base + pad : base + pad + m]
+    for i in range(m):
+        fr[i] = c[i] * wc
+    for q in range(coff.shape[0]):
+        _strip(flat, base, wp, cw[q], clen[q], n, line)
+        off = coff[q]
+        a = line[pad + off : pad + off + m]
+        b = line[pad - off : pad - off + m]
+        for i in range(m):
+            fr[i] += a[i] + b[i]
+    for q in range(roff.shape[0]):
+        off = roff[q]
+        up = flat[base - off * wp : base - off * wp + n]
+        dn = flat[base + off * wp : base + off * wp + n]
+        for i in range(n):
+            line[i] = up[i] + dn[i]
+        _strip(line, pad, 1, rw[q], rlen[q], m, fr, True)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _strip(src, base, step, w, k, n, dst, accumulate=False):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """``dst[i] (+)= sum_d w[|d|] * src[base + i + d * step]`` for d = -k..k and i < n (symmetric
+    taps), the pairs summed up to four a pass."""
+    mid = src[base : base + n]
+    w0 = w[0]
+    if accumulate:
+        for i in range(n):
+            dst[i] += mid[i] * w0
+    else:
+        for i in range(n):
+            dst[i] = mid[i] * w0
+    d = 1
+    while d + 3 <= k:
+        a1 = src[base - d * step : base - d * step + n]
+        a2 = src[base - (d + 1) * step : base - (d + 1) * step + n]
+        a3 = src[base - (d + 2) * step : base - (d + 2) * step + n]
+        a4 = src[base - (d + 3) * step : base - (d + 3) * step + n]
+        b1 = src[base + d * step : base + d * step + n]
+        b2 = src[base + (d + 1) * step : base + (d + 1) * step + n]
+        b3 = src[base + (d + 2) * step : base + (d + 2) * step + n]
+        b4 = src[base + (d + 3) * step : base + (d + 3) * step + n]
+        w1, w2, w3, w4 = w[d], w[d + 1], w[d + 2], w[d + 3]
+        for i in range(n):
+            dst[i] += ((a1[i] + b1[i]) * w1 + (a2[i] + b2[i]) * w2) + ((a3[i] + b3[i]) * w3 + (a4[i] + b4[i]) * w4)
+        d += 4
+    if d + 1 <= k:
+        a1 = src[base - d * step : base - d * step + n]
+        a2 = src[base - (d + 1) * step : base - (d + 1) * step + n]
+        b1 = src[base + d * step : base + d * step + n]
+        b2 = src[base + (d + 1) * step : base + (d + 1) * step + n]
+        w1, w2 = w[d], w[d + 1]
+        for i in range(n):
+            dst[i] += (a1[i] + b1[i]) * w1 + (a2[i] + b2[i]) * w2
+        d += 2
+    if d <= k:
+        a1 = src[base - d * step : base - d * step + n]
+        b1 = src[base + d * step : base + d * step + n]
+        w1 = w[d]
+        for i in range(n):
+            dst[i] += (a1[i] + b1[i]) * w1
+
+
 @numba.njit(cache=True, nogil=True)
 def disk_correlate(
     planes: np.ndarray,
@@ -214,8 +288,9 @@ def disk_correlate(
     dsum = np.empty((eh, ew), dtype=np.float32)
     tmp = np.empty(ew, dtype=np.float64)
     row64 = np.empty(nw, dtype=np.float64)
-    fr = np.empty(nw, dtype=np.float32)
-    line = np.empty(wp, dtype=np.float32)
+    band = _BAND
+    frb = np.empty(band * wp, dtype=np.float32)  # the frame's sums for a band of rows (row stride wp)
+    lineb = np.empty(band * wp, dtype=np.float32)
     ng = g.shape[0]
     g64 = np.empty(ng, dtype=np.float64)
     for s in range(ng):
@@ -223,6 +298,7 @@ def disk_correlate(
     inv = 1.0 / 255.0
     repaired = 0
     plane = np.empty((ridx.shape[0], cidx.shape[0]), dtype=np.float32)
+    flat = plane.reshape(-1)
     for p in range(npl):
         pad_plane_f32(planes[p], ridx, cidx, plane)
         # 1. disk sums (exact for integer levels) on the (H + 2 half) x (W + 2 half) region:
@@ -263,88 +339,57 @@ def disk_correlate(
                 vc = vbox[k, 2 * grid - c : 2 * grid - c + ew]
                 for x in range(ew):
                     row[x] += va[x] + vc[x]
-        for y in range(nh):
-            # 2. the Gaussian: vertical (with the disk value), then horizontal; symmetric pairs
-            c0 = dsum[y + half]
-            w0 = g64[half] * dval
-            for x in range(ew):
-                tmp[x] = c0[x] * w0
-            for s in range(1, half + 1):
-                a = dsum[y + half - s]
-                b = dsum[y + half + s]
-                ws = g64[half + s] * dval
+        for y0 in range(0, nh, band):
+            nb = min(band, nh - y0)
+            # 2. the frame, a band of rows at a time (flat loops over the band: long, contiguous,
+            #    without per-row remainders): its centre tap, column strips (one vertical filter,
+            #    used at +-offset) and row strips (one horizontal filter of the sum of the rows
+            #    at +-offset)
+            _frame_band(flat, (y0 + pad) * wp, wp, pad, nb, fcentre[0], coff, clen, cw, roff, rlen, rw, lineb, frb)
+            for y in range(y0, y0 + nb):
+                # 3. the Gaussian: vertical (with the disk value), then horizontal; symmetric pairs
+                c0 = dsum[y + half]
+                w0 = g64[half] * dval
                 for x in range(ew):
-                    tmp[x] += (np.float64(a[x]) + np.float64(b[x])) * ws
-            o = row64
-            mid = tmp[half : half + nw]
-            w0 = g64[half]
-            for x in range(nw):
-                o[x] = mid[x] * w0
-            for s in range(1, half + 1):
-                lo = tmp[half - s : half - s + nw]
-                hi = tmp[half + s : half + s + nw]
-                ws = g64[half + s]
+                    tmp[x] = c0[x] * w0
+                for s in range(1, half + 1):
+                    a = dsum[y + half - s]
+                    b = dsum[y + half + s]
+                    ws = g64[half + s] * dval
+                    for x in range(ew):
+                        tmp[x] += (np.float64(a[x]) + np.float64(b[x])) * ws
+                o = row64
+                mid = tmp[half : half + nw]
+                w0 = g64[half]
                 for x in range(nw):
-                    o[x] += (lo[x] + hi[x]) * ws
-            # 3. the frame: its centre tap, column strips (one vertical filter, used at +-offset)
-            #    and row strips (one horizontal filter of the sum of the rows at +-offset)
-            yc = y + pad
-            crow = plane[yc, pad : pad + nw]
-            wc = fcentre[0]
-            for x in range(nw):
-                fr[x] = crow[x] * wc
-            for q in range(coff.shape[0]):
-                off = coff[q]
-                w0 = cw[q, 0]
-                src = plane[yc]
-                for x in range(wp):
-                    line[x] = src[x] * w0
-                for d in range(1, clen[q] + 1):
-                    up = plane[yc - d]
-                    dn = plane[yc + d]
-                    wd = cw[q, d]
-                    for x in range(wp):
-                        line[x] += (up[x] + dn[x]) * wd
-                a = line[pad + off : pad + off + nw]
-                b = line[pad - off : pad - off + nw]
-                for x in range(nw):
-                    fr[x] += a[x] + b[x]
-            for q in range(roff.shape[0]):
-                off = roff[q]
-                up = plane[yc - off]
-                dn = plane[yc + off]
-                for x in range(wp):
-                    line[x] = up[x] + dn[x]
-                mid = line[pad : pad + nw]
-                w0 = rw[q, 0]
-                for x in range(nw):
-                    fr[x] += mid[x] * w0
-                for d in range(1, rlen[q] + 1):
-                    a = line[pad - d : pad - d + nw]
-                    b = line[pad + d : pad + d + nw]
-                    wd = rw[q, d]
+                    o[x] = mid[x] * w0
+                for s in range(1, half + 1):
+                    lo = tmp[half - s : half - s + nw]
+                    hi = tmp[half + s : half + s + nw]
+                    ws = g64[half + s]
                     for x in range(nw):
-                        fr[x] += (a[x] + b[x]) * wd
-            # 4. to the reference's scale, counting values next to a level boundary
-            near = 0
-            for x in range(nw):
-                v = min(max((o[x] + np.float64(fr[x])) * inv, 0.0), 1.0) * 255.0
-                frac = v - np.float64(np.int32(v))  # 0 <= v <= 255: truncation is floor, and vectorises
-                near += (frac < margin) | (frac > 1.0 - margin)
-                o[x] = v
-            if near > 0:
-                # 5. those values exactly: the reference's taps on x / 255 in float64
+                        o[x] += (lo[x] + hi[x]) * ws
+                fr = frb[(y - y0) * wp : (y - y0) * wp + nw]
+                dst = out[p, y]
+                # 4. to the reference's scale, counting values next to a level boundary
+                near = np.int32(0)
                 for x in range(nw):
-                    v = o[x]
-                    frac = v - np.float64(np.int32(v))
-                    if (frac < margin or frac > 1.0 - margin) and 0.0 < v < 255.0:
-                        t = 0.0
-                        for i in range(tw.shape[0]):
-                            t += tw[i] * (np.float64(plane[y + tdy[i], x + tdx[i]]) / 255.0)
-                        o[x] = min(max(t, 0.0), 1.0) * 255.0
-                        repaired += 1
-            dst = out[p, y]
-            for x in range(nw):
-                dst[x] = o[x]
+                    v = min(max((o[x] + np.float64(fr[x])) * inv, 0.0), 1.0) * 255.0
+                    lv = np.int32(v)  # 0 <= v <= 255: truncation is floor, and vectorises
+                    frac = v - np.float64(lv)
+                    near += np.int32((frac < margin) | (frac > 1.0 - margin))
+                    o[x] = v
+                    dst[x] = v  # truncates where ``out`` holds levels
+                if near > 0:
+                    # 5. those values exactly: the reference's taps on x / 255 in float64
+                    for x in range(nw):
+                        v = o[x]
+                        frac = v - np.float64(np.int32(v))
+                        if (frac < margin or frac > 1.0 - margin) and 0.0 < v < 255.0:
+                            t = 0.0
+                            for i in range(tw.shape[0]):
+                                t += tw[i] * (np.float64(plane[y + tdy[i], x + tdx[i]]) / 255.0)
+                            dst[x] = min(max(t, 0.0), 1.0) * 255.0
+                            repaired += 1
     return repaired
 
