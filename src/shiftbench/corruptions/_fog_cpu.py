@@ -4,8 +4,10 @@
 :func:`~shiftbench.corruptions.weather.plasma_fractal` in the same order, on uniforms
 ``-w + 2w * u`` made from 32-bit words (``u = (word + 0.5) * 2**-32``, the halves of the
 generator's 64-bit output, low half first): the map of ``plasma_fractal`` fed those uniforms
-(tested), without NumPy's per-octave temporaries and the generator's per-value calls. The
-window handed to the blend is stored as float32 (the haze needs no more).
+(tested), without NumPy's per-octave temporaries and the generator's per-value calls. Each
+octave works on dense arrays (its corners, centres and the two kinds of diamond points) that are
+interleaved into the next octave's corners, so no loop strides over the map. The window handed
+to the blend is stored as float32 (the haze needs no more).
 """
 
 from __future__ import annotations
@@ -19,44 +21,53 @@ _TO_UNIT = 1.0 / 4294967296.0  # 2**-32
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _octave(grid: np.ndarray, words: np.ndarray, p: int, step: int, half: int, cells: int, wibble: float, lo: float, span: float) -> int:  # pragma: no cover - compiled
-    """One octave of the diamond-square steps; returns the next word. Each loop's last column,
-    where a neighbour wraps round the torus, is done apart, so the rest runs without branches."""
-    # square centres: ((c[i, j] + c[i+1, j]) + (c[i, j+1] + c[i+1, j+1])) / 4 + noise
-    for i in range(cells):
-        r0 = grid[i * step]
-        r1 = grid[(i + 1 if i + 1 < cells else 0) * step]
-        rc = grid[i * step + half]
-        for j in range(cells - 1):
-            u = (float(words[p + j]) + 0.5) * _TO_UNIT
-            rc[j * step + half] = ((r0[j * step] + r1[j * step]) + (r0[j * step + step] + r1[j * step + step])) / 4 + wibble * (lo + span * u)
-        j = cells - 1
-        u = (float(words[p + j]) + 0.5) * _TO_UNIT
-        rc[j * step + half] = ((r0[j * step] + r1[j * step]) + (r0[0] + r1[0])) / 4 + wibble * (lo + span * u)
-        p += cells
-    # diamonds on the corner rows: (ce[i, j] + ce[i-1, j]) + (co[i, j] + co[i, j+1])
-    for i in range(cells):
-        c0 = grid[i * step + half]
-        cm = grid[(i - 1 if i > 0 else cells - 1) * step + half]
-        r0 = grid[i * step]
-        for j in range(cells - 1):
-            u = (float(words[p + j]) + 0.5) * _TO_UNIT
-            r0[j * step + half] = ((c0[j * step + half] + cm[j * step + half]) + (r0[j * step] + r0[j * step + step])) / 4 + wibble * (lo + span * u)
-        j = cells - 1
-        u = (float(words[p + j]) + 0.5) * _TO_UNIT
-        r0[j * step + half] = ((c0[j * step + half] + cm[j * step + half]) + (r0[j * step] + r0[0])) / 4 + wibble * (lo + span * u)
-        p += cells
-    # diamonds on the centre rows: (ce[i, j] + ce[i, j-1]) + (co[i, j] + co[i+1, j])
-    for i in range(cells):
-        c0 = grid[i * step + half]
-        r0 = grid[i * step]
-        r1 = grid[(i + 1 if i + 1 < cells else 0) * step]
-        u = (float(words[p]) + 0.5) * _TO_UNIT
-        c0[0] = ((c0[half] + c0[(cells - 1) * step + half]) + (r0[0] + r1[0])) / 4 + wibble * (lo + span * u)
-        for j in range(1, cells):
-            u = (float(words[p + j]) + 0.5) * _TO_UNIT
-            c0[j * step] = ((c0[j * step + half] + c0[j * step - step + half]) + (r0[j * step] + r1[j * step])) / 4 + wibble * (lo + span * u)
-        p += cells
+def _noise(w: np.uint32, wibble: float, lo: float, span: float) -> float:  # pragma: no cover - compiled
+    """``wibble * uniform(-wibble, wibble)`` from one 32-bit word."""
+    return wibble * (lo + span * ((float(w) + 0.5) * _TO_UNIT))
+
+
+@numba.njit(cache=True, nogil=True)
+def _octave(e: np.ndarray, words: np.ndarray, p: int, wibble: float, lo: float, span: float, c: np.ndarray, a: np.ndarray, b: np.ndarray, f: np.ndarray) -> int:  # pragma: no cover - compiled
+    """One octave of the diamond-square steps on the torus, as dense arrays: the m x m lattice
+    corners ``e`` give the square centres ``c``, the diamond points ``a`` on the corner rows
+    (between corners ``[i, j]`` and ``[i, j + 1]``) and ``b`` on the centre rows (between corners
+    ``[i, j]`` and ``[i + 1, j]``), each in draw order; ``f`` (2m x 2m) receives the four
+    interleaved, the next octave's corners. Returns the next word.
+
+    The lattice is stored densely instead of with the octave's stride, so every loop is over
+    contiguous memory (the neighbours that wrap round the torus are done apart)."""
+    wide_vectors()
+    m = e.shape[0]
+    for i in range(m):  # ((e[i, j] + e[i+1, j]) + (e[i, j+1] + e[i+1, j+1])) / 4 + noise
+        e0, e1, ci = e[i], e[i + 1 if i + 1 < m else 0], c[i]
+        w = words[p + i * m : p + i * m + m]
+        for j in range(m - 1):
+            ci[j] = ((e0[j] + e1[j]) + (e0[j + 1] + e1[j + 1])) / 4 + _noise(w[j], wibble, lo, span)
+        ci[m - 1] = ((e0[m - 1] + e1[m - 1]) + (e0[0] + e1[0])) / 4 + _noise(w[m - 1], wibble, lo, span)
+    p += m * m
+    for i in range(m):  # ((c[i, j] + c[i-1, j]) + (e[i, j] + e[i, j+1])) / 4 + noise
+        c0, cm, e0, ai = c[i], c[i - 1 if i > 0 else m - 1], e[i], a[i]
+        w = words[p + i * m : p + i * m + m]
+        for j in range(m - 1):
+            ai[j] = ((c0[j] + cm[j]) + (e0[j] + e0[j + 1])) / 4 + _noise(w[j], wibble, lo, span)
+        ai[m - 1] = ((c0[m - 1] + cm[m - 1]) + (e0[m - 1] + e0[0])) / 4 + _noise(w[m - 1], wibble, lo, span)
+    p += m * m
+    for i in range(m):  # ((c[i, j] + c[i, j-1]) + (e[i, j] + e[i+1, j])) / 4 + noise
+        c0, e0, e1, bi = c[i], e[i], e[i + 1 if i + 1 < m else 0], b[i]
+        w = words[p + i * m : p + i * m + m]
+        bi[0] = ((c0[0] + c0[m - 1]) + (e0[0] + e1[0])) / 4 + _noise(w[0], wibble, lo, span)
+        c1 = c0[: m - 1]  # c[i, j - 1] for j >= 1
+        for j in range(1, m):
+            bi[j] = ((c0[j] + c1[j - 1]) + (e0[j] + e1[j])) / 4 + _noise(w[j], wibble, lo, span)
+    p += m * m
+    for i in range(m):
+        even, odd = f[2 * i], f[2 * i + 1]
+        e0, ai, bi, ci = e[i], a[i], b[i], c[i]
+        for j in range(m):
+            even[2 * j] = e0[j]
+            even[2 * j + 1] = ai[j]
+            odd[2 * j] = bi[j]
+            odd[2 * j + 1] = ci[j]
     return p
 
 
@@ -66,37 +77,37 @@ def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width
 
     ``words`` holds the n * n - 1 32-bit words the octaves consume, in draw order."""
     wide_vectors()
-    grid = np.empty((n, n), dtype=np.float64)
-    grid[0, 0] = 0.0
-    step = n
+    half = n // 2
+    bufs = np.empty((3, half, half), dtype=np.float64)  # an octave's centres and diamond points
+    grids = np.empty((2, n * n), dtype=np.float64)  # the corners, octave after octave
+    e = grids[0, :1].reshape(1, 1)
+    e[0, 0] = 0.0
     wibble = 100.0
     p = 0
-    while step >= 2:
-        half = step // 2
-        cells = n // step
+    k = 0
+    while e.shape[0] < n:
+        m = e.shape[0]
         lo = -wibble
         span = wibble - lo
-        if step == 2:  # the last octave, three quarters of the points: strides known when compiled
-            p = _octave(grid, words, p, 2, 1, cells, wibble, lo, span)
-        else:
-            p = _octave(grid, words, p, step, half, cells, wibble, lo, span)
-        step //= 2
+        k = 1 - k
+        f = grids[k, : 4 * m * m].reshape(2 * m, 2 * m)
+        p = _octave(e, words, p, wibble, lo, span, bufs[0, :m, :m], bufs[1, :m, :m], bufs[2, :m, :m], f)
+        e = f
         wibble /= wibbledecay
-    # (grid - min) / max(grid - min): one pass for both extremes (eight running pairs, so that it
-    # vectorises), and max(grid - min) is max(grid) - min, the subtraction being monotonic
-    flat = grid.reshape(-1)
-    lo8 = np.full(8, np.inf)
-    hi8 = np.full(8, -np.inf)
-    for i in range(0, flat.shape[0] - 7, 8):
-        for k in range(8):
-            v = flat[i + k]
-            lo8[k] = min(lo8[k], v)
-            hi8[k] = max(hi8[k], v)
-    mn = lo8.min()
-    mx = hi8.max()
-    for i in range(flat.shape[0] // 8 * 8, flat.shape[0]):
-        mn = min(mn, flat[i])
-        mx = max(mx, flat[i])
+    # (grid - min) / max(grid - min): one pass for both extremes, column by column (elementwise
+    # loops vectorise; a running scalar extreme does not), and max(grid - min) is max(grid) - min,
+    # the subtraction being monotonic
+    grid = e
+    lo = grid[0].copy()
+    hi = grid[0].copy()
+    for i in range(1, n):
+        r = grid[i]
+        for j in range(n):
+            v = r[j]
+            lo[j] = v if v < lo[j] else lo[j]
+            hi[j] = v if v > hi[j] else hi[j]
+    mn = lo.min()
+    mx = hi.max()
     den = mx - mn
     out = np.empty((height, width), dtype=np.float32)
     for i in range(height):
