@@ -212,8 +212,8 @@ def name_key(name: str) -> int:
 
 
 @lru_cache(maxsize=256)
-def _shape_seed(shape: tuple[int, ...]) -> int:
-    return _digest_int(f"{shape}".encode())
+def _shape_seed(shape: tuple[int, ...]) -> np.uint64:
+    return np.uint64(_digest_int(f"{tuple(int(s) for s in shape)}".encode()))
 
 
 def image_key(pixels: np.ndarray) -> int:
@@ -222,7 +222,7 @@ def image_key(pixels: np.ndarray) -> int:
     from ._xxh64 import xxh64
 
     a = np.ascontiguousarray(pixels, dtype=np.uint8)
-    return int(xxh64(a.reshape(-1), np.uint64(_shape_seed(tuple(int(s) for s in a.shape)))))
+    return int(xxh64(a.reshape(-1), _shape_seed(a.shape)))
 
 
 def key_to_int(key: Any) -> int:

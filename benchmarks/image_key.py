@@ -1,0 +1,64 @@
+"""What an image key costs: shiftbench's compiled XXH64 against SHA-256 (hashlib, OpenSSL).
+
+Every random corruption and ImageNet-P sequence seeds an image's draws with a digest of its pixels
+when no explicit keys are given, so the key is paid once per image and corruption (once per image
+in ``shiftbench generate``). This script times, on one thread, ``seeding.image_key`` (XXH64 of the
+3 x H x W uint8 pixels) and SHA-256 of the same bytes, fastest of ``--repeat`` passes over the real
+photos, at the editions' sizes. Run::
+
+    python benchmarks/image_key.py --out benchmarks/results/image_key--cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+
+def _best_us(fn, items: list[np.ndarray], repeat: int) -> float:  # type: ignore[no-untyped-def]
+    for a in items:
+        fn(a)
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for a in items:
+            fn(a)
+        best = min(best, time.perf_counter() - t0)
+    return best / len(items) * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--images", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+
+    from benchmarks.speed import machine
+    from shiftbench.seeding import image_key
+    from tests.conftest import photos
+
+    rows = {}
+    for edition in ("224", "299", "64", "32"):
+        imgs = [np.ascontiguousarray(im.transpose(2, 0, 1)) for im in photos(edition, args.images)]
+        ours = _best_us(image_key, imgs, args.repeat)
+        sha = _best_us(lambda a: hashlib.sha256(memoryview(a).cast("B")).digest(), imgs, args.repeat)
+        rows[edition] = {"side": int(imgs[0].shape[-1]), "xxh64_us": ours, "sha256_us": sha, "ratio": sha / ours}
+        print(f"{edition:>4}: image_key (XXH64) {ours:7.1f} us   SHA-256 {sha:7.1f} us   {sha / ours:5.1f}x")
+    if args.out:
+        meta = {"machine": machine(), "numpy": np.__version__, "args": vars(args)}
+        Path(args.out).write_text(json.dumps({"metadata": meta, "results": rows}, indent=1) + "\n")
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
