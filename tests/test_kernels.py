@@ -457,6 +457,36 @@ def test_compiled_jpeg_equals_pillow_on_a_sweep() -> None:
         assert np.array_equal(got, _pillow_jpeg(np.ascontiguousarray(a[0].transpose(1, 2, 0)), 40)), (h, w)
 
 
+def test_jpeg_colour_conversions_equal_libjpeg_tables_everywhere() -> None:
+    """The compiled pipeline's 16-bit YCbCr -> RGB and 8-bit RGB -> Y equal libjpeg's table
+    arithmetic (jdcolor.c / jccolor.c, 16-bit fixed point) on all 2**24 inputs."""
+    from shiftbench.corruptions import _jpeg_cpu as J
+    from shiftbench.corruptions._jpeg_torch import _fix
+
+    a, b, c = (v.reshape(4096, 4096) for v in np.meshgrid(np.arange(256), np.arange(256), np.arange(256), indexing="ij"))
+    a8, b8, c8 = (v.astype(np.uint8) for v in (a, b, c))
+    h = w = 4096
+    nby = h // 8
+    rows = (np.arange(h) & 7) * nby + (np.arange(h) >> 3)  # the pipeline's row order
+    half = 1 << 15
+    # decoding: a = Y, b = Cb, c = Cr
+    y_perm = np.empty_like(a8)
+    y_perm[rows] = a8
+    out = np.empty((3, h, w), np.uint8)
+    J._to_rgb(y_perm, np.stack([b8, c8]), h, w, nby, out)
+    cb, cr = b - 128, c - 128
+    want_r = a + ((_fix(1.40200) * cr + half) >> 16)
+    want_g = a + ((-_fix(0.34414) * cb - _fix(0.71414) * cr + half) >> 16)
+    want_b = a + ((_fix(1.77200) * cb + half) >> 16)
+    for got, want in zip(out, (want_r, want_g, want_b)):
+        assert np.array_equal(got, np.clip(want, 0, 255))
+    # encoding, luma: a = R, b = G, c = B
+    level = np.empty((h, w), np.int16)
+    J._luma(np.stack([a8, b8, c8]), h, w, nby, level)
+    want_y = (_fix(0.29900) * a + _fix(0.58700) * b + _fix(0.11400) * c + half) >> 16
+    assert np.array_equal(level[rows], want_y - 128)
+
+
 def test_compiled_jpeg_writes_into_the_callers_buffer() -> None:
     from shiftbench.corruptions.digital import jpeg_round_trip
 
