@@ -25,18 +25,10 @@ def _rotl(x, r):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _u64(b, i):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    """The little-endian 64-bit word at byte ``i`` (any alignment, any machine)."""
-    w = np.uint64(b[i + 7])
-    for k in range(6, -1, -1):
-        w = (w << np.uint64(8)) | np.uint64(b[i + k])
-    return w
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _u32(b, i):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    w = np.uint64(b[i + 3])
-    for k in range(2, -1, -1):
+def _word(b, i, n):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """The little-endian ``n``-byte word at byte ``i`` (any alignment, any machine)."""
+    w = np.uint64(0)
+    for k in range(n - 1, -1, -1):
         w = (w << np.uint64(8)) | np.uint64(b[i + k])
     return w
 
@@ -62,10 +54,10 @@ def xxh64(data: np.ndarray, seed: np.uint64) -> np.uint64:  # pragma: no cover -
         v3 = seed
         v4 = seed - _P1
         while i + 32 <= n:
-            v1 = _round(v1, _u64(data, i))
-            v2 = _round(v2, _u64(data, i + 8))
-            v3 = _round(v3, _u64(data, i + 16))
-            v4 = _round(v4, _u64(data, i + 24))
+            v1 = _round(v1, _word(data, i, 8))
+            v2 = _round(v2, _word(data, i + 8, 8))
+            v3 = _round(v3, _word(data, i + 16, 8))
+            v4 = _round(v4, _word(data, i + 24, 8))
             i += 32
         h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
         h = _merge(h, v1)
@@ -76,10 +68,10 @@ def xxh64(data: np.ndarray, seed: np.uint64) -> np.uint64:  # pragma: no cover -
         h = seed + _P5
     h += np.uint64(n)
     while i + 8 <= n:
-        h = _rotl(h ^ _round(np.uint64(0), _u64(data, i)), 27) * _P1 + _P4
+        h = _rotl(h ^ _round(np.uint64(0), _word(data, i, 8)), 27) * _P1 + _P4
         i += 8
     if i + 4 <= n:
-        h = _rotl(h ^ (_u32(data, i) * _P1), 23) * _P2 + _P3
+        h = _rotl(h ^ (_word(data, i, 4) * _P1), 23) * _P2 + _P3
         i += 4
     while i < n:
         h = _rotl(h ^ (np.uint64(data[i]) * _P5), 11) * _P1
