@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
+
+from ._simd import mul_high
 
 _MASK64 = (1 << 64) - 1
 # PCG's default 128-bit multiplier (O'Neill 2014; NumPy's PCG64)
@@ -25,17 +24,7 @@ _MULT4 = pow(_MULT, 4, 1 << 128)
 _INC_SUM4 = (1 + _MULT + _MULT**2 + _MULT**3) % (1 << 128)
 
 
-@intrinsic
-def _mulhi64(typingctx, a, b):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    """High 64 bits of the 128-bit product of two uint64 (one ``mul`` instruction)."""
-    sig = types.uint64(types.uint64, types.uint64)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        i128 = ir.IntType(128)
-        p = builder.mul(builder.zext(args[0], i128), builder.zext(args[1], i128))
-        return builder.trunc(builder.lshr(p, ir.Constant(i128, 64)), ir.IntType(64))
-
-    return sig, codegen
+_mulhi64 = mul_high(64, signed=False)  # high 64 bits of the 128-bit product of two uint64
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

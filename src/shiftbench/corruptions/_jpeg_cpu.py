@@ -33,6 +33,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from .._simd import mul_high
 from .._simd import wide_vectors as _wide
 from ._jpeg_torch import (
     _F0_298,
@@ -86,31 +87,30 @@ _shl = _int_op("shl", 32)
 _and = _int_op("and_", 32)
 
 
-@intrinsic
-def _byte(typingctx, a):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    """int32 clipped to 0..255."""
-    sig = types.int32(types.int32)
+def _clip_byte(bits: int, narrow: bool):  # type: ignore[no-untyped-def]
+    """An intrinsic: a ``bits``-bit integer clipped to 0..255, as uint8 when ``narrow``, else of the same width."""
+    t = types.int32 if bits == 32 else types.int16
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        i32 = ir.IntType(32)
-        x = args[0]
-        x = builder.select(builder.icmp_signed("<", x, ir.Constant(i32, 0)), ir.Constant(i32, 0), x)
-        return builder.select(builder.icmp_signed(">", x, ir.Constant(i32, 255)), ir.Constant(i32, 255), x)
+    @intrinsic
+    def _clip(typingctx, a):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+        sig = (types.uint8 if narrow else t)(t)
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            it = ir.IntType(bits)
+            x = args[0]
+            x = builder.select(builder.icmp_signed("<", x, ir.Constant(it, 0)), ir.Constant(it, 0), x)
+            x = builder.select(builder.icmp_signed(">", x, ir.Constant(it, 255)), ir.Constant(it, 255), x)
+            return builder.trunc(x, ir.IntType(8)) if narrow else x
+
+        return sig, codegen
+
+    return _clip
 
 
-@intrinsic
-def _mulhi16(typingctx, a, b):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    """The high 16 bits of the 32-bit product of two int16 (a word multiply-high, vpmulhw)."""
-    sig = types.int16(types.int16, types.int16)
+_byte = _clip_byte(32, narrow=False)  # int32 clipped to 0..255
+_byte16 = _clip_byte(16, narrow=True)  # int16 clipped to 0..255, as uint8
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        i32 = ir.IntType(32)
-        p = builder.mul(builder.sext(args[0], i32), builder.sext(args[1], i32))
-        return builder.trunc(builder.ashr(p, ir.Constant(i32, 16)), ir.IntType(16))
-
-    return sig, codegen
+_mulhi16 = mul_high(16, signed=True)  # high word of the product of two int16 (vpmulhw)
 
 
 @intrinsic
@@ -120,21 +120,6 @@ def _below16(typingctx, a, b):  # type: ignore[no-untyped-def]  # pragma: no cov
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         return builder.zext(builder.icmp_unsigned("<", args[0], args[1]), ir.IntType(16))
-
-    return sig, codegen
-
-
-@intrinsic
-def _byte16(typingctx, a):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    """int16 clipped to 0..255, as uint8."""
-    sig = types.uint8(types.int16)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        i16 = ir.IntType(16)
-        x = args[0]
-        x = builder.select(builder.icmp_signed("<", x, ir.Constant(i16, 0)), ir.Constant(i16, 0), x)
-        x = builder.select(builder.icmp_signed(">", x, ir.Constant(i16, 255)), ir.Constant(i16, 255), x)
-        return builder.trunc(x, ir.IntType(8))
 
     return sig, codegen
 
