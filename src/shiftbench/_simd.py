@@ -1,4 +1,4 @@
-"""Compiler hints shared by the compiled (numba) kernels."""
+"""Compiler hints and intrinsics shared by the compiled (numba) kernels."""
 
 from __future__ import annotations
 

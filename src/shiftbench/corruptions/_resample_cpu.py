@@ -59,6 +59,13 @@ def box_taps(in_size: int, out_size: int) -> Taps:
     return Taps(st, np.array(index, dtype=np.uintp), wt, gather, dense_index, dense_weight)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _level(acc):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """A pass's fixed-point sum (the half already added) as Pillow's 8-bit level: shifted, clipped to 0..255."""
+    v = acc >> _PRECISION_BITS
+    return 0 if v < 0 else (255 if v > 255 else v)
+
+
 @numba.njit(cache=True, nogil=True)
 def _rows_pass(src: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: bool, dst: np.ndarray) -> None:  # pragma: no cover - compiled
     """Along the last axis: planes P x H x Win (uint8) -> P x H x Wout. ``index``/``weight``: the
@@ -81,8 +88,7 @@ def _rows_pass(src: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: b
                 acc = half
                 for t in range(k):
                     acc += np.int32(s[index[i, t]]) * weight[i, t]
-                v = acc >> _PRECISION_BITS
-                d[i] = 0 if v < 0 else (255 if v > 255 else v)
+                d[i] = _level(acc)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -109,8 +115,7 @@ def _cols_pass(src: np.ndarray, start: np.ndarray, index: np.ndarray, weight: np
                 for x in range(nw):
                     acc[x] += np.int32(s[x]) * w
             for x in range(nw):
-                v = acc[x] >> _PRECISION_BITS
-                d[x] = 0 if v < 0 else (255 if v > 255 else v)
+                d[x] = _level(acc[x])
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -130,8 +135,7 @@ def _reduce_rows_k(src: np.ndarray, wts: np.ndarray, k: int, dst: np.ndarray) ->
                 acc = half
                 for t in range(k):
                     acc += np.int32(s[k * i + t]) * wts[t]
-                v = acc >> _PRECISION_BITS
-                d[i] = 0 if v < 0 else (255 if v > 255 else v)
+                d[i] = _level(acc)
 
 
 @numba.njit(cache=True, nogil=True)
