@@ -15,25 +15,12 @@ import argparse
 import hashlib
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-
-
-def _best_us(fn, items: list[np.ndarray], repeat: int) -> float:  # type: ignore[no-untyped-def]
-    for a in items:
-        fn(a)
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for a in items:
-            fn(a)
-        best = min(best, time.perf_counter() - t0)
-    return best / len(items) * 1e6
 
 
 def main() -> None:
@@ -43,6 +30,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
+    from benchmarks.jpeg_floor import _best
     from benchmarks.speed import machine
     from shiftbench.seeding import image_key
     from tests.conftest import photos
@@ -50,8 +38,8 @@ def main() -> None:
     rows = {}
     for edition in ("224", "299", "64", "32"):
         imgs = [np.ascontiguousarray(im.transpose(2, 0, 1)) for im in photos(edition, args.images)]
-        ours = _best_us(image_key, imgs, args.repeat)
-        sha = _best_us(lambda a: hashlib.sha256(memoryview(a).cast("B")).digest(), imgs, args.repeat)
+        ours = 1e3 * _best(lambda: [image_key(a) for a in imgs], args.repeat, len(imgs))
+        sha = 1e3 * _best(lambda: [hashlib.sha256(memoryview(a).cast("B")).digest() for a in imgs], args.repeat, len(imgs))
         rows[edition] = {"side": int(imgs[0].shape[-1]), "xxh64_us": ours, "sha256_us": sha, "ratio": sha / ours}
         print(f"{edition:>4}: image_key (XXH64) {ours:7.1f} us   SHA-256 {sha:7.1f} us   {sha / ours:5.1f}x")
     if args.out:
