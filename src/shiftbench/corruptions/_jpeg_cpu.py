@@ -35,6 +35,7 @@ from numba.extending import intrinsic
 
 from .._simd import mul_high
 from .._simd import wide_vectors as _wide
+from . import _jpeg_vec as _V
 from ._jpeg_torch import (
     _F0_298,
     _F0_390,
@@ -453,34 +454,51 @@ def _to_rgb(y: np.ndarray, up: np.ndarray, h: int, w: int, nby: int, out: np.nda
 
 
 class _Plane:
-    """Work buffers of one plane of ``nby`` x ``nbx`` blocks."""
+    """Work buffers of one plane of ``nby`` x ``nbx`` blocks, for the word-vector DCT passes of
+    :mod:`._jpeg_vec` where the CPU has them (``vector``), else for the portable kernels above."""
 
-    def __init__(self, nby: int, nbx: int) -> None:
+    def __init__(self, nby: int, nbx: int, vector: bool) -> None:
         n = nby * nbx
-        self.nby = nby
-        self.level = np.empty((8 * nby, 8 * nbx), np.int16)  # padded plane, rows permuted
+        self.nby, self.n, self.vector = nby, n, vector
+        if vector:
+            m = -(-n // _V.LANES) * _V.LANES
+            margin = 8 * _V.LANES  # one step's overrun past the last segment (see _jpeg_vec.code)
+            self.level_flat = np.zeros(64 * n + margin, np.int16)
+            self.dec_flat = np.zeros(64 * n + margin, np.uint8)
+            self.level = self.level_flat[: 64 * n].reshape(8 * nby, 8 * nbx)  # padded plane, rows permuted
+            self.dec = self.dec_flat[: 64 * n].reshape(8 * nby, 8 * nbx)  # decoded plane, rows permuted
+            self.o = np.zeros((64, m), np.int16)  # row DCT output
+            self.ws = np.zeros((64, m), np.int16)  # inverse column pass output
+            return
+        self.level = np.empty((8 * nby, 8 * nbx), np.int16)
         self.t = np.empty((8, 8 * n), np.int16)  # k-major samples
-        self.o = np.empty((64, n), np.int16)  # row DCT output
-        self.ws = np.empty((64, n), np.int32)  # inverse column pass output
+        self.o = np.empty((64, n), np.int16)
+        self.ws = np.empty((64, n), np.int32)
         self.p = np.empty((8, 8 * n), np.uint8)  # k-major decoded samples
-        self.dec = np.empty((8 * nby, 8 * nbx), np.uint8)  # decoded plane, rows permuted
+        self.dec = np.empty((8 * nby, 8 * nbx), np.uint8)
 
-    def code(self, tab: np.ndarray) -> None:
+    def code(self, tab: tuple[np.ndarray, np.ndarray]) -> None:
+        """DCT, quantisation with ``tab`` (one of :func:`_tables`' pairs), IDCT: level -> dec."""
+        if self.vector:
+            _V.code(self.level_flat, self.n, self.o, self.ws, self.dec_flat, tab[1])
+            return
         cv2.transpose(self.level.reshape(-1, 8), self.t)
         _rows(self.t, self.o)
-        _columns(self.o, self.ws, tab)
+        _columns(self.o, self.ws, tab[0])
         _samples(self.ws, self.p)
         cv2.transpose(self.p, self.dec.reshape(-1, 8))
 
 
 @lru_cache(maxsize=128)
-def _tables(quality: int) -> tuple[np.ndarray, np.ndarray]:
+def _tables(quality: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """Per quality (clipped to 1..100 by :func:`quant_tables`), luma and chroma: the quantisation
-    table and its reciprocals, corrections and shifts."""
+    table and its reciprocals, corrections and shifts, as 32-bit rows (portable kernels) and as
+    the word rows of :func:`._jpeg_vec.word_table`."""
 
-    def rows(table: tuple[int, ...]) -> np.ndarray:
+    def rows(table: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         recip, corr, shift = _divisors(table)
-        return np.array([table, recip, corr, shift], dtype=np.int32)
+        t = np.array([table, recip, corr, shift], dtype=np.int32)
+        return t, _V.word_table(t)
 
     luma, chroma = quant_tables(quality)
     return rows(luma), rows(chroma)
@@ -492,20 +510,22 @@ class _Buffers:
     def __init__(self, h: int, w: int) -> None:
         ch, cw = (h + 1) // 2, (w + 1) // 2
         self.cby = (ch + 7) // 8
-        self.y = _Plane((h + 7) // 8, (w + 7) // 8)
-        self.c = _Plane(2 * self.cby, (cw + 7) // 8)  # Cb and Cr
+        vector = _V.AVAILABLE and not _PORTABLE
+        self.y = _Plane((h + 7) // 8, (w + 7) // 8, vector)
+        self.c = _Plane(2 * self.cby, (cw + 7) // 8, vector)  # Cb and Cr
         self.v = np.empty((2, cw + 2), np.int16)
         self.up = np.empty((2, h, cw), np.int16)  # byte pairs (see _upsample)
         self.up8 = self.up.view(np.uint8)  # 2 x h x 2 cw: the upsampled planes
 
 
 _LOCAL = threading.local()  # per thread: the buffers of the last image size
+_PORTABLE = False  # True: the portable kernels even where the word-vector ones run (tests set it)
 
 
 def _buffers(h: int, w: int) -> _Buffers:
     held = getattr(_LOCAL, "buffers", None)
-    if held is None or held[0] != (h, w):
-        held = ((h, w), _Buffers(h, w))
+    if held is None or held[0] != (h, w, _PORTABLE):
+        held = ((h, w, _PORTABLE), _Buffers(h, w))
         _LOCAL.buffers = held
     return held[1]
 
