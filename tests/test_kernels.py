@@ -457,6 +457,79 @@ def test_compiled_jpeg_equals_pillow_on_a_sweep() -> None:
         assert np.array_equal(got, _pillow_jpeg(np.ascontiguousarray(a[0].transpose(1, 2, 0)), 40)), (h, w)
 
 
+_JPEG_CHECK = """
+import sys
+import numpy as np
+from shiftbench.corruptions import _jpeg_cpu as J, _jpeg_vec as V
+from shiftbench.corruptions.digital import _pillow_jpeg
+sys.path.insert(0, sys.argv[1])
+from tests.conftest import photos
+
+rng = np.random.default_rng(7)
+photo = photos("224", 1)[0]
+yy, xx = np.mgrid[:64, :64]
+checker = np.repeat(((yy + xx) % 2 * 255).astype(np.uint8)[..., None], 3, 2)  # the largest high frequencies
+stripes = np.repeat((xx // 1 % 2 * 255).astype(np.uint8)[..., None], 3, 2)
+images = [photo, photo[:37, :52], photo[:8, :8], photo[:1, :5], photo[:299 - 180, :41], checker, stripes, 255 - checker]
+images += [rng.integers(0, 256, (40, 57, 3), dtype=np.uint8), rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)]
+for a in images:
+    a = np.ascontiguousarray(a)
+    for q in (1, 7, 15, 25, 50, 85, 100):
+        got = J.jpeg_round_trip_planes(np.ascontiguousarray(a.transpose(2, 0, 1))[None], q)[0].transpose(1, 2, 0)
+        assert np.array_equal(got, _pillow_jpeg(a, q)), (a.shape, q)
+print(V._PIECES, J._buffers(224, 224).y.vector)
+"""
+
+
+@pytest.mark.parametrize("width", ["avx512", "avx2", "sse2", "off"])
+def test_jpeg_every_vector_width_equals_pillow(width: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The word-vector DCT passes in each machine width the CPU offers (512-, 256-, 128-bit
+    pieces) and the portable kernels (off) give Pillow's pixels, on photos, crops smaller than one
+    32-block step, noise, and checkerboards and stripes (the largest coefficients, where the
+    16-bit saturation of libjpeg-turbo's SIMD code would show). Each in its own process, as the
+    width is fixed at import."""
+    import os
+    import platform
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from shiftbench.corruptions import _jpeg_vec as V
+
+    if platform.machine().lower() not in ("x86_64", "amd64") and width != "off":
+        pytest.skip("word-vector kernels are x86 only")
+    env = {**os.environ, V.ENV: width, "NUMBA_CACHE_DIR": str(tmp_path)}
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-c", _JPEG_CHECK, str(root)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    pieces, vector = r.stdout.split()
+    want = V._WIDTHS[width]
+    assert vector == str(want > 0)
+    assert int(pieces) == (0 if want == 0 else max(want, V._PIECES)), (width, pieces)  # never wider than the CPU
+
+
+def test_jpeg_portable_kernels_equal_the_vector_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shiftbench.corruptions import _jpeg_cpu as J
+
+    x = np.ascontiguousarray(photos("299", 2).transpose(0, 3, 1, 2))
+    fast = {q: J.jpeg_round_trip_planes(x, q) for q in (5, 30, 90)}
+    monkeypatch.setattr(J, "_PORTABLE", True)
+    assert not J._buffers(299, 299).y.vector
+    for q, want in fast.items():
+        assert np.array_equal(J.jpeg_round_trip_planes(x, q), want), q
+
+
+def test_jpeg_vector_width_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shiftbench.corruptions import _jpeg_vec as V
+    from shiftbench.errors import InvalidArgumentError
+
+    monkeypatch.setenv(V.ENV, "neon")
+    with pytest.raises(InvalidArgumentError, match=r"SHIFTBENCH_JPEG_VECTORS.*neon.*avx512, avx2, sse2, off"):
+        V._pieces()
+    monkeypatch.setenv(V.ENV, "OFF")
+    assert V._pieces() == 0
+
+
 def test_jpeg_colour_conversions_equal_libjpeg_tables_everywhere() -> None:
     """The compiled pipeline's 16-bit YCbCr -> RGB and 8-bit RGB -> Y equal libjpeg's table
     arithmetic (jdcolor.c / jccolor.c, 16-bit fixed point) on all 2**24 inputs."""

@@ -19,6 +19,7 @@ The multiply-add and pack intrinsics are chosen for the CPU: 512-bit (AVX-512BW)
 
 from __future__ import annotations
 
+import os
 import platform
 
 import numba
@@ -29,6 +30,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ..errors import InvalidArgumentError
 from ._jpeg_torch import (
     _F0_298,
     _F0_390,
@@ -47,20 +49,30 @@ from ._jpeg_torch import (
 LANES = 32  # blocks per step: one 512-bit vector of 16-bit words
 
 
+_WIDTHS = {"avx512": 1, "avx2": 2, "sse2": 4, "off": 0}  # machine vectors per 32-word vector
+ENV = "SHIFTBENCH_JPEG_VECTORS"
+
+
 def _pieces() -> int:
-    """How many machine vectors make one 32-word vector (0: no x86 word multiply-add here)."""
+    """How many machine vectors make one 32-word vector (0: no x86 word multiply-add here, or
+    turned off). ``SHIFTBENCH_JPEG_VECTORS`` = avx512, avx2, sse2 or off may narrow the choice
+    (never widen it past the CPU's)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return 0
     features = llb.get_host_cpu_features()
-    if features.get("avx512bw", False):
-        return 1
-    if features.get("avx2", False):
-        return 2
-    return 4  # SSE2, part of x86-64
+    best = 1 if features.get("avx512bw", False) else 2 if features.get("avx2", False) else 4  # SSE2: part of x86-64
+    asked = os.environ.get(ENV, "").strip().lower()
+    if not asked:
+        return best
+    if asked not in _WIDTHS:
+        raise InvalidArgumentError(ENV, asked, f"one of {', '.join(_WIDTHS)} (or unset: the widest the CPU has)")
+    return _WIDTHS[asked] if _WIDTHS[asked] == 0 or _WIDTHS[asked] >= best else best
 
 
 _PIECES = _pieces()
 AVAILABLE = _PIECES > 0
+# compiled code depends on _PIECES, which numba's cache does not see: cache only the CPU's own choice
+_CACHE = not os.environ.get(ENV, "").strip()
 
 _I16, _I32 = ir.IntType(16), ir.IntType(32)
 _W = ir.VectorType(_I16, LANES)  # 32 words
@@ -320,7 +332,7 @@ def _sample_step(typingctx, ws, dec, n, r, j):  # type: ignore[no-untyped-def]  
     return sig, codegen
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=_CACHE, nogil=True)
 def code(level: np.ndarray, n: int, o: np.ndarray, ws: np.ndarray, dec: np.ndarray, tab: np.ndarray) -> None:  # pragma: no cover - compiled
     """The DCT passes of one plane of ``n`` blocks: level-shifted samples (``level``, segments as
     in :class:`._jpeg_cpu._Plane`) -> decoded samples (``dec``, the same layout), 32 blocks a
