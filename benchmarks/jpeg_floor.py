@@ -8,7 +8,8 @@ OpenCV (the codec's own floor), shiftbench's ``jpeg_compression`` through ``corr
 pipeline alone (writing into a reused array), and the integer tensor pipeline (the GPU route) on
 the CPU. Each is the fastest of ``--repeat`` passes over the real 224 photos, at every severity's
 quality. Then the compiled pipeline's stages one by one (microseconds per image, severity 3's
-quality), to show where its time goes.
+quality), to show where its time goes. The DCT passes run as word-vector code where the CPU is x86
+(``dct_vectors`` in the output: the width; ``SHIFTBENCH_JPEG_VECTORS=off`` times the portable kernels).
 Run::
 
     python benchmarks/jpeg_floor.py --out benchmarks/results/jpeg_floor--cpu.json
@@ -54,8 +55,8 @@ def _stage_times(planes: np.ndarray, quality: int, repeat: int) -> dict[str, flo
     stages = {
         "Y colour": lambda a: J._luma(a, h, w, yp.nby, yp.level),
         "CbCr colour and 2x2": lambda a: J._chroma(a, h, w, bf.cby, cp.level),
-        "Y DCT, quantisation, IDCT (with transposes)": lambda a: yp.code(luma),
-        "CbCr DCT, quantisation, IDCT (with transposes)": lambda a: cp.code(chroma),
+        "Y DCT, quantisation, IDCT": lambda a: yp.code(luma),
+        "CbCr DCT, quantisation, IDCT": lambda a: cp.code(chroma),
         "upsampling": lambda a: J._upsample(cp.dec, h, w, bf.cby, bf.v, bf.up),
         "YCbCr to RGB": lambda a: J._to_rgb(yp.dec, bf.up8, h, w, yp.nby, out),
     }
@@ -116,7 +117,10 @@ def main() -> None:
     lines.append("compiled pipeline by stage (us per image): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()))
     print("\n".join(lines))
     if args.out:
-        meta = {"machine": machine(), "torch": torch.__version__, "opencv": cv2.__version__, "args": vars(args)}
+        from shiftbench.corruptions import _jpeg_vec
+
+        width = {v: k for k, v in _jpeg_vec._WIDTHS.items()}[_jpeg_vec._PIECES]
+        meta = {"machine": machine(), "torch": torch.__version__, "opencv": cv2.__version__, "dct_vectors": width, "args": vars(args)}
         Path(args.out).write_text(json.dumps({"metadata": meta, "per_severity": rows, "mean": mean, "compiled_stages_us": stages}, indent=1))
 
 
