@@ -509,7 +509,8 @@ def _tables(quality: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarr
     return rows(luma), rows(chroma)
 
 
-@numba.njit(cache=True, nogil=True)
+# compiles _V.code in, whose width numba's cache does not see: cached only when that is
+@numba.njit(cache=_V.CACHE, nogil=True)
 def _batch(x, out, h, w, nby, cby, ny, nc, ylevel, clevel, yflat, cflat, yo, yws, co, cws, ydflat, cdflat, ydec, cdec, v, up, up8, ltab, ctab):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     """:func:`jpeg_round_trip_planes`' loop over the images with the word-vector DCT passes, in
     one compiled call (the buffers of :class:`_Buffers`; ``*flat`` and ``*level``/``*dec`` are

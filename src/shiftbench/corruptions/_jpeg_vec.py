@@ -72,7 +72,8 @@ def _pieces() -> int:
 _PIECES = _pieces()
 AVAILABLE = _PIECES > 0
 # compiled code depends on _PIECES, which numba's cache does not see: cache only the CPU's own choice
-_CACHE = not os.environ.get(ENV, "").strip()
+# (so do the callers that compile code() in)
+CACHE = not os.environ.get(ENV, "").strip()
 
 _I16, _I32 = ir.IntType(16), ir.IntType(32)
 _W = ir.VectorType(_I16, LANES)  # 32 words
@@ -332,7 +333,7 @@ def _sample_step(typingctx, ws, dec, n, r, j):  # type: ignore[no-untyped-def]  
     return sig, codegen
 
 
-@numba.njit(cache=_CACHE, nogil=True)
+@numba.njit(cache=CACHE, nogil=True)
 def code(level: np.ndarray, n: int, o: np.ndarray, ws: np.ndarray, dec: np.ndarray, tab: np.ndarray) -> None:  # pragma: no cover - compiled
     """The DCT passes of one plane of ``n`` blocks: level-shifted samples (``level``, segments as
     in :class:`._jpeg_cpu._Plane`) -> decoded samples (``dec``, the same layout), 32 blocks a
