@@ -202,3 +202,27 @@ def test_draw_pool_size_and_fork_safety(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("SHIFTBENCH_DRAW_THREADS", "zero")  # not a positive integer: the default
     monkeypatch.setattr(api, "_POOL", None)
     assert api._draw_pool()._max_workers == min(16, os.cpu_count() or 1)
+
+
+@pytest.mark.parametrize("name", ["pixelate", "jpeg_compression", "gaussian_noise", "defocus_blur"])
+def test_chunking_never_changes_the_result(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """corrupt() splits a CPU batch into chunks of the corruption's ``chunk_values`` (image-by-image
+    kernels take larger ones); one image per chunk gives the same pixels as the whole batch."""
+    import dataclasses
+
+    from shiftbench import _registry
+    from shiftbench._images import to_batch
+    from shiftbench.api import _CHUNK_VALUES, _chunk_size
+
+    from .conftest import photos
+
+    x = torch.from_numpy(photos("224", 5)).permute(0, 3, 1, 2).contiguous()
+    spec = shiftbench.get_corruption(name)
+    assert spec.chunk_values == _registry.IMAGE_BY_IMAGE > _CHUNK_VALUES
+    b = to_batch(x, "images", None)
+    assert _chunk_size(b, spec) == _registry.IMAGE_BY_IMAGE // (3 * 224 * 224) > 5  # the whole batch in one call
+    assert _chunk_size(b, shiftbench.get_corruption("brightness")) == _CHUNK_VALUES // (3 * 224 * 224)
+    whole = shiftbench.corrupt(x, name, 4, seed=2)
+    monkeypatch.setitem(_registry._REGISTRY, name, dataclasses.replace(spec, chunk_values=3 * 224 * 224))
+    assert _chunk_size(b, shiftbench.get_corruption(name)) == 1
+    assert torch.equal(shiftbench.corrupt(x, name, 4, seed=2), whole)

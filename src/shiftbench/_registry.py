@@ -122,6 +122,10 @@ class Corruption:
     # optional CPU route that draws and applies in one pass: fused(x, params, generators, ctx) must
     # equal apply(x, params, <the sampler's draws from those generators>, ctx) (tested per corruption)
     fused: Callable[..., torch.Tensor] | None = None
+    # values per batch chunk on the CPU (corrupt() splits larger batches); None: the default, which
+    # keeps a chunk's intermediates in cache. Kernels that work image by image set a larger one:
+    # they gain nothing from small chunks and lose a call per chunk
+    chunk_values: int | None = None
 
     def input_dtype(self, float_input: bool) -> torch.dtype:
         """The dtype ``apply`` receives: 8-bit inputs stay uint8 where the functional accepts levels
@@ -156,6 +160,7 @@ def register(
     params: Mapping[str, tuple[Any, ...]] | None = None,
     accepts_levels: bool = False,
     fused: Callable[..., torch.Tensor] | None = None,
+    chunk_values: int | None = None,
 ) -> Callable[[ApplyFn], ApplyFn]:
     """Decorator registering ``apply`` under ``name``.
 
@@ -187,10 +192,15 @@ def register(
             order=_paper_order(name),
             accepts_levels=accepts_levels,
             fused=fused,
+            chunk_values=chunk_values,
         )
         return fn
 
     return deco
+
+
+IMAGE_BY_IMAGE = 1 << 23
+"""``chunk_values`` of corruptions whose CPU kernels work image by image (about 55 images of 224)."""
 
 
 _PAPER_ORDER = (

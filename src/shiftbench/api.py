@@ -154,11 +154,13 @@ def _threaded_draws(b: Batch) -> bool:
     return b.raw.device.type != "cpu"
 
 
-def _chunk_size(b: Batch) -> int:
+def _chunk_size(b: Batch, spec: Corruption) -> int:
+    """Images per call of the corruption's functional: the whole batch on a GPU; on the CPU as many
+    as hold the corruption's ``chunk_values`` (default :data:`_CHUNK_VALUES`)."""
     if b.raw.device.type != "cpu":
         return b.n
     h, w = b.size
-    return max(1, _CHUNK_VALUES // (3 * h * w))
+    return max(1, (spec.chunk_values or _CHUNK_VALUES) // (3 * h * w))
 
 
 def corrupt(
@@ -210,7 +212,7 @@ def corrupt(
         raise InvalidArgumentError("draws", f"{len(draws)} dicts", f"exactly one dict per image ({n})")
     out = Output(b, quantize=quantize or release)
     ctx = ApplyContext(edition=ed.name, severity=s, levels=out.to_uint8 and b.raw.device.type == "cpu")
-    step = _chunk_size(b)
+    step = _chunk_size(b, spec)
     for a in range(0, n, step):
         e = min(n, a + step)
         ctx.out = None if release else out.levels_view(a, e)

@@ -160,7 +160,8 @@ class _Emit:
         return [x for i in range(4) for x in self.unpack(s[i], s[i + 4], 4)]
 
     def pair(self, a: ir.Value, c: ir.Value, k0: tuple[int, int], k1: tuple[int, int]) -> tuple[list[ir.Value], list[ir.Value]]:
-        """``a k[0] + c k[1]`` for two constant pairs, each as [low, high] double-word halves."""
+        """``a k0[0] + c k0[1]`` and ``a k1[0] + c k1[1]`` (double words, exact), each as its
+        [low, high] halves in :meth:`unpack`'s order."""
         lo, hi = self.unpack(a, c)
         w0, w1 = _words(*k0), _words(*k1)
         return [self.madd(lo, w0), self.madd(hi, w0)], [self.madd(lo, w1), self.madd(hi, w1)]
@@ -191,7 +192,7 @@ class _Emit:
 
 
 def _row_pointer(context, builder, aty, aval):  # type: ignore[no-untyped-def]
-    """Data pointer and row length of a C-contiguous 2-D int16 array."""
+    """Data pointer and row length of a C-contiguous 2-D array."""
     ary = context.make_array(aty)(context, builder, aval)
     ncol = cgutils.unpack_tuple(builder, ary.shape, 2)[1]
     return ary.data, ncol

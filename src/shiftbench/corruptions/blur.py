@@ -29,7 +29,7 @@ import numba
 import numpy as np
 import torch
 
-from .._registry import ApplyContext, SampleContext, register
+from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 from ._geometry import _zoom_axis_table, clipped_zoom, run_threaded, use_numba
 from ._geometry import motion_blur as _im_motion_blur
 from ._ops import extend_index, fdiv, gaussian_kernel1d
@@ -546,7 +546,7 @@ def _defocus_disk_cpu(x: torch.Tensor, plan: Any, ctx: ApplyContext) -> torch.Te
     return torch.from_numpy(out.reshape(b, c, h, w))
 
 
-@register("defocus_blur", family="blur", group="benchmark", sample=None, accepts_levels=True)
+@register("defocus_blur", family="blur", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE)
 def defocus_blur(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Defocus: correlation with an anti-aliased disk of the given radius."""
     k = _disk_kernel(float(c[0]), float(c[1]))

@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 
 from .._images import hwc_uint8
-from .._registry import ApplyContext, register
+from .._registry import IMAGE_BY_IMAGE, ApplyContext, register
 from ._hsv_cpu import hsv_edit_cpu
 from ._ops import fdiv, hsv_to_rgb, rgb_to_hsv
 
@@ -40,7 +40,7 @@ def saturate(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor]
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
 
 
-@register("contrast", family="digital", group="benchmark", sample=None, accepts_levels=True)
+@register("contrast", family="digital", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE)
 def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Shrink each channel towards its spatial mean by the factor c (float64, as the reference)."""
     # channel means: the sum of the levels (exact for 8-bit inputs, in any order) / 255 / pixels
@@ -144,7 +144,7 @@ def pillow_box_resize(x: torch.Tensor, height: int, width: int) -> torch.Tensor:
     return y
 
 
-@register("pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8)
+@register("pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8, chunk_values=IMAGE_BY_IMAGE)
 def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Box-downsample to (W*c, H*c) and box-upsample back (Pillow's BOX filter, 8-bit).
 
@@ -217,7 +217,7 @@ def jpeg_round_trip(x: torch.Tensor, quality: int, compiled: bool = True, out: t
     return _chw_tensor(res, x)
 
 
-@register("jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8)
+@register("jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8, chunk_values=IMAGE_BY_IMAGE)
 def jpeg_compression(x: torch.Tensor, c: int, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Encode as JPEG at quality c (4:2:0 chroma subsampling) and decode, as Pillow (libjpeg-turbo) does."""
     return jpeg_round_trip(x, int(c), compiled=bool(ctx.extra.get("fused", True)), out=ctx.out)

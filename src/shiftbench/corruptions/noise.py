@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .._pcg64 import raw_words
-from .._registry import ApplyContext, SampleContext, register
+from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 from ._ops import fdiv
 
 
@@ -59,7 +59,10 @@ def _sample_normal(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"z": draws.standard_normal32((ctx.height, ctx.width, 3))}
 
 
-@register("gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32, accepts_levels=True, fused=_noise_fused(False))
+@register(
+    "gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32, accepts_levels=True, fused=_noise_fused(False),
+    chunk_values=IMAGE_BY_IMAGE,
+)
 def gaussian_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Additive Gaussian noise of standard deviation c (image in [0, 1])."""
     if _fused(x, ctx):

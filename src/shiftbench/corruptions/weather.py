@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from .._pcg64 import raw_words
-from .._registry import ApplyContext, SampleContext, register
+from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 from ..editions import get_edition
 from ._geometry import clipped_zoom, motion_blur
 from ._ops import as_tensor_matrix, fdiv, gaussian_filter2d, gaussian_matrix
@@ -230,7 +230,7 @@ def _sample_frost(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"index": np.int64(index), "top": np.int64(top), "left": np.int64(left)}
 
 
-@register("frost", family="weather", group="benchmark", sample=_sample_frost, accepts_levels=True)
+@register("frost", family="weather", group="benchmark", sample=_sample_frost, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE)
 def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Blend a random crop of a frost texture: clip(c0 * x + c1 * frost, 0, 255) in the 0..255 domain."""
     h, w = int(x.shape[-2]), int(x.shape[-1])
