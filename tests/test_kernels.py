@@ -481,13 +481,14 @@ print(V._PIECES, J._buffers(224, 224).y.vector)
 """
 
 
-@pytest.mark.parametrize("width", ["avx512", "avx2", "sse2", "off"])
+@pytest.mark.parametrize("width", ["avx512", "avx2", "sse2", "off", "haswell-target"])
 def test_jpeg_every_vector_width_equals_pillow(width: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The word-vector DCT passes in each machine width the CPU offers (512-, 256-, 128-bit
     pieces) and the portable kernels (off) give Pillow's pixels, on photos, crops smaller than one
     32-block step, noise, and checkerboards and stripes (the largest coefficients, where the
-    16-bit saturation of libjpeg-turbo's SIMD code would show). Each in its own process, as the
-    width is fixed at import."""
+    16-bit saturation of libjpeg-turbo's SIMD code would show); and with numba compiling for an
+    AVX2 target on this machine (NUMBA_CPU_NAME/FEATURES), where the width must follow the target.
+    Each in its own process, as the width is fixed at import."""
     import os
     import platform
     import subprocess
@@ -499,11 +500,16 @@ def test_jpeg_every_vector_width_equals_pillow(width: str, tmp_path) -> None:  #
     if platform.machine().lower() not in ("x86_64", "amd64") and width != "off":
         pytest.skip("word-vector kernels are x86 only")
     env = {**os.environ, V.ENV: width, "NUMBA_CACHE_DIR": str(tmp_path)}
+    if width == "haswell-target":  # numba told to compile for an AVX2 machine: the width follows it
+        if V._PIECES > 2:
+            pytest.skip("the CPU has no AVX2")
+        env.pop(V.ENV)
+        env.update(NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="+avx,+avx2,+fma,+sse2,+ssse3,+sse4.1,+sse4.2,+popcnt")
     root = Path(__file__).resolve().parent.parent
     r = subprocess.run([sys.executable, "-c", _JPEG_CHECK, str(root)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     pieces, vector = r.stdout.split()
-    want = V._WIDTHS[width]
+    want = V._WIDTHS.get(width, 2)
     assert vector == str(want > 0)
     assert int(pieces) == (0 if want == 0 else max(want, V._PIECES)), (width, pieces)  # never wider than the CPU
 
@@ -670,3 +676,21 @@ def test_wide_vectors_hint_reaches_the_compiled_function() -> None:
     assert a.tolist() == [0, 2, 4, 6, 8]
     ir_text = next(iter(double.inspect_llvm().values()))
     assert '"prefer-vector-width"="512"' in ir_text
+
+
+def test_jpeg_vector_width_follows_numbas_target_features(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With NUMBA_CPU_FEATURES set (code built for other machines), the width comes from those
+    features, not from the host's: 512-bit intrinsics on a target without AVX-512 would not compile."""
+    from numba.core import config
+
+    from shiftbench.corruptions import _jpeg_vec as V
+
+    if V._pieces() == 0:
+        pytest.skip("word-vector kernels are x86 only")
+    monkeypatch.delenv(V.ENV, raising=False)
+    monkeypatch.setattr(config, "CPU_FEATURES", "+sse2,+ssse3,+avx,+avx2,-avx512f,-avx512bw")
+    assert V._pieces() == 2
+    monkeypatch.setattr(config, "CPU_FEATURES", "+sse2,-avx2")
+    assert V._pieces() == 4
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+avx512f,+avx512bw")
+    assert V._pieces() == 1

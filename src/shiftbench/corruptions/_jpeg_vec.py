@@ -53,14 +53,24 @@ _WIDTHS = {"avx512": 1, "avx2": 2, "sse2": 4, "off": 0}  # machine vectors per 3
 ENV = "SHIFTBENCH_JPEG_VECTORS"
 
 
+def _target_features() -> set[str]:
+    """The CPU features numba compiles for: ``NUMBA_CPU_FEATURES`` when set (e.g. for caches shared
+    between machines), else the host's, as numba's own code generator takes them."""
+    from numba.core import config
+
+    if config.CPU_FEATURES is not None:
+        return {f[1:] for f in str(config.CPU_FEATURES).split(",") if f.startswith("+")}
+    return {name for name, on in llb.get_host_cpu_features().items() if on}
+
+
 def _pieces() -> int:
     """How many machine vectors make one 32-word vector (0: no x86 word multiply-add here, or
     turned off). ``SHIFTBENCH_JPEG_VECTORS`` = avx512, avx2, sse2 or off may narrow the choice
     (never widen it past the CPU's)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return 0
-    features = llb.get_host_cpu_features()
-    best = 1 if features.get("avx512bw", False) else 2 if features.get("avx2", False) else 4  # SSE2: part of x86-64
+    features = _target_features()
+    best = 1 if "avx512bw" in features else 2 if "avx2" in features else 4  # SSE2: part of x86-64
     asked = os.environ.get(ENV, "").strip().lower()
     if not asked:
         return best
