@@ -472,6 +472,8 @@ checker = np.repeat(((yy + xx) % 2 * 255).astype(np.uint8)[..., None], 3, 2)  # 
 stripes = np.repeat((xx // 1 % 2 * 255).astype(np.uint8)[..., None], 3, 2)
 images = [photo, photo[:37, :52], photo[:8, :8], photo[:1, :5], photo[:299 - 180, :41], checker, stripes, 255 - checker]
 images += [rng.integers(0, 256, (40, 57, 3), dtype=np.uint8), rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)]
+# block counts at the 32-block step's edges: Y 32, 64, 31 and 33 blocks (chroma 16, 32, 32, 34), one block column
+images += [photo[:32, :64], photo[:64, :64], photo[:8, :248], rng.integers(0, 256, (8, 264, 3), dtype=np.uint8), photo[:200, :8]]
 for a in images:
     a = np.ascontiguousarray(a)
     for q in (1, 7, 15, 25, 50, 85, 100):
