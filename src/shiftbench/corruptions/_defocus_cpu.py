@@ -243,6 +243,43 @@ def _strip(src, base, step, w, k, n, dst, accumulate=False):  # type: ignore[no-
             dst[i] += (a1[i] + b1[i]) * w1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _disk_row(vbox, width_slot, cols, grid, ew, row):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """One row of disk sums: the centre column's box sums plus, for each column ``c`` in ``cols``,
+    those of columns dx = -(grid - c) and +(grid - c) (the same run), four pairs a pass. The sums
+    are whole numbers below 2**24 (8-bit levels), so any order of the additions gives them exactly."""
+    vb = vbox[width_slot[grid], grid : grid + ew]
+    n = cols.shape[0]
+    q = 0
+    if n >= 4:
+        c1, c2, c3, c4 = cols[0], cols[1], cols[2], cols[3]
+        a1, b1 = vbox[width_slot[c1], c1 : c1 + ew], vbox[width_slot[c1], 2 * grid - c1 : 2 * grid - c1 + ew]
+        a2, b2 = vbox[width_slot[c2], c2 : c2 + ew], vbox[width_slot[c2], 2 * grid - c2 : 2 * grid - c2 + ew]
+        a3, b3 = vbox[width_slot[c3], c3 : c3 + ew], vbox[width_slot[c3], 2 * grid - c3 : 2 * grid - c3 + ew]
+        a4, b4 = vbox[width_slot[c4], c4 : c4 + ew], vbox[width_slot[c4], 2 * grid - c4 : 2 * grid - c4 + ew]
+        for x in range(ew):
+            row[x] = vb[x] + (((a1[x] + b1[x]) + (a2[x] + b2[x])) + ((a3[x] + b3[x]) + (a4[x] + b4[x])))
+        q = 4
+    else:
+        for x in range(ew):
+            row[x] = vb[x]
+    while q + 3 < n:
+        c1, c2, c3, c4 = cols[q], cols[q + 1], cols[q + 2], cols[q + 3]
+        a1, b1 = vbox[width_slot[c1], c1 : c1 + ew], vbox[width_slot[c1], 2 * grid - c1 : 2 * grid - c1 + ew]
+        a2, b2 = vbox[width_slot[c2], c2 : c2 + ew], vbox[width_slot[c2], 2 * grid - c2 : 2 * grid - c2 + ew]
+        a3, b3 = vbox[width_slot[c3], c3 : c3 + ew], vbox[width_slot[c3], 2 * grid - c3 : 2 * grid - c3 + ew]
+        a4, b4 = vbox[width_slot[c4], c4 : c4 + ew], vbox[width_slot[c4], 2 * grid - c4 : 2 * grid - c4 + ew]
+        for x in range(ew):
+            row[x] += ((a1[x] + b1[x]) + (a2[x] + b2[x])) + ((a3[x] + b3[x]) + (a4[x] + b4[x]))
+        q += 4
+    while q < n:
+        c1 = cols[q]
+        a1, b1 = vbox[width_slot[c1], c1 : c1 + ew], vbox[width_slot[c1], 2 * grid - c1 : 2 * grid - c1 + ew]
+        for x in range(ew):
+            row[x] += a1[x] + b1[x]
+        q += 1
+
+
 @numba.njit(cache=True, nogil=True)
 def disk_correlate(
     planes: np.ndarray,
@@ -299,6 +336,15 @@ def disk_correlate(
     repaired = 0
     plane = np.empty((ridx.shape[0], cidx.shape[0]), dtype=np.float32)
     flat = plane.reshape(-1)
+    ncols = 0
+    for c in range(grid):
+        ncols += width_slot[c] >= 0
+    cols = np.empty(ncols, dtype=np.int64)  # the disk's columns left of the centre (dx = c - grid)
+    ncols = 0
+    for c in range(grid):
+        if width_slot[c] >= 0:
+            cols[ncols] = c
+            ncols += 1
     for p in range(npl):
         pad_plane_f32(planes[p], ridx, cidx, plane)
         # 1. disk sums (exact for integer levels) on the (H + 2 half) x (W + 2 half) region:
@@ -327,6 +373,9 @@ def disk_correlate(
                             dst[x] += up[x] + dn[x]
                     done = widths[k]
             row = dsum[y]
+            if integer:
+                _disk_row(vbox, width_slot, cols, grid, ew, row)
+                continue
             k = width_slot[grid]
             vb = vbox[k, grid : grid + ew]
             for x in range(ew):
