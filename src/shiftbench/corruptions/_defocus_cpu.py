@@ -244,19 +244,26 @@ def _strip(src, base, step, w, k, n, dst, accumulate=False):  # type: ignore[no-
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _column_pair(vbox, width_slot, c, grid, ew):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """The box sums of the disk's columns dx = -(grid - c) and +(grid - c) (the same run) for a row
+    of disk sums ``ew`` wide."""
+    k = width_slot[c]
+    return vbox[k, c : c + ew], vbox[k, 2 * grid - c : 2 * grid - c + ew]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _disk_row(vbox, width_slot, cols, grid, ew, row):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    """One row of disk sums: the centre column's box sums plus, for each column ``c`` in ``cols``,
-    those of columns dx = -(grid - c) and +(grid - c) (the same run), four pairs a pass. The sums
-    are whole numbers below 2**24 (8-bit levels), so any order of the additions gives them exactly."""
+    """One row of disk sums: the centre column's box sums plus the column pairs of each ``c`` in
+    ``cols`` (:func:`_column_pair`), four pairs a pass. The sums are whole numbers below 2**24
+    (8-bit levels), so any order of the additions gives them exactly."""
     vb = vbox[width_slot[grid], grid : grid + ew]
     n = cols.shape[0]
     q = 0
-    if n >= 4:
-        c1, c2, c3, c4 = cols[0], cols[1], cols[2], cols[3]
-        a1, b1 = vbox[width_slot[c1], c1 : c1 + ew], vbox[width_slot[c1], 2 * grid - c1 : 2 * grid - c1 + ew]
-        a2, b2 = vbox[width_slot[c2], c2 : c2 + ew], vbox[width_slot[c2], 2 * grid - c2 : 2 * grid - c2 + ew]
-        a3, b3 = vbox[width_slot[c3], c3 : c3 + ew], vbox[width_slot[c3], 2 * grid - c3 : 2 * grid - c3 + ew]
-        a4, b4 = vbox[width_slot[c4], c4 : c4 + ew], vbox[width_slot[c4], 2 * grid - c4 : 2 * grid - c4 + ew]
+    if n >= 4:  # the first pass also takes the centre column
+        a1, b1 = _column_pair(vbox, width_slot, cols[0], grid, ew)
+        a2, b2 = _column_pair(vbox, width_slot, cols[1], grid, ew)
+        a3, b3 = _column_pair(vbox, width_slot, cols[2], grid, ew)
+        a4, b4 = _column_pair(vbox, width_slot, cols[3], grid, ew)
         for x in range(ew):
             row[x] = vb[x] + (((a1[x] + b1[x]) + (a2[x] + b2[x])) + ((a3[x] + b3[x]) + (a4[x] + b4[x])))
         q = 4
@@ -264,17 +271,15 @@ def _disk_row(vbox, width_slot, cols, grid, ew, row):  # type: ignore[no-untyped
         for x in range(ew):
             row[x] = vb[x]
     while q + 3 < n:
-        c1, c2, c3, c4 = cols[q], cols[q + 1], cols[q + 2], cols[q + 3]
-        a1, b1 = vbox[width_slot[c1], c1 : c1 + ew], vbox[width_slot[c1], 2 * grid - c1 : 2 * grid - c1 + ew]
-        a2, b2 = vbox[width_slot[c2], c2 : c2 + ew], vbox[width_slot[c2], 2 * grid - c2 : 2 * grid - c2 + ew]
-        a3, b3 = vbox[width_slot[c3], c3 : c3 + ew], vbox[width_slot[c3], 2 * grid - c3 : 2 * grid - c3 + ew]
-        a4, b4 = vbox[width_slot[c4], c4 : c4 + ew], vbox[width_slot[c4], 2 * grid - c4 : 2 * grid - c4 + ew]
+        a1, b1 = _column_pair(vbox, width_slot, cols[q], grid, ew)
+        a2, b2 = _column_pair(vbox, width_slot, cols[q + 1], grid, ew)
+        a3, b3 = _column_pair(vbox, width_slot, cols[q + 2], grid, ew)
+        a4, b4 = _column_pair(vbox, width_slot, cols[q + 3], grid, ew)
         for x in range(ew):
             row[x] += ((a1[x] + b1[x]) + (a2[x] + b2[x])) + ((a3[x] + b3[x]) + (a4[x] + b4[x]))
         q += 4
     while q < n:
-        c1 = cols[q]
-        a1, b1 = vbox[width_slot[c1], c1 : c1 + ew], vbox[width_slot[c1], 2 * grid - c1 : 2 * grid - c1 + ew]
+        a1, b1 = _column_pair(vbox, width_slot, cols[q], grid, ew)
         for x in range(ew):
             row[x] += a1[x] + b1[x]
         q += 1
@@ -336,15 +341,7 @@ def disk_correlate(
     repaired = 0
     plane = np.empty((ridx.shape[0], cidx.shape[0]), dtype=np.float32)
     flat = plane.reshape(-1)
-    ncols = 0
-    for c in range(grid):
-        ncols += width_slot[c] >= 0
-    cols = np.empty(ncols, dtype=np.int64)  # the disk's columns left of the centre (dx = c - grid)
-    ncols = 0
-    for c in range(grid):
-        if width_slot[c] >= 0:
-            cols[ncols] = c
-            ncols += 1
+    cols = np.nonzero(width_slot[:grid] >= 0)[0]  # the disk's columns left of the centre (dx = c - grid)
     for p in range(npl):
         pad_plane_f32(planes[p], ridx, cidx, plane)
         # 1. disk sums (exact for integer levels) on the (H + 2 half) x (W + 2 half) region:
@@ -380,12 +377,8 @@ def disk_correlate(
             vb = vbox[k, grid : grid + ew]
             for x in range(ew):
                 row[x] = vb[x]
-            for c in range(grid):  # columns dx = -(grid - c) and +(grid - c) have the same run
-                k = width_slot[c]
-                if k < 0:
-                    continue
-                va = vbox[k, c : c + ew]
-                vc = vbox[k, 2 * grid - c : 2 * grid - c + ew]
+            for c in cols:  # one pass per pair: float levels are not whole numbers, the order stays
+                va, vc = _column_pair(vbox, width_slot, c, grid, ew)
                 for x in range(ew):
                     row[x] += va[x] + vc[x]
         for y0 in range(0, nh, band):
