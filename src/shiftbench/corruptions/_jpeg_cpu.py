@@ -509,19 +509,28 @@ def _tables(quality: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarr
     return rows(luma), rows(chroma)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _plane_view(flat, n, nby):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """The 8 nby x 8 nbx plane (rows permuted) that holds the first 64 n values of ``flat``."""
+    return flat[: 64 * n].reshape(8 * nby, 64 * n // (8 * nby))
+
+
 # compiles _V.code in, whose width numba's cache does not see: cached only when that is
 @numba.njit(cache=_V.CACHE, nogil=True)
-def _batch(x, out, h, w, nby, cby, ny, nc, ylevel, clevel, yflat, cflat, yo, yws, co, cws, ydflat, cdflat, ydec, cdec, v, up, up8, ltab, ctab):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _batch(x, out, h, w, nby, cby, ny, nc, yflat, cflat, yo, yws, co, cws, ydec, cdec, v, up, ltab, ctab):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     """:func:`jpeg_round_trip_planes`' loop over the images with the word-vector DCT passes, in
-    one compiled call (the buffers of :class:`_Buffers`; ``*flat`` and ``*level``/``*dec`` are
-    views of the same memory)."""
+    one compiled call (the buffers of :class:`_Buffers`: the flat level and decoded planes of
+    ``ny`` luma and ``nc`` chroma blocks, seen as planes here)."""
+    ylevel, clevel = _plane_view(yflat, ny, nby), _plane_view(cflat, nc, 2 * cby)
+    ydplane, cdplane = _plane_view(ydec, ny, nby), _plane_view(cdec, nc, 2 * cby)
+    up8 = up.view(np.uint8)
     for i in range(x.shape[0]):
         _luma(x[i], h, w, nby, ylevel)
         _chroma(x[i], h, w, cby, clevel)
-        _V.code(yflat, ny, yo, yws, ydflat, ltab)
-        _V.code(cflat, nc, co, cws, cdflat, ctab)
-        _upsample(cdec, h, w, cby, v, up)
-        _to_rgb(ydec, up8, h, w, nby, out[i])
+        _V.code(yflat, ny, yo, yws, ydec, ltab)
+        _V.code(cflat, nc, co, cws, cdec, ctab)
+        _upsample(cdplane, h, w, cby, v, up)
+        _to_rgb(ydplane, up8, h, w, nby, out[i])
 
 
 class _Buffers:
@@ -564,8 +573,8 @@ def jpeg_round_trip_planes(x: np.ndarray, quality: int, out: np.ndarray | None =
     bf = _buffers(h, w)
     yp, cp = bf.y, bf.c
     if yp.vector:  # the whole batch in one compiled call
-        _batch(x, out, h, w, yp.nby, bf.cby, yp.n, cp.n, yp.level, cp.level, yp.level_flat, cp.level_flat,
-               yp.o, yp.ws, cp.o, cp.ws, yp.dec_flat, cp.dec_flat, yp.dec, cp.dec, bf.v, bf.up, bf.up8, luma[1], chroma[1])  # fmt: skip
+        _batch(x, out, h, w, yp.nby, bf.cby, yp.n, cp.n, yp.level_flat, cp.level_flat,
+               yp.o, yp.ws, cp.o, cp.ws, yp.dec_flat, cp.dec_flat, bf.v, bf.up, luma[1], chroma[1])  # fmt: skip
         return out
     for i in range(x.shape[0]):
         _luma(x[i], h, w, yp.nby, yp.level)

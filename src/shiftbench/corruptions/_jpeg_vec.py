@@ -27,7 +27,7 @@ import numpy as np
 from llvmlite import binding as llb
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
+from numba.core import cgutils, config
 from numba.extending import intrinsic
 
 from ..errors import InvalidArgumentError
@@ -56,8 +56,6 @@ ENV = "SHIFTBENCH_JPEG_VECTORS"
 def _target_features() -> set[str]:
     """The CPU features numba compiles for: ``NUMBA_CPU_FEATURES`` when set (e.g. for caches shared
     between machines), else the host's, as numba's own code generator takes them."""
-    from numba.core import config
-
     if config.CPU_FEATURES is not None:
         return {f[1:] for f in str(config.CPU_FEATURES).split(",") if f.startswith("+")}
     return {name for name, on in llb.get_host_cpu_features().items() if on}
@@ -252,6 +250,13 @@ def _idct(e: _Emit, d: list[ir.Value]) -> list[list[ir.Value]]:
     ]  # fmt: skip
 
 
+def _segments(builder, data, n, r, j, vtype):  # type: ignore[no-untyped-def]
+    """Pointers (as ``vtype``) to the eight runs of 32 samples that hold segments r * n + j ..
+    r * n + j + 31 of a plane (8 samples each, see :class:`._jpeg_cpu._Plane`)."""
+    first = builder.mul(builder.add(builder.mul(r, n), j), ir.Constant(r.type, 8))
+    return [builder.bitcast(builder.gep(data, [builder.add(first, ir.Constant(r.type, 32 * i))]), vtype.as_pointer()) for i in range(8)]
+
+
 def _load_rows(context, builder, aty, aval, rows, j):  # type: ignore[no-untyped-def]
     data, ncol = _row_pointer(context, builder, aty, aval)
     return [builder.load(_address(builder, data, ncol, r, j), align=2) for r in rows]
@@ -268,9 +273,7 @@ def _row_step(typingctx, level, o, n, r, j):  # type: ignore[no-untyped-def]  # 
         e, b = _Emit(builder), builder
         n, r, j = args[2], args[3], args[4]
         intp = r.type
-        data = context.make_array(_FLAT)(context, builder, args[0]).data
-        first = b.mul(b.add(b.mul(r, n), j), ir.Constant(intp, 8))
-        seg = [b.bitcast(b.gep(data, [b.add(first, ir.Constant(intp, 32 * i))]), _W.as_pointer()) for i in range(8)]
+        seg = _segments(builder, context.make_array(_FLAT)(context, builder, args[0]).data, n, r, j, _W)
         f = _fdct(e, e.transpose([b.load(x, align=2) for x in seg]), first=True)
         od, on = _row_pointer(context, builder, _ARR, args[1])
         r8 = b.mul(r, ir.Constant(intp, 8))
@@ -333,11 +336,9 @@ def _sample_step(typingctx, ws, dec, n, r, j):  # type: ignore[no-untyped-def]  
             v = b.sub(b.and_(b.add(e.descale(x[k], 18), _words(512)), _words(1023)), _words(512 - 128))
             v = b.select(b.icmp_signed("<", v, zero), zero, v)
             levels.append(b.select(b.icmp_signed(">", v, top), top, v))
-        data = context.make_array(_FLAT8)(context, builder, args[1]).data
-        first = b.mul(b.add(b.mul(r, n), j), ir.Constant(intp, 8))
         bytes_ = ir.VectorType(ir.IntType(8), LANES)
-        for i, v in enumerate(e.transpose(levels)):
-            ptr = b.bitcast(b.gep(data, [b.add(first, ir.Constant(intp, 32 * i))]), bytes_.as_pointer())
+        seg = _segments(builder, context.make_array(_FLAT8)(context, builder, args[1]).data, n, r, j, bytes_)
+        for ptr, v in zip(seg, e.transpose(levels)):
             b.store(b.trunc(v, bytes_), ptr, align=1)
         return context.get_dummy_value()
 
@@ -366,7 +367,7 @@ def code(level: np.ndarray, n: int, o: np.ndarray, ws: np.ndarray, dec: np.ndarr
 
 def word_table(tab: np.ndarray) -> np.ndarray:
     """:func:`._jpeg_cpu._tables`' int32 rows (q, reciprocal, correction, shift) as the word rows
-    :func:`columns` reads: the reciprocal's 16 bits as they stand, the shift less 16."""
+    :func:`code` reads: the reciprocal's 16 bits as they stand, the shift less 16."""
     out = tab.astype(np.int64)
     out[3] -= 16
     return (out & 0xFFFF).astype(np.uint16).view(np.int16)
