@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from . import safe_pickle
 from .errors import DataError, InvalidArgumentError
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageRecord", "scan_image_folder", "load_array_source", "ArraySource"]
@@ -99,11 +99,9 @@ def load_array_source(path: str | Path, labels_path: str | Path | None = None) -
         images = z[key]
         labels = z["labels"] if "labels" in z else None
     else:
-        try:
-            with open(p, "rb") as fh:
-                d = pickle.load(fh, encoding="bytes")
-        except Exception as e:  # noqa: BLE001 - any unpickling failure means "not a CIFAR batch"
-            raise DataError(f"{str(p)!r} is not a CIFAR python batch file: {e}") from e
+        d = safe_pickle.load_file(p, encoding="bytes")
+        if not isinstance(d, dict):
+            raise DataError(f"{str(p)!r} is not a CIFAR python batch file (a pickled dict)")
         data = d.get(b"data")
         if data is None:
             raise DataError(f"{str(p)!r} has no b'data' entry (not a CIFAR python batch)")
