@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import gzip
-import hashlib
 import importlib.util
 import json
 import time
@@ -40,6 +39,8 @@ from torch import nn
 
 from .._registry import get_corruption
 from ..errors import DataError, InvalidArgumentError, MissingDependencyError
+from ..training.loop import EpochLog, Recipe, fit, load_checkpoint, stream_id
+from ..training.models import SmallCNN, build_network
 from .candidates import CANDIDATES, corrupt_candidate
 from .scores import CLEAN, STANDARD, AccuracyMatrix, OverlapMatrix, overlap_matrix
 from .select import Selection, check_threshold, select_for_thresholds
@@ -452,46 +453,9 @@ def _batches(ds: Dataset, part: str, order: np.ndarray, batch_size: int, workers
 # models
 
 
-class SmallCNN(nn.Module):
-    """Four 3 x 3 conv layers with batch norm, two max-pools, global average pool, linear head."""
-
-    def __init__(self, channels: int, classes: int, width: int = 16) -> None:
-        super().__init__()
-        w = width
-
-        def block(i: int, o: int) -> list[nn.Module]:
-            return [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU(inplace=True)]
-
-        self.features = nn.Sequential(
-            *block(channels, w),
-            *block(w, w),
-            nn.MaxPool2d(2),
-            *block(w, 2 * w),
-            *block(2 * w, 2 * w),
-            nn.MaxPool2d(2),
-            *block(2 * w, 4 * w),
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
-        )
-        self.head = nn.Linear(4 * w, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x))
-
-
 def build_model(cfg: ModelConfig, channels: int, classes: int) -> nn.Module:
-    """The study's architecture, randomly initialised."""
-    if cfg.arch == "small_cnn":
-        return SmallCNN(channels, classes, cfg.width)
-    name = cfg.arch.split(":", 1)[1] if cfg.arch.startswith("torchvision:") else cfg.arch
-    try:
-        import torchvision
-    except ImportError as e:
-        raise MissingDependencyError("torchvision", f"model.arch={cfg.arch!r}", "torchvision") from e
-    net = torchvision.models.get_model(name, weights=None, num_classes=classes)
-    if channels != 3:
-        raise _bad("model.arch", cfg.arch, "small_cnn for 1-channel data (torchvision models take RGB)")
-    return net
+    """The study's architecture, randomly initialised (:func:`shiftbench.training.build_network`)."""
+    return build_network(cfg.arch, channels, classes, width=cfg.width)
 
 
 def _normalise(x: torch.Tensor) -> torch.Tensor:
@@ -515,17 +479,21 @@ def _ckpt_path(cfg: StudyConfig, model: str) -> Path:
     return Path(cfg.output) / "checkpoints" / f"{model}.pt"
 
 
-def _lr_at(cfg: TrainConfig, epoch: int, finetune: bool) -> float:
-    if finetune:
-        return cfg.finetune_lr
-    return cfg.lr * cfg.gamma ** sum(1 for m in cfg.milestones if epoch >= m)
-
-
-def _save(path: Path, state: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
+def _recipe(cfg: TrainConfig, finetune: bool) -> Recipe:
+    """The study's recipe in the shared harness's terms (SGD with momentum, no Nesterov, no crops)."""
+    return Recipe(
+        epochs=cfg.finetune_epochs if finetune else cfg.epochs,
+        batch_size=cfg.batch_size,
+        lr=cfg.finetune_lr if finetune else cfg.lr,
+        momentum=cfg.momentum,
+        nesterov=False,
+        weight_decay=cfg.weight_decay,
+        schedule="constant" if finetune else "step",
+        milestones=list(cfg.milestones),
+        gamma=cfg.gamma,
+        hflip=cfg.hflip,
+        crop_padding=0,
+    )
 
 
 def _train_one(
@@ -536,11 +504,12 @@ def _train_one(
     model_name: str,
     log: Callable[[str], None],
 ) -> None:
-    """Train (or resume) one model of the study; checkpoints after every epoch."""
+    """Train (or resume) one model of the study with the shared harness; checkpoints after every epoch."""
     dev = _device(cfg.device)
     tc = cfg.train
     finetune = tc.mode == "finetune" and model_name != STANDARD
-    epochs = tc.finetune_epochs if finetune else tc.epochs
+    recipe = _recipe(tc, finetune)
+    epochs = recipe.epochs
     corruption = None if model_name == STANDARD else model_name
     state = store.model_state(study_id, model_name)
     path = _ckpt_path(cfg, model_name)
@@ -548,81 +517,57 @@ def _train_one(
         return
     torch.manual_seed(cfg.seed)
     net = build_model(cfg.model, ds.channels, len(ds.classes)).to(dev)
-    opt = torch.optim.SGD(
-        net.parameters(), lr=_lr_at(tc, 0, finetune), momentum=tc.momentum, weight_decay=tc.weight_decay
-    )
-    start = 0
-    seconds = 0.0
-    if state and state["epochs_done"] > 0 and path.is_file():
-        ck = torch.load(path, map_location=dev, weights_only=False)
-        net.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        start = int(ck["epoch"])
-        seconds = float(state["seconds"])
-        log(f"  {model_name}: resuming after epoch {start}/{epochs}")
-    elif finetune:
+    resuming = bool(state and state["epochs_done"] > 0 and path.is_file())
+    if not resuming and finetune:
         src = _ckpt_path(cfg, STANDARD) if tc.finetune_from == "standard" else Path(tc.finetune_from).expanduser()
         if not src.is_file():
             raise DataError(
                 f"fine-tuning {model_name}: checkpoint {str(src)!r} not found (train the standard model first)"
             )
-        ck = torch.load(src, map_location=dev, weights_only=False)
+        ck = load_checkpoint(src, dev)
         net.load_state_dict(ck["model"] if "model" in ck else ck)
-    n = len(ds.train_y)
-    loss_v, acc_v = float("nan"), float("nan")
-    for epoch in range(start, epochs):
-        t0 = time.perf_counter()
-        for g in opt.param_groups:
-            g["lr"] = _lr_at(tc, epoch, finetune)
-        net.train()
-        rng = np.random.default_rng([cfg.seed, epoch, int(hashlib.sha256(model_name.encode()).hexdigest()[:8], 16)])
-        order = rng.permutation(n)
-        flips = rng.random(n) < 0.5
-        tot_loss, tot_ok, tot_n = 0.0, 0, 0
-        for idx, xb, yb in _batches(ds, "train", order, tc.batch_size, tc.num_workers):
-            xb = xb.to(dev)
-            yb = yb.to(dev)
-            if tc.hflip:
-                f = torch.from_numpy(flips[idx]).to(dev)
-                xb = torch.where(f.view(-1, 1, 1, 1), xb.flip(-1), xb)
-            k = int(round(len(idx) * tc.corrupted_fraction)) if corruption else 0
-            if k:
-                # the first half of the shuffled batch is corrupted, one fresh value per image and epoch
-                keys = [f"train:{epoch}:{int(i)}" for i in idx[:k]]
-                xb = xb.clone()
-                xb[:k] = corrupt_candidate(xb[:k], corruption, seed=cfg.seed, keys=keys)
-            logits = net(_normalise(xb))
-            loss = F.cross_entropy(logits, yb)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            tot_loss += float(loss.detach()) * len(idx)
-            tot_ok += int((logits.argmax(1) == yb).sum())
-            tot_n += len(idx)
-        loss_v, acc_v = tot_loss / tot_n, tot_ok / tot_n
-        seconds += time.perf_counter() - t0
-        _save(
-            path,
-            {
-                "model": net.state_dict(),
-                "optimizer": opt.state_dict(),
-                "epoch": epoch + 1,
-                "arch": asdict(cfg.model),
-                "classes": ds.classes,
-            },
-        )
+
+    def corrupt(idx: np.ndarray, xb: torch.Tensor, epoch: int) -> torch.Tensor:
+        k = int(round(len(idx) * tc.corrupted_fraction)) if corruption else 0
+        if not k:
+            return xb
+        # the first part of the shuffled batch is corrupted, one fresh value per image and epoch
+        keys = [f"train:{epoch}:{int(i)}" for i in idx[:k]]
+        xb = xb.clone()
+        xb[:k] = corrupt_candidate(xb[:k], corruption, seed=cfg.seed, keys=keys)
+        return xb
+
+    def epoch_done(ep: EpochLog) -> None:
         store.set_model_state(
             study_id,
             model_name,
             status="training",
-            epochs_done=epoch + 1,
+            epochs_done=ep.epoch,
             epochs=epochs,
             checkpoint=str(path),
-            seconds=seconds,
-            train_loss=loss_v,
-            train_accuracy=acc_v,
+            seconds=ep.seconds,
+            train_loss=ep.loss,
+            train_accuracy=ep.accuracy,
         )
-        log(f"  {model_name}: epoch {epoch + 1}/{epochs} loss {loss_v:.3f} train acc {acc_v:.3f} ({seconds:.0f} s)")
+
+    res = fit(
+        net,
+        n_train=len(ds.train_y),
+        batches=lambda order: _batches(ds, "train", order, tc.batch_size, tc.num_workers),
+        recipe=recipe,
+        seed=cfg.seed,
+        stream=stream_id(model_name),
+        checkpoint=path,
+        device=dev,
+        normalise=_normalise,
+        resume=resuming,
+        batch_hook=corrupt,
+        on_epoch=epoch_done,
+        meta={"arch": asdict(cfg.model), "classes": list(ds.classes)},
+        label=model_name,
+        log=log,
+    )
+    last = res.history[-1] if res.history else {}
     store.delete_accuracy(study_id, model_name)
     store.set_model_state(
         study_id,
@@ -631,9 +576,9 @@ def _train_one(
         epochs_done=epochs,
         epochs=epochs,
         checkpoint=str(path),
-        seconds=seconds,
-        train_loss=loss_v,
-        train_accuracy=acc_v,
+        seconds=res.seconds,
+        train_loss=float(last.get("loss", float("nan"))),
+        train_accuracy=float(last.get("accuracy", float("nan"))),
     )
 
 
@@ -653,7 +598,7 @@ def _test_one(
         return
     dev = _device(cfg.device)
     net = build_model(cfg.model, ds.channels, len(ds.classes)).to(dev)
-    ck = torch.load(_ckpt_path(cfg, model_name), map_location=dev, weights_only=False)
+    ck = load_checkpoint(_ckpt_path(cfg, model_name), dev)
     net.load_state_dict(ck["model"])
     net.eval()
     order = np.arange(len(ds.test_y))

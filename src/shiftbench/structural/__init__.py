@@ -1,0 +1,37 @@
+"""Structural robustness (paper 000, Section 4): style and subclass hold-outs.
+
+Readers of ICONS-50, the emoji-styles stand-in, CIFAR-100 and wnid folder trees
+(:mod:`.readers`); the hold-out splits as data (:mod:`.splits`); evaluation of a
+trained model on a split (:mod:`.evaluate`). Training goes through the shared
+harness :mod:`shiftbench.training`.
+"""
+
+from __future__ import annotations
+
+from .readers import (
+    CIFAR100_COARSE,
+    CIFAR100_FINE,
+    ICONS50_CLASSES,
+    LabelledImages,
+    read_cifar100,
+    read_emoji_styles,
+    read_icons50,
+    read_icons50_folder,
+    read_icons50_npy,
+    read_image_files,
+    read_wnid_tree,
+)
+
+__all__ = [
+    "CIFAR100_COARSE",
+    "CIFAR100_FINE",
+    "ICONS50_CLASSES",
+    "LabelledImages",
+    "read_cifar100",
+    "read_emoji_styles",
+    "read_icons50",
+    "read_icons50_folder",
+    "read_icons50_npy",
+    "read_image_files",
+    "read_wnid_tree",
+]
