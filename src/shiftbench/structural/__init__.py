@@ -35,3 +35,38 @@ __all__ = [
     "read_image_files",
     "read_wnid_tree",
 ]
+
+from .evaluate import HoldoutScore, ItemPredictions, evaluate_split, plot_seen_unseen, predict, score  # noqa: E402
+from .splits import (  # noqa: E402
+    CIFAR100_COARSE_TO_FINE,
+    PAPER_HELD_OUT_SUBTYPES,
+    Split,
+    cifar100_held_out,
+    cifar100_subclass_split,
+    default_style,
+    leave_one_style_out,
+    paper_subtypes_for,
+    random_subtypes,
+    style_holdout,
+    subtype_holdout,
+)
+
+__all__ += [
+    "CIFAR100_COARSE_TO_FINE",
+    "PAPER_HELD_OUT_SUBTYPES",
+    "Split",
+    "HoldoutScore",
+    "ItemPredictions",
+    "cifar100_held_out",
+    "cifar100_subclass_split",
+    "default_style",
+    "evaluate_split",
+    "leave_one_style_out",
+    "paper_subtypes_for",
+    "plot_seen_unseen",
+    "predict",
+    "random_subtypes",
+    "score",
+    "style_holdout",
+    "subtype_holdout",
+]

@@ -334,7 +334,7 @@ def read_emoji_styles(path: str | Path, *, size: int = 32) -> LabelledImages:
     if not p.is_file():
         raise DataError(f"path={str(p)!r}: no such file (expected emoji-styles-32.npz or emoji-styles-64.npz)")
     try:
-        with np.load(p, allow_pickle=False) as z:
+        with open(p, "rb") as fh, np.load(fh, allow_pickle=False) as z:
             cols = {k: z[k] for k in z.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise DataError(f"{str(p)!r}: not a readable .npz file ({e})") from e

@@ -318,7 +318,7 @@ def subtype_holdout(
         for s in held:
             mask |= np.char.find(path, s) >= 0
     left = set(data.labels[~mask].tolist())
-    info = {"match": match, "subtypes": how, "classes_without_training_images": [data.classes[c] for c in sorted(set(range(len(data.classes))) - left)]}
+    info = {"match": match, "subtypes": how, "classes_without_training_images": [data.classes[c] for c in sorted(set(data.labels.tolist()) - left)]}
     return _finish(f"subtype:{how}", "subtype", held, data, mask, seen_test_fraction, seed, info)
 
 

@@ -1,0 +1,190 @@
+"""Scoring a trained model on a hold-out split: per-item predictions and the metrics.
+
+The metrics of every hold-out experiment (paper Section 4):
+
+* ``heldout_accuracy``: accuracy on the held-out part (unseen style, subtypes, subclasses);
+  the number the paper reports (57 % Microsoft, 60.4 % ICONS-50 subtypes, 40.9 / 26.78 /
+  25.3 % CIFAR-100 k = 1 / 2 / 3);
+* ``seen_accuracy``: accuracy on the held-out share of the seen part (in distribution);
+* ``gap`` = seen - held out, in accuracy points (0..1);
+* ``per_group``: held-out accuracy per held-out style or subtype.
+
+These are plain functions on arrays so that a benchmark module can call them with
+predictions it computed itself (:func:`score`), or let :func:`evaluate_split` run the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import InvalidArgumentError, MissingDependencyError
+from .readers import LabelledImages
+from .splits import Split
+
+__all__ = ["ItemPredictions", "HoldoutScore", "predict", "score", "evaluate_split", "plot_seen_unseen"]
+
+
+@dataclass
+class ItemPredictions:
+    """One part's predictions, item by item (index into the split's source, true and predicted label)."""
+
+    part: str  # "held_out" or "seen_test"
+    index: np.ndarray
+    label: np.ndarray
+    predicted: np.ndarray
+    group: np.ndarray  # style (style hold-outs) or subtype of each item
+
+    @property
+    def correct(self) -> np.ndarray:
+        return self.label == self.predicted
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {"part": self.part, "index": int(i), "label": int(y), "predicted": int(p), "group": str(g)}
+            for i, y, p, g in zip(self.index, self.label, self.predicted, self.group)
+        ]
+
+
+@dataclass
+class HoldoutScore:
+    split: str
+    kind: str
+    held_out: list[str]
+    heldout_accuracy: float
+    seen_accuracy: float
+    gap: float
+    n_heldout: int
+    n_seen: int
+    per_group: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _acc(p: ItemPredictions) -> float:
+    return float(p.correct.mean()) if len(p.label) else float("nan")
+
+
+def score(split: Split, heldout: ItemPredictions, seen: ItemPredictions) -> HoldoutScore:
+    """The metrics from the predictions of the two test parts of ``split``."""
+    if len(heldout.index) != len(split.heldout_idx) or len(seen.index) != len(split.seen_test_idx):
+        raise InvalidArgumentError(
+            "predictions", f"{len(heldout.index)} held-out / {len(seen.index)} seen items",
+            f"{len(split.heldout_idx)} held-out and {len(split.seen_test_idx)} seen-test items (the split's parts)",
+        )
+    groups = {}
+    for g in sorted(set(heldout.group.tolist())):
+        m = heldout.group == g
+        groups[g] = float(heldout.correct[m].mean())
+    h, s = _acc(heldout), _acc(seen)
+    return HoldoutScore(split.name, split.kind, list(split.held_out), h, s, s - h, len(heldout.index), len(seen.index), groups)
+
+
+@torch.no_grad()
+def predict(
+    net: nn.Module,
+    data: LabelledImages,
+    *,
+    mean: Sequence[float],
+    std: Sequence[float],
+    image_size: int | None = None,
+    batch_size: int = 256,
+    device: str | torch.device = "cpu",
+) -> np.ndarray:
+    """The predicted label of every image of ``data`` (``net`` in eval mode, inputs normalised)."""
+    from ..training.loop import normaliser
+
+    d = data.resized(image_size) if image_size else data
+    norm = normaliser(mean, std)
+    net.eval()
+    dev = torch.device(device)
+    out = []
+    for i in range(0, len(d), batch_size):
+        x = torch.from_numpy(np.ascontiguousarray(d.images[i : i + batch_size].transpose(0, 3, 1, 2))).to(dev)
+        out.append(net(norm(x)).argmax(1).cpu().numpy())
+    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
+
+
+def _groups(split: Split, source: LabelledImages, idx: np.ndarray) -> np.ndarray:
+    if split.kind == "style":
+        col = source.styles if split.info.get("field", "style") == "style" else source.extra[split.info["field"]]
+        assert col is not None
+        return col[idx]
+    return source.subtypes[idx]
+
+
+def evaluate_split(
+    model: Any,
+    split: Split,
+    *,
+    batch_size: int = 256,
+    device: str | torch.device = "cpu",
+    predict_fn: Callable[[LabelledImages], np.ndarray] | None = None,
+) -> tuple[HoldoutScore, dict[str, ItemPredictions]]:
+    """Run ``model`` on the split's held-out and seen-test parts; return the score and per-item predictions.
+
+    ``model`` is a :class:`~shiftbench.training.TrainedModel` (its spec gives the input size and
+    normalisation) unless ``predict_fn`` (images -> labels) is given.
+    """
+    if predict_fn is None:
+        if tuple(model.classes) != tuple(split.classes):
+            raise InvalidArgumentError("model", "its classes", "the classes of the split it is evaluated on")
+        r = model.spec.recipe
+
+        def predict_fn(d: LabelledImages) -> np.ndarray:
+            return predict(model.net, d, mean=r.mean, std=r.std, image_size=model.image_size, batch_size=batch_size, device=device)
+
+    parts: dict[str, ItemPredictions] = {}
+    for part, source, idx in (
+        ("held_out", split.test_source, split.heldout_idx),
+        ("seen_test", split.seen_source or split.train_source, split.seen_test_idx),
+    ):
+        d = source.subset(idx)
+        pred = predict_fn(d) if len(d) else np.zeros(0, np.int64)
+        parts[part] = ItemPredictions(part, idx, d.labels, np.asarray(pred, np.int64), _groups(split, source, idx))
+    return score(split, parts["held_out"], parts["seen_test"]), parts
+
+
+def plot_seen_unseen(rows: Sequence[dict[str, Any]], path: str | Path, *, title: str | None = None) -> Path:
+    """The paper's Figure 6: seen and unseen subclass accuracy of each model against its ImageNet-1K accuracy.
+
+    ``rows``: ``{"model": name, "imagenet_accuracy": a, "seen": s, "unseen": u}`` (fractions 0..1).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise MissingDependencyError("matplotlib", "the seen/unseen subclass figure", "plot") from e
+    if not rows:
+        raise InvalidArgumentError("rows", rows, "at least one model's accuracies")
+    for r in rows:
+        for k in ("model", "imagenet_accuracy", "seen", "unseen"):
+            if k not in r:
+                raise InvalidArgumentError("rows", r, "dicts with model, imagenet_accuracy, seen, unseen")
+    rows = sorted(rows, key=lambda r: r["imagenet_accuracy"])
+    x = [100 * r["imagenet_accuracy"] for r in rows]
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    ax.plot(x, [100 * r["seen"] for r in rows], "o-", label="seen subclasses")
+    ax.plot(x, [100 * r["unseen"] for r in rows], "s--", label="unseen subclasses")
+    for xi, r in zip(x, rows):
+        ax.annotate(str(r["model"]), (xi, 100 * r["unseen"]), textcoords="offset points", xytext=(3, -10), fontsize=7)
+    ax.set_xlabel("ImageNet-1K accuracy (%)")
+    ax.set_ylabel("superclass accuracy (%)")
+    ax.set_title(title or "Subclass robustness (25 ImageNet-22K superclasses)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(p, dpi=120)
+    plt.close(fig)
+    return p
