@@ -38,6 +38,8 @@ __all__ = [
     "paper_subtypes_for",
     "cifar100_held_out",
     "cifar100_subclass_split",
+    "imagenet22k_superclasses",
+    "imagenet22k_wnids",
 ]
 
 MATCH_MODES = ("exact", "paper")
@@ -363,3 +365,20 @@ def cifar100_subclass_split(
         info,
         seen_source=test,
     )
+
+
+def imagenet22k_superclasses() -> list[dict[str, Any]]:
+    """The 25 ImageNet-22K superclasses (Appendix G) with their ``seen`` (ImageNet-1K) and ``unseen``
+    (ImageNet-22K only) subclass wnids, as built from WordNet 3.0 by ``tools/build_imagenet22k_split.py``."""
+    import json
+    from importlib import resources
+
+    doc = json.loads(resources.files("shiftbench").joinpath("data", "imagenet22k_subclasses.json").read_text(encoding="utf-8"))
+    return list(doc["superclasses"])
+
+
+def imagenet22k_wnids(part: str) -> dict[str, str]:
+    """Subclass wnid -> superclass name for ``part`` ``"seen"`` or ``"unseen"`` (for :func:`read_wnid_tree`)."""
+    if part not in ("seen", "unseen"):
+        raise InvalidArgumentError("part", part, "'seen' (ImageNet-1K subclasses) or 'unseen' (ImageNet-22K only)")
+    return {w: s["name"] for s in imagenet22k_superclasses() for w in s[part]}
