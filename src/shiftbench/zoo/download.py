@@ -10,6 +10,7 @@ server ignores ranges).
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import socket
 import sys
@@ -167,9 +168,9 @@ def download(
                         progress(done, total)
                 out.flush()
                 os.fsync(out.fileno())
-        except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
-            raise OfflineError(
-                url, final, f"the connection broke after {done} bytes (run again to resume from {part})"
+        except (OSError, http.client.HTTPException) as e:
+            raise DownloadError(
+                url, final, f"the transfer stopped after {done} bytes ({type(e).__name__}: {e}; run again to resume from {part})"
             ) from e
     if length is not None and done != total:
         raise DownloadError(url, final, f"the server sent {done} of {total} bytes (run again to resume)")
