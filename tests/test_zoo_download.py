@@ -69,7 +69,9 @@ def _closed_port() -> int:
 def test_download_reports_progress_and_verifies(server: FileServer, tmp_path: Path) -> None:
     server.files["/w.pth"] = Served(PAYLOAD)
     seen: list[tuple[int, int | None]] = []
-    out = download(server.url("/w.pth"), tmp_path / "w.pth", sha256=PAYLOAD_SHA[:8], progress=lambda d, t: seen.append((d, t)))
+    out = download(
+        server.url("/w.pth"), tmp_path / "w.pth", sha256=PAYLOAD_SHA[:8], progress=lambda d, t: seen.append((d, t))
+    )
     assert out.read_bytes() == PAYLOAD
     assert not (tmp_path / "w.pth.part").exists()
     done = [d for d, _ in seen]
@@ -258,7 +260,9 @@ def test_checkpoint_with_code_is_refused_and_never_run(server: FileServer, cache
     buf = io.BytesIO()
     torch.save({"state_dict": {"w": torch.zeros(1)}, "hook": _RunsCode(str(marker))}, buf)
     server.files["/evil.pth"] = Served(buf.getvalue())
-    register(ZooEntry(name="test-evil", arch="efficientnet-lite0", url=server.url("/evil.pth"), preprocessing=LITE_PREP))
+    register(
+        ZooEntry(name="test-evil", arch="efficientnet-lite0", url=server.url("/evil.pth"), preprocessing=LITE_PREP)
+    )
     try:
         with pytest.raises(UnsafeCheckpointError) as e:
             load_model("zoo:test-evil")
@@ -294,7 +298,13 @@ def test_cli_evaluate_with_a_zoo_model(zoo_entry: ZooEntry, tmp_path: Path, caps
 
     def run(model: str) -> dict:  # type: ignore[type-arg]
         args = ["evaluate", "--model", model, "--corruptions", "contrast", "--severities", "2", "--limit", "4"]
-        args += ["--store", str(tmp_path / f"{model.replace(':', '_')}.sqlite"), "--no-progress", "--results-format", "json"]
+        args += [
+            "--store",
+            str(tmp_path / f"{model.replace(':', '_')}.sqlite"),
+            "--no-progress",
+            "--results-format",
+            "json",
+        ]
         assert main(args) == 0
         return json.loads(capsys.readouterr().out)["rows"][-1]  # type: ignore[no-any-return]
 

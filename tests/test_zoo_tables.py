@@ -61,7 +61,9 @@ def test_transposed_table_003_3_equals_the_paper_text() -> None:
 def test_cells_cited_from_the_papers() -> None:
     # 004 line 89: "AugMix 70.8 88.6 62.1 99.1 39.0 78.5 85.4 65.3 58.9 22.5"
     augmix = {r.label: r for r in table("004:3").rows}["AugMix"]
-    assert augmix.values["mde"] == 85.4 and augmix.values["imagenet_c_mce"] == 65.3 and augmix.model == "resnet50-augmix"
+    assert (
+        augmix.values["mde"] == 85.4 and augmix.values["imagenet_c_mce"] == 65.3 and augmix.model == "resnet50-augmix"
+    )
     # 000 line 209: "ResNet-50 23.9 76.7 80 82 83 75 89 78 80 78 75 66 57 71 85 77 77"
     r50 = {r.label: r for r in table("000:1").rows}["ResNet-50"]
     assert (r50.values["error"], r50.values["mce"], r50.values["jpeg_compression"]) == (23.9, 76.7, 77)
@@ -129,7 +131,11 @@ def test_compare_puts_measured_next_to_published() -> None:
     rows_csv = list(csv.DictReader(io.StringIO(render(c, "csv"))))
     assert len(rows_csv) == 8 * 10
     cell = next(r for r in rows_csv if r["model"] == "zoo:resnet50-augmix" and r["column"] == "mde")
-    assert (float(cell["published"]), float(cell["measured"]), float(cell["difference"])) == (85.4, 86.0, pytest.approx(0.6))
+    assert (float(cell["published"]), float(cell["measured"]), float(cell["difference"])) == (
+        85.4,
+        86.0,
+        pytest.approx(0.6),
+    )
 
 
 def test_compare_refuses_unknown_metrics_and_reports_unmatched_models() -> None:
@@ -144,20 +150,32 @@ def test_compare_refuses_unknown_metrics_and_reports_unmatched_models() -> None:
 
 def test_published_for_lists_every_table_of_a_model() -> None:
     found = {(t.id, r.label) for t, r in published_for("zoo:resnet50")}
-    assert found == {("000:1", "ResNet-50"), ("000:2", "ResNet-50"), ("003:3", "Res-50"), ("003:4", "Standard"), ("004:3", "vanilla ResNet50")}
+    assert found == {
+        ("000:1", "ResNet-50"),
+        ("000:2", "ResNet-50"),
+        ("003:3", "Res-50"),
+        ("003:4", "Standard"),
+        ("004:3", "vanilla ResNet50"),
+    }
 
 
 def test_cli_zoo_list_table_and_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["zoo", "list", "--json"]) == 0
     listed = {r["model"]: r for r in json.loads(capsys.readouterr().out)}
     assert set(listed) == {f"zoo:{n}" for n in entries()}
-    assert "004:3" in listed["zoo:efficientnet-l2-ns"]["published"] and "16.5" in listed["zoo:efficientnet-l2-ns"]["published"]
+    assert (
+        "004:3" in listed["zoo:efficientnet-l2-ns"]["published"]
+        and "16.5" in listed["zoo:efficientnet-l2-ns"]["published"]
+    )
     measured = tmp_path / "m.json"
     measured.write_text(json.dumps({"resnet50": {"imagenet_c_mce": 76.0, "imagenet_noc_mce": 80.0}}))
     assert main(["zoo", "table", "003:3", "--measured", str(measured), "--format", "csv"]) == 0
     out = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     r50 = [r for r in out if r["model"] == "zoo:resnet50"]
-    assert [(r["column"], float(r["difference"])) for r in r50] == [("imagenet_c_mce", -29.0), ("imagenet_noc_mce", -1.0)]
+    assert [(r["column"], float(r["difference"])) for r in r50] == [
+        ("imagenet_c_mce", -29.0),
+        ("imagenet_noc_mce", -1.0),
+    ]
     assert main(["zoo", "info", "resnet50-ant3x3"]) == 0
     info = capsys.readouterr().out
     assert "ANT3x3_Model.pth" in info and "none published" in info and "003:4 'ANT ^{3x3}'" in info

@@ -51,7 +51,9 @@ def read_state_dict(
     if key is not None:
         if not isinstance(obj, dict) or key not in obj:
             found = sorted(obj)[:10] if isinstance(obj, dict) else type(obj).__name__
-            raise InvalidArgumentError("weights", str(p), f"a training checkpoint with the entry {key!r}", f"Found: {found}.")
+            raise InvalidArgumentError(
+                "weights", str(p), f"a training checkpoint with the entry {key!r}", f"Found: {found}."
+            )
         obj = obj[key]
     if not isinstance(obj, dict) or not obj or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise InvalidArgumentError("weights", str(p), "a state_dict: a mapping of parameter names to tensors")

@@ -170,7 +170,9 @@ def download(
                 os.fsync(out.fileno())
         except (OSError, http.client.HTTPException) as e:
             raise DownloadError(
-                url, final, f"the transfer stopped after {done} bytes ({type(e).__name__}: {e}; run again to resume from {part})"
+                url,
+                final,
+                f"the transfer stopped after {done} bytes ({type(e).__name__}: {e}; run again to resume from {part})",
             ) from e
     if length is not None and done != total:
         raise DownloadError(url, final, f"the server sent {done} of {total} bytes (run again to resume)")

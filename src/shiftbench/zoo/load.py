@@ -50,7 +50,9 @@ def load_zoo_model(
         if not path.is_file():
             raise InvalidArgumentError("weights", str(weights), f"a local copy of {entry.cache_name}")
         if entry.sha256_prefix and not sha256_of(path).startswith(entry.sha256_prefix):
-            raise ChecksumMismatchError(entry.url, path, f"sha256 {entry.sha256_prefix}...", f"sha256 {sha256_of(path)}")
+            raise ChecksumMismatchError(
+                entry.url, path, f"sha256 {entry.sha256_prefix}...", f"sha256 {sha256_of(path)}"
+            )
     clf = load_model(entry.arch, weights="none")
     module = clf.forward
     if not isinstance(module, torch.nn.Module):  # every arch name builds a module

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 from .._validate import suggest
 from ..errors import InvalidArgumentError, UnknownNameError
-from .download import ProgressCallback, cache_dir, default_progress, download, sha256_of
+from .download import ProgressCallback, cache_dir, default_progress, download
 
 __all__ = ["Preprocessing", "ZooEntry", "entries", "get", "register", "weights_path", "fetch"]
 
@@ -74,11 +74,12 @@ class ZooEntry:
     description: str = ""
     source: str = ""
     checksum_note: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
-            raise InvalidArgumentError("name", self.name, "lower-case letters, digits and . + _ - (e.g. 'resnet50-augmix')")
+            raise InvalidArgumentError(
+                "name", self.name, "lower-case letters, digits and . + _ - (e.g. 'resnet50-augmix')"
+            )
         if self.sha256_prefix is not None and not _HEX.match(self.sha256_prefix):
             raise InvalidArgumentError("sha256_prefix", self.sha256_prefix, "None or 8 to 64 lower-case hex digits")
         if urlparse(self.url).scheme not in ("http", "https"):
@@ -171,7 +172,9 @@ def get(name: str) -> ZooEntry:
     known = entries()
     if key not in known:
         names = sorted(known)
-        raise UnknownNameError("model", f"zoo:{key}", [f"zoo:{n}" for n in names], [f"zoo:{s}" for s in suggest(key, names)])
+        raise UnknownNameError(
+            "model", f"zoo:{key}", [f"zoo:{n}" for n in names], [f"zoo:{s}" for s in suggest(key, names)]
+        )
     return known[key]
 
 
@@ -204,7 +207,3 @@ def fetch(entry: ZooEntry | str, *, progress: ProgressCallback | None | bool = T
         if stop is not None:
             stop()
 
-
-def file_identity(path: Path) -> str:
-    """``sha256:<hex>`` of a cached weights file (stored with results)."""
-    return "sha256:" + sha256_of(path)

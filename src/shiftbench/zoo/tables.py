@@ -149,7 +149,9 @@ def compare(table_id: str, measured: Mapping[str, Mapping[str, float]]) -> Compa
         bad = sorted(set(metrics) - keys)
         if bad:
             raise InvalidArgumentError(
-                "measured", f"{name}: {', '.join(bad)}", f"metrics among the columns of {t.id}: {', '.join(t.column_keys())}"
+                "measured",
+                f"{name}: {', '.join(bad)}",
+                f"metrics among the columns of {t.id}: {', '.join(t.column_keys())}",
             )
         for k, v in metrics.items():
             if not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
@@ -160,11 +162,7 @@ def compare(table_id: str, measured: Mapping[str, Mapping[str, float]]) -> Compa
     for r in t.rows:
         got = by_key.get(r.model) or by_key.get(r.label) or {}
         used.update(k for k in (r.model, r.label) if k in by_key)
-        diff = {
-            k: round(float(v) - float(p), 6)
-            for k, v in got.items()
-            if (p := r.values.get(k)) is not None
-        }
+        diff = {k: round(float(v) - float(p), 6) for k, v in got.items() if (p := r.values.get(k)) is not None}
         rows.append(ComparedRow(r.label, r.model, r.line, dict(r.values), {k: float(v) for k, v in got.items()}, diff))
     return Comparison(t, tuple(rows), tuple(sorted(set(by_key) - used)))
 
@@ -207,7 +205,15 @@ def render(comparison: Comparison, fmt: str = "table") -> str:
         for r in comparison.rows:
             for c in t.columns:
                 w.writerow(
-                    [t.id, r.label, f"zoo:{r.model}", c.key, r.published.get(c.key), r.measured.get(c.key), r.difference.get(c.key)]
+                    [
+                        t.id,
+                        r.label,
+                        f"zoo:{r.model}",
+                        c.key,
+                        r.published.get(c.key),
+                        r.measured.get(c.key),
+                        r.difference.get(c.key),
+                    ]
                 )
         return buf.getvalue()
     header = ["Model", *(c.label for c in t.columns)]
@@ -224,7 +230,9 @@ def render(comparison: Comparison, fmt: str = "table") -> str:
         body.append(cells)
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     lines = [
-        f"{t.id}: {t.title} ({t.unit}; published" + (" > measured (difference)" if any(r.measured for r in comparison.rows) else "") + ")",
+        f"{t.id}: {t.title} ({t.unit}; published"
+        + (" > measured (difference)" if any(r.measured for r in comparison.rows) else "")
+        + ")",
         "  ".join(h.ljust(w) for h, w in zip(header, widths)),
     ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
