@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -14,6 +15,7 @@ class Served:
     content_type: str = "application/octet-stream"
     honour_range: bool = True
     cut_after: int | None = None  # close the connection after this many body bytes (a broken download)
+    delay: float = 0.0  # seconds to wait before answering (keeps a download in flight)
 
 
 @dataclass
@@ -48,6 +50,7 @@ def start(server_state: FileServer) -> tuple[ThreadingHTTPServer, threading.Thre
                 self.send_error(404)
                 state.log.append(Logged(self.path, rng, 404, 0))
                 return
+            time.sleep(served.delay)
             body, start_at, status = served.body, 0, 200
             m = re.fullmatch(r"bytes=(\d+)-", rng or "")
             if m and served.honour_range:

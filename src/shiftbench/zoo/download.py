@@ -9,6 +9,7 @@ server ignores ranges).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import os
@@ -16,15 +17,21 @@ import socket
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from .errors import ChecksumMismatchError, DownloadError, NotACheckpointError, OfflineError
 
-__all__ = ["cache_dir", "download", "sha256_of", "ProgressCallback", "rich_progress"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["cache_dir", "download", "sha256_of", "ProgressCallback", "rich_progress", "line_progress"]
 
 ProgressCallback = Callable[[int, "int | None"], None]
 """Called as ``progress(bytes_done, bytes_total)`` after each chunk (total None when unknown)."""
@@ -128,6 +135,30 @@ def download(
     if not url.lower().startswith(("http://", "https://")):
         raise DownloadError(url, final, "only http:// and https:// URLs are downloaded")
     final.parent.mkdir(parents=True, exist_ok=True)
+    with _folder_lock(final.parent):  # one writer per cache folder (parallel workers fetching the same model)
+        if final.is_file():  # another process finished it while this one waited
+            return final
+        return _transfer(url, final, sha256, size, progress, timeout)
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive advisory lock on a folder (POSIX flock; released by the OS if the process dies)."""
+    if fcntl is None:  # pragma: no cover - Windows: no lock
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _transfer(
+    url: str, final: Path, sha256: str | None, size: int | None, progress: ProgressCallback | None, timeout: float
+) -> Path:
+    """Fetch ``url`` into ``final.part`` (resuming it), verify, move into place."""
     part = final.with_name(final.name + ".part")
     offset = part.stat().st_size if part.is_file() else 0
     try:
@@ -181,8 +212,25 @@ def download(
     return final
 
 
-def default_progress(description: str) -> tuple[ProgressCallback | None, Callable[[], None]]:
-    """A rich bar on a terminal, nothing otherwise (logs stay clean)."""
+def line_progress(description: str, stream: TextIO | None = None) -> ProgressCallback:
+    """Progress as plain lines (logs, CI): the start, then about every 10 %."""
+    out = stream if stream is not None else sys.stderr
+    state = {"next": 0.0}
+
+    def update(done: int, total: int | None) -> None:
+        if total:
+            if done / total >= state["next"]:
+                print(f"{description}: {done / 1e6:.1f} of {total / 1e6:.1f} MB ({100 * done / total:.0f} %)", file=out)
+                state["next"] = (int(done / total * 10) + 1) / 10
+        elif state["next"] == 0.0:
+            print(f"{description}: downloading (size unknown)", file=out)
+            state["next"] = 1.0
+
+    return update
+
+
+def default_progress(description: str) -> tuple[ProgressCallback, Callable[[], None]]:
+    """A rich bar on a terminal, plain lines otherwise."""
     if sys.stderr.isatty():
         return rich_progress(description)
-    return None, lambda: None
+    return line_progress(description), lambda: None
