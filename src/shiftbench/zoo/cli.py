@@ -54,10 +54,13 @@ def list_command(as_json: bool) -> None:
         click.echo(json.dumps(rows, indent=1))
         return
     t = Table(title="shiftbench model zoo (published numbers in %, paper:table)")
-    for col in ("model", "arch", "checksum", "cached", "published"):
-        t.add_column(col, overflow="fold")
+    t.add_column("model", no_wrap=True)
+    t.add_column("sha256", no_wrap=True)
+    t.add_column("cached", no_wrap=True)
+    t.add_column("published", overflow="fold")
     for r in rows:
-        t.add_row(r["model"], r["arch"], r["checksum"], "yes" if r["cached"] else "no", r["published"] or "-")
+        sha = get(r["model"]).sha256_prefix or "none published"
+        t.add_row(r["model"], sha, "yes" if r["cached"] else "no", r["published"] or "-")
     Console().print(t)
 
 
