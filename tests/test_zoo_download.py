@@ -332,20 +332,65 @@ def test_cli_evaluate_with_a_zoo_model(zoo_entry: ZooEntry, tmp_path: Path, caps
 
     def run(model: str) -> dict:  # type: ignore[type-arg]
         args = ["evaluate", "--model", model, "--corruptions", "contrast", "--severities", "2", "--limit", "4"]
-        args += [
-            "--store",
-            str(tmp_path / f"{model.replace(':', '_')}.sqlite"),
-            "--no-progress",
-            "--results-format",
-            "json",
-        ]
-        assert main(args) == 0
-        return json.loads(capsys.readouterr().out)["rows"][-1]  # type: ignore[no-any-return]
+        args += ["--store", str(tmp_path / f"{model.replace(':', '_')}.sqlite"), "--no-progress"]
+        assert main([*args, "--results-format", "json"]) == 0
+        return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
 
-    zoo_row, ref_row = run("zoo:test-lite0"), run("efficientnet-lite0")
+    zoo_doc, ref_doc = run("zoo:test-lite0"), run("efficientnet-lite0")
+    zoo_row, ref_row = zoo_doc["rows"][-1], ref_doc["rows"][-1]
     assert zoo_row["model"] == "zoo:test-lite0"
     assert isinstance(ref_row["clean_error"], float) and isinstance(ref_row["mce"], float)
     assert zoo_row["clean_error"] == ref_row["clean_error"] and zoo_row["mce"] == ref_row["mce"]
+
+    # the report goes straight into the published-table comparison
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(zoo_doc))
+    assert main(["zoo", "table", "000:1", "--measured", str(report), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["unmatched"] == ["test-lite0"]  # not a row of 000:1: listed, not dropped
+    assert main(["zoo", "table", "000:1", "--measured", str(report)]) == 0
+    assert "Measured but not in this table: test-lite0." in capsys.readouterr().out
+    # under a name the table knows, the measured values sit beside the paper's (in %)
+    zoo_doc["rows"][-1]["model"] = "zoo:resnet50"
+    report.write_text(json.dumps(zoo_doc))
+    assert main(["zoo", "table", "000:1", "--measured", str(report), "--format", "json"]) == 0
+    r50 = next(r for r in json.loads(capsys.readouterr().out)["rows"] if r["label"] == "ResNet-50")
+    ce = zoo_row["corruptions"]["contrast"]["ce"]
+    assert r50["measured"] == {
+        "error": pytest.approx(100 * zoo_row["clean_error"]),
+        "contrast": pytest.approx(100 * ce),
+    }
+    assert r50["difference"]["contrast"] == pytest.approx(100 * ce - 71)  # 000 line 209: ResNet-50 contrast CE 71
+
+
+def test_evaluate_report_to_table_metrics() -> None:
+    from shiftbench.zoo.tables import measured_from_report
+
+    report = {
+        "units": "...",
+        "rows": [
+            {"label": "AlexNet (baseline)", "reference": True, "model": "AlexNet", "clean_error": 0.435},
+            {
+                "label": "zoo:resnet50",
+                "reference": False,
+                "model": "zoo:resnet50",
+                "clean_error": 0.2415,
+                "mce": 0.771,
+                "relative_mce": 1.052,
+                "mce_complete": True,
+                "corruptions": {"contrast": {"ce": 0.574, "relative_ce": 0.621}, "speckle_noise": {"ce": 0.7}},
+            },
+        ],
+    }
+    assert measured_from_report(report, "000:1") == {"zoo:resnet50": {"error": 24.15, "mce": 77.1, "contrast": 57.4}}
+    assert measured_from_report(report, "000:2")["zoo:resnet50"] == {
+        "error": 24.15,
+        "relative_mce": 105.2,
+        "contrast": 62.1,
+    }
+    assert measured_from_report(report, "004:3") == {"zoo:resnet50": {"error": 24.15, "imagenet_c_mce": 77.1}}
+    report["rows"][1]["mce_complete"] = False  # a partial mCE is no published mCE
+    assert measured_from_report(report, "003:3") == {}
 
 
 def test_densenet_old_key_names_are_renamed(tmp_path: Path) -> None:

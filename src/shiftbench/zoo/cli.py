@@ -100,28 +100,39 @@ def fetch_command(names: tuple[str, ...]) -> None:
 @click.argument("table_id", required=False)
 @click.option(
     "--measured",
+    "measured_files",
+    multiple=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help='JSON file {"MODEL": {"COLUMN": value in %, ...}, ...} to show beside the published values.',
+    help="Values to show beside the published ones: a JSON report of `shiftbench evaluate --results-format json`, "
+    'or {"MODEL": {"COLUMN": value in %}}. Repeat for several models.',
 )
 @click.option("--format", "fmt", type=click.Choice(list(published.FORMATS)), default="table", show_default=True)
-def table_command(table_id: str | None, measured: Path | None, fmt: str) -> None:
+def table_command(table_id: str | None, measured_files: tuple[Path, ...], fmt: str) -> None:
     """A published table (e.g. 004:3), with measured values and differences when --measured is given.
 
-    Without TABLE_ID: the list of tables.
+    Without TABLE_ID: the list of tables and their column keys.
     """
     if table_id is None:
         for t in published.tables().values():
             click.echo(f"{t.id}  {t.title}  [{', '.join(c.key for c in t.columns)}]")
         return
     values: dict[str, Any] = {}
-    if measured is not None:
-        try:
-            values = json.loads(measured.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise InvalidArgumentError("measured", str(measured), "a JSON object of model -> {column: value}") from e
-        if not isinstance(values, dict) or not all(isinstance(v, dict) for v in values.values()):
-            raise InvalidArgumentError("measured", str(measured), "a JSON object of model -> {column: value}")
+    for path in measured_files:
+        values.update(_read_measured(path, table_id))
     click.echo(published.render(published.compare(table_id, values), fmt))
+
+
+def _read_measured(path: Path, table_id: str) -> dict[str, Any]:
+    allowed = "an evaluate JSON report or a JSON object of model -> {column: value in %}"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InvalidArgumentError("measured", str(path), allowed) from e
+    if isinstance(doc, dict) and "rows" in doc and "units" in doc:
+        return published.measured_from_report(doc, table_id)
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        raise InvalidArgumentError("measured", str(path), allowed)
+    return doc
 
 
 def register(cli: click.Group) -> None:

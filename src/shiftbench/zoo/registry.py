@@ -206,4 +206,3 @@ def fetch(entry: ZooEntry | str, *, progress: ProgressCallback | None | bool = T
     finally:
         if stop is not None:
             stop()
-

@@ -29,7 +29,18 @@ from typing import Any
 from .._validate import suggest
 from ..errors import InvalidArgumentError, UnknownNameError
 
-__all__ = ["Column", "Row", "PublishedTable", "Comparison", "tables", "table", "published_for", "compare", "render"]
+__all__ = [
+    "Column",
+    "Row",
+    "PublishedTable",
+    "Comparison",
+    "tables",
+    "table",
+    "published_for",
+    "compare",
+    "render",
+    "measured_from_report",
+]
 
 FORMATS = ("table", "json", "csv")
 
@@ -165,6 +176,43 @@ def compare(table_id: str, measured: Mapping[str, Mapping[str, float]]) -> Compa
         diff = {k: round(float(v) - float(p), 6) for k, v in got.items() if (p := r.values.get(k)) is not None}
         rows.append(ComparedRow(r.label, r.model, r.line, dict(r.values), {k: float(v) for k, v in got.items()}, diff))
     return Comparison(t, tuple(rows), tuple(sorted(set(by_key) - used)))
+
+
+def measured_from_report(report: Mapping[str, Any], table_id: str) -> dict[str, dict[str, float]]:
+    """The metrics of a table's columns from a ``shiftbench evaluate --results-format json`` report, in %.
+
+    Reads each evaluated model's clean error, mCE (only when it covers all 15
+    benchmark corruptions), relative mCE and per-corruption CE / relative CE
+    (``000:2`` takes the relative ones); the baseline row is skipped. Models are
+    keyed by their evaluated name (``zoo:resnet50``), which :func:`compare` matches.
+
+    Raises:
+        InvalidArgumentError: the document is not such a report.
+    """
+    t = table(table_id)
+    rows = report.get("rows") if isinstance(report, Mapping) else None
+    if not isinstance(rows, list) or "units" not in report:
+        raise InvalidArgumentError(
+            "measured", "a JSON document", "a report of shiftbench evaluate --results-format json"
+        )
+    relative = "relative_mce" in t.column_keys()
+    keys = set(t.column_keys())
+    out: dict[str, dict[str, float]] = {}
+    for row in rows:
+        if row.get("reference"):
+            continue  # the published baseline row
+        got: dict[str, float | None] = {
+            "error": row.get("clean_error"),
+            "relative_mce": row.get("relative_mce") if row.get("mce_complete") else None,
+        }
+        mce = row.get("mce") if row.get("mce_complete") else None
+        got["mce"] = got["imagenet_c_mce"] = mce
+        for name, sc in (row.get("corruptions") or {}).items():
+            got[name] = sc.get("relative_ce" if relative else "ce")
+        metrics = {k: round(100 * float(v), 4) for k, v in got.items() if k in keys and v is not None}
+        if metrics:
+            out[str(row.get("model"))] = metrics
+    return out
 
 
 def _fmt(v: float | None) -> str:
