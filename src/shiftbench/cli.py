@@ -31,6 +31,9 @@ def _register_subcommands() -> None:
     from . import _cli_corrupt
 
     _cli_corrupt.register(cli)
+    from .zoo import cli as _zoo_cli  # the model zoo: `shiftbench zoo list|info|fetch|table`
+
+    _zoo_cli.register(cli)
     try:
         from .overlap import cli as _overlap_cli
     except ImportError:  # overlap package not present in this build

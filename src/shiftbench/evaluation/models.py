@@ -485,7 +485,8 @@ def load_model(
 
     Args:
         model: a name (``"efficientnet-lite0"``, ``"torchvision:resnet50"``,
-            ``"timm:convnext_tiny"``, or a bare architecture name tried in
+            ``"timm:convnext_tiny"``, ``"zoo:resnet50-augmix"`` (published weights,
+            see :mod:`shiftbench.zoo`), or a bare architecture name tried in
             torchvision then timm), an ``nn.Module``, a callable returning logits,
             or a :class:`Classifier` (returned as is, moved to ``device``).
         weights: a local checkpoint (state_dict) read with ``weights_only=True``;
@@ -513,7 +514,11 @@ def load_model(
         if low in ("default", ""):
             low = DEFAULT_MODEL
         m = _LITE.match(low)
-        if m:
+        if low.startswith("zoo:"):  # published weights by name: shiftbench.zoo (download, verify, load)
+            from ..zoo import load_zoo_model
+
+            clf = load_zoo_model(spec[4:], weights=w)
+        elif m:
             clf = _load_lite(int(m.group(1)), w)
         elif low.startswith(("torchvision:", "tv:")):
             clf = _torchvision_model(spec.split(":", 1)[1], w)

@@ -1,0 +1,140 @@
+"""``shiftbench zoo``: list the published models, fetch their weights, show the papers' tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import InvalidArgumentError
+from . import tables as published
+from .registry import entries, fetch, get, weights_path
+
+
+def _numbers(name: str) -> str:
+    """The entry's published headline numbers: '004:3 mCE(IN-C) 65.3, mDE 85.4; ...'."""
+    parts = []
+    for t, r in published.published_for(name):
+        shown = [
+            f"{c.label} {r.values[c.key]:g}"
+            for c in t.columns
+            if c.key in ("mce", "relative_mce", "imagenet_c_mce", "imagenet_noc_mce", "mde", "error")
+            and r.values.get(c.key) is not None
+        ]
+        parts.append(f"{t.id} {', '.join(shown)}")
+    return "; ".join(parts)
+
+
+@click.group("zoo")
+def zoo_group() -> None:
+    """Published robustness models (load with --model zoo:NAME) and the papers' tables."""
+
+
+@zoo_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def list_command(as_json: bool) -> None:
+    """The zoo's models with their published numbers and whether their weights are cached."""
+    rows = []
+    for name, e in sorted(entries().items()):
+        rows.append(
+            {
+                "model": f"zoo:{name}",
+                "arch": e.arch,
+                "checksum": e.checksum,
+                "cached": weights_path(e).is_file(),
+                "published": _numbers(name),
+                "description": e.description,
+            }
+        )
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    t = Table(title="shiftbench model zoo (published numbers in %, paper:table)")
+    t.add_column("model", no_wrap=True)
+    t.add_column("sha256", no_wrap=True)
+    t.add_column("cached", no_wrap=True)
+    t.add_column("published", overflow="fold")
+    for r in rows:
+        sha = get(r["model"]).sha256_prefix or "none published"
+        t.add_row(r["model"], sha, "yes" if r["cached"] else "no", r["published"] or "-")
+    Console().print(t)
+
+
+@zoo_group.command("info")
+@click.argument("name")
+def info_command(name: str) -> None:
+    """Everything the zoo knows about one model: source, URL, checksum, preprocessing, published rows."""
+    e = get(name)
+    p = e.preprocessing
+    lines = [
+        f"zoo:{e.name}: {e.description}",
+        f"  architecture   {e.arch}",
+        f"  weights        {e.url}",
+        *([f"  download page  {e.page}"] if e.page else []),
+        f"  checksum       {e.checksum}" + (f" ({e.checksum_note})" if e.checksum_note else ""),
+        f"  cache path     {weights_path(e)}" + (" (present)" if weights_path(e).is_file() else " (not downloaded)"),
+        f"  preprocessing  {p.size} px, mean {list(p.mean)}, std {list(p.std)}, input / {p.scale:g}, "
+        f"{p.interpolation}, centre crop {p.crop_fraction:g}",
+        f"  source         {e.source}",
+    ]
+    for t, r in published.published_for(e.name):
+        vals = ", ".join(f"{c.label} {r.values[c.key]:g}" for c in t.columns if r.values.get(c.key) is not None)
+        lines.append(f"  {t.id} '{r.label}' (line {r.line} of {t.paper_file}): {vals}")
+    click.echo("\n".join(lines))
+
+
+@zoo_group.command("fetch")
+@click.argument("names", nargs=-1, required=True)
+def fetch_command(names: tuple[str, ...]) -> None:
+    """Download and verify the weights of NAMES into the cache (nothing else)."""
+    for n in names:
+        path = fetch(n, progress=True)
+        click.echo(f"zoo:{get(n).name}: {path}")
+
+
+@zoo_group.command("table")
+@click.argument("table_id", required=False)
+@click.option(
+    "--measured",
+    "measured_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Values to show beside the published ones: a JSON report of `shiftbench evaluate --results-format json`, "
+    'or {"MODEL": {"COLUMN": value in %}}. Repeat for several models.',
+)
+@click.option("--format", "fmt", type=click.Choice(list(published.FORMATS)), default="table", show_default=True)
+def table_command(table_id: str | None, measured_files: tuple[Path, ...], fmt: str) -> None:
+    """A published table (e.g. 004:3), with measured values and differences when --measured is given.
+
+    Without TABLE_ID: the list of tables and their column keys.
+    """
+    if table_id is None:
+        for t in published.tables().values():
+            click.echo(f"{t.id}  {t.title}  [{', '.join(c.key for c in t.columns)}]")
+        return
+    values: dict[str, Any] = {}
+    for path in measured_files:
+        values.update(_read_measured(path, table_id))
+    click.echo(published.render(published.compare(table_id, values), fmt))
+
+
+def _read_measured(path: Path, table_id: str) -> dict[str, Any]:
+    allowed = "an evaluate JSON report or a JSON object of model -> {column: value in %}"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InvalidArgumentError("measured", str(path), allowed) from e
+    if isinstance(doc, dict) and "rows" in doc and "units" in doc:
+        return published.measured_from_report(doc, table_id)
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        raise InvalidArgumentError("measured", str(path), allowed)
+    return doc
+
+
+def register(cli: click.Group) -> None:
+    """Add ``shiftbench zoo`` to the command line."""
+    cli.add_command(zoo_group)

@@ -1,0 +1,208 @@
+"""The zoo's entries: published classifiers by name, their weights files and how to load them.
+
+Entries ship as package data (``shiftbench/data/zoo_models.json``); more can be
+added at run time with :func:`register` (e.g. a lab's own checkpoints on an
+internal server).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from .._validate import suggest
+from ..errors import InvalidArgumentError, UnknownNameError
+from .download import ProgressCallback, cache_dir, default_progress, download
+
+__all__ = ["Preprocessing", "ZooEntry", "entries", "get", "register", "weights_path", "fetch"]
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9.+_-]*$")
+_HEX = re.compile(r"^[0-9a-f]{8,64}$")
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """A model's input recipe (see :class:`shiftbench.evaluation.models.InputTransform`)."""
+
+    size: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    scale: float
+    interpolation: str
+    crop_fraction: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One published classifier.
+
+    Attributes:
+        name: the zoo name (``load_model("zoo:<name>")``).
+        arch: the architecture, as a :func:`~shiftbench.evaluation.models.load_model`
+            name (``"torchvision:resnet50"``, ``"timm:tf_efficientnet_l2"``, ``"efficientnet-lite0"``).
+        url: where the weights are published.
+        preprocessing: the input recipe the weights expect.
+        sha256_prefix: the published SHA-256 (or its first hex digits); None when none is published.
+        size_bytes: the published size, if any.
+        file_name: the name in the cache (default: the URL's last path segment).
+        state_dict_key: the entry of a training checkpoint that holds the state_dict.
+        strip_prefix: removed from every parameter name (``"module."``).
+        key_remap: ``(regex, replacement)`` pairs for old parameter names.
+        page: a web page to download the file from by hand (file hosts that need a browser).
+        description, source, checksum_note: provenance, shown by ``shiftbench zoo``.
+    """
+
+    name: str
+    arch: str
+    url: str
+    preprocessing: Preprocessing
+    sha256_prefix: str | None = None
+    size_bytes: int | None = None
+    file_name: str | None = None
+    state_dict_key: str | None = None
+    strip_prefix: str | None = None
+    key_remap: tuple[tuple[str, str], ...] = ()
+    page: str | None = None
+    description: str = ""
+    source: str = ""
+    checksum_note: str = ""
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise InvalidArgumentError(
+                "name", self.name, "lower-case letters, digits and . + _ - (e.g. 'resnet50-augmix')"
+            )
+        if self.sha256_prefix is not None and not _HEX.match(self.sha256_prefix):
+            raise InvalidArgumentError("sha256_prefix", self.sha256_prefix, "None or 8 to 64 lower-case hex digits")
+        if urlparse(self.url).scheme not in ("http", "https"):
+            raise InvalidArgumentError("url", self.url, "an http:// or https:// URL")
+
+    @property
+    def cache_name(self) -> str:
+        """The weights file's name in the cache."""
+        return self.file_name or Path(urlparse(self.url).path).name
+
+    @property
+    def checksum(self) -> str:
+        """A one-line statement of what is verified."""
+        parts = []
+        if self.sha256_prefix:
+            parts.append(f"sha256 {self.sha256_prefix}{'' if len(self.sha256_prefix) == 64 else '...'}")
+        if self.size_bytes:
+            parts.append(f"{self.size_bytes} bytes")
+        return ", ".join(parts) if parts else "none published"
+
+
+def _entry_from_json(name: str, d: Mapping[str, Any], presets: Mapping[str, Any]) -> ZooEntry:
+    pre = d["preprocessing"]
+    p = dict(presets[pre]) if isinstance(pre, str) else dict(pre)
+    prep = Preprocessing(
+        int(p["size"]),
+        tuple(float(v) for v in p["mean"]),  # type: ignore[arg-type]
+        tuple(float(v) for v in p["std"]),  # type: ignore[arg-type]
+        float(p["scale"]),
+        str(p["interpolation"]),
+        float(p["crop_fraction"]),
+        str(p.get("source", "")),
+    )
+    return ZooEntry(
+        name=name,
+        arch=d["arch"],
+        url=d["url"],
+        preprocessing=prep,
+        sha256_prefix=d.get("sha256_prefix"),
+        size_bytes=d.get("size_bytes"),
+        file_name=d.get("file_name"),
+        state_dict_key=d.get("state_dict_key"),
+        strip_prefix=d.get("strip_prefix"),
+        key_remap=tuple((a, b) for a, b in d.get("key_remap", ())),
+        page=d.get("page"),
+        description=d.get("description", ""),
+        source=d.get("source", ""),
+        checksum_note=d.get("checksum_note", ""),
+    )
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, ZooEntry]:
+    text = resources.files("shiftbench").joinpath("data/zoo_models.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    return {n: _entry_from_json(n, d, data["preprocessing"]) for n, d in data["models"].items()}
+
+
+_EXTRA: dict[str, ZooEntry] = {}
+
+
+def entries() -> dict[str, ZooEntry]:
+    """All entries by name: the shipped ones, then those added with :func:`register`."""
+    return {**_shipped(), **_EXTRA}
+
+
+def register(entry: ZooEntry, *, replace: bool = False) -> ZooEntry:
+    """Add an entry (for this process). Refuses to shadow an existing name unless ``replace``."""
+    if not isinstance(entry, ZooEntry):
+        raise InvalidArgumentError("entry", type(entry).__name__, "a ZooEntry")
+    if entry.name in entries() and not replace:
+        raise InvalidArgumentError("entry", entry.name, "a name not in the zoo yet", "Pass replace=True to override.")
+    _EXTRA[entry.name] = entry
+    return entry
+
+
+def unregister(name: str) -> None:
+    """Remove an entry added with :func:`register` (shipped entries stay)."""
+    _EXTRA.pop(name, None)
+
+
+def get(name: str) -> ZooEntry:
+    """The entry called ``name`` (a leading ``zoo:`` is ignored).
+
+    Raises:
+        UnknownNameError: no such entry (with close names suggested).
+    """
+    key = name[4:] if name.lower().startswith("zoo:") else name
+    key = key.strip().lower()
+    known = entries()
+    if key not in known:
+        names = sorted(known)
+        raise UnknownNameError(
+            "model", f"zoo:{key}", [f"zoo:{n}" for n in names], [f"zoo:{s}" for s in suggest(key, names)]
+        )
+    return known[key]
+
+
+def weights_path(entry: ZooEntry | str) -> Path:
+    """Where the entry's weights file lives in the cache (whether or not it is there yet)."""
+    e = get(entry) if isinstance(entry, str) else entry
+    return cache_dir() / e.name / e.cache_name
+
+
+def fetch(entry: ZooEntry | str, *, progress: ProgressCallback | None | bool = True) -> Path:
+    """Make sure the entry's weights are in the cache (download, verify); return their path.
+
+    Args:
+        entry: a :class:`ZooEntry` or its name.
+        progress: True: a rich bar on a terminal; False/None: silent; or a callback
+            ``(bytes_done, bytes_total)``.
+    """
+    e = get(entry) if isinstance(entry, str) else entry
+    dest = weights_path(e)
+    if dest.is_file():
+        return dest
+    stop = None
+    if progress is True:
+        cb, stop = default_progress(f"zoo:{e.name}")
+    else:
+        cb = progress if callable(progress) else None
+    try:
+        return download(e.url, dest, sha256=e.sha256_prefix, size=e.size_bytes, progress=cb)
+    finally:
+        if stop is not None:
+            stop()

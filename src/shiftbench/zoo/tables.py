@@ -1,0 +1,290 @@
+"""The papers' published tables (models x metrics) and their side-by-side comparison with measured values.
+
+Tables are package data (``shiftbench/data/zoo_tables.json``), keyed
+``"<paper>:<table>"``: ``000:1`` (ImageNet-C CE/mCE), ``000:2`` (relative CE),
+``003:3`` (ImageNet-C vs ImageNet-NOC mCE), ``003:4`` (ImageNet-NOC CE of
+robust ResNet-50s), ``004:3`` (ImageNet-D errors and mDE). Every row names the
+zoo entry that reproduces it and the line of the paper's text it comes from.
+
+The comparison only needs "model name -> measured metrics" (in the paper's
+unit, %), so any runner can feed it::
+
+    >>> from shiftbench.zoo.tables import compare, render
+    >>> c = compare("003:3", {"resnet50": {"imagenet_c_mce": 76.1}})
+    >>> c.rows[5].difference["imagenet_c_mce"]
+    -28.9
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from .._validate import suggest
+from ..errors import InvalidArgumentError, UnknownNameError
+
+__all__ = [
+    "Column",
+    "Row",
+    "PublishedTable",
+    "Comparison",
+    "tables",
+    "table",
+    "published_for",
+    "compare",
+    "render",
+    "measured_from_report",
+]
+
+FORMATS = ("table", "json", "csv")
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """A published row: the paper's label, the zoo entry, the line of the paper text, the values (unit of the table)."""
+
+    label: str
+    model: str
+    line: int
+    values: Mapping[str, float | None]
+
+
+@dataclass(frozen=True)
+class PublishedTable:
+    id: str
+    paper: str
+    paper_file: str
+    table: str
+    title: str
+    unit: str
+    lower_is_better: bool
+    columns: tuple[Column, ...]
+    rows: tuple[Row, ...]
+    notes: tuple[str, ...]
+
+    def column_keys(self) -> list[str]:
+        return [c.key for c in self.columns]
+
+
+@lru_cache(maxsize=1)
+def tables() -> dict[str, PublishedTable]:
+    """All published tables by id (``"004:3"``...)."""
+    text = resources.files("shiftbench").joinpath("data/zoo_tables.json").read_text(encoding="utf-8")
+    out: dict[str, PublishedTable] = {}
+    for tid, t in json.loads(text)["tables"].items():
+        out[tid] = PublishedTable(
+            id=tid,
+            paper=t["paper"],
+            paper_file=t["paper_file"],
+            table=t["table"],
+            title=t["title"],
+            unit=t["unit"],
+            lower_is_better=bool(t["lower_is_better"]),
+            columns=tuple(Column(c["key"], c["label"]) for c in t["columns"]),
+            rows=tuple(Row(r["label"], r["model"], int(r["line"]), dict(r["values"])) for r in t["rows"]),
+            notes=tuple(t.get("notes", ())),
+        )
+    return out
+
+
+def table(table_id: str) -> PublishedTable:
+    """One published table; ``"004:3"``, also ``"004-3"`` or ``"4:3"``.
+
+    Raises:
+        UnknownNameError: no such table (lists the known ones).
+    """
+    known = tables()
+    key = str(table_id).strip().replace("-", ":").replace("/", ":")
+    if ":" in key:
+        paper, num = key.split(":", 1)
+        if paper.isdigit():
+            key = f"{int(paper):03d}:{num}"
+    if key not in known:
+        raise UnknownNameError("table", table_id, sorted(known), suggest(key, sorted(known)))
+    return known[key]
+
+
+def published_for(model: str) -> list[tuple[PublishedTable, Row]]:
+    """Every published row that names the zoo entry ``model``."""
+    name = model[4:] if model.startswith("zoo:") else model
+    return [(t, r) for t in tables().values() for r in t.rows if r.model == name]
+
+
+@dataclass(frozen=True)
+class ComparedRow:
+    label: str
+    model: str
+    line: int
+    published: Mapping[str, float | None]
+    measured: Mapping[str, float]
+    difference: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A published table with measured values beside it (differences = measured - published)."""
+
+    table: PublishedTable
+    rows: tuple[ComparedRow, ...]
+    unmatched: tuple[str, ...]
+
+
+def compare(table_id: str, measured: Mapping[str, Mapping[str, float]]) -> Comparison:
+    """Put measured metrics next to a published table.
+
+    Args:
+        table_id: e.g. ``"004:3"``.
+        measured: metrics per model, in the table's unit (%), keyed by zoo name
+            (``"resnet50"`` or ``"zoo:resnet50"``) or by the paper's row label;
+            metric names are the table's column keys (``table(id).column_keys()``).
+
+    Raises:
+        InvalidArgumentError: a measured metric is not a column of the table, or not a finite number.
+    """
+    t = table(table_id)
+    keys = set(t.column_keys())
+    by_key: dict[str, Mapping[str, float]] = {}
+    for name, metrics in measured.items():
+        bad = sorted(set(metrics) - keys)
+        if bad:
+            raise InvalidArgumentError(
+                "measured",
+                f"{name}: {', '.join(bad)}",
+                f"metrics among the columns of {t.id}: {', '.join(t.column_keys())}",
+            )
+        for k, v in metrics.items():
+            if not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+                raise InvalidArgumentError("measured", f"{name}.{k}={v!r}", "a finite number (in %)")
+        by_key[name[4:] if name.startswith("zoo:") else name] = metrics
+    rows = []
+    used: set[str] = set()
+    for r in t.rows:
+        got = by_key.get(r.model) or by_key.get(r.label) or {}
+        used.update(k for k in (r.model, r.label) if k in by_key)
+        diff = {k: round(float(v) - float(p), 6) for k, v in got.items() if (p := r.values.get(k)) is not None}
+        rows.append(ComparedRow(r.label, r.model, r.line, dict(r.values), {k: float(v) for k, v in got.items()}, diff))
+    return Comparison(t, tuple(rows), tuple(sorted(set(by_key) - used)))
+
+
+def measured_from_report(report: Mapping[str, Any], table_id: str) -> dict[str, dict[str, float]]:
+    """The metrics of a table's columns from a ``shiftbench evaluate --results-format json`` report, in %.
+
+    Reads each evaluated model's clean error, mCE (only when it covers all 15
+    benchmark corruptions), relative mCE and per-corruption CE / relative CE
+    (``000:2`` takes the relative ones); the baseline row is skipped. Models are
+    keyed by their evaluated name (``zoo:resnet50``), which :func:`compare` matches.
+
+    Raises:
+        InvalidArgumentError: the document is not such a report.
+    """
+    t = table(table_id)
+    rows = report.get("rows") if isinstance(report, Mapping) else None
+    if not isinstance(rows, list) or "units" not in report:
+        raise InvalidArgumentError(
+            "measured", "a JSON document", "a report of shiftbench evaluate --results-format json"
+        )
+    relative = "relative_mce" in t.column_keys()
+    keys = set(t.column_keys())
+    out: dict[str, dict[str, float]] = {}
+    for row in rows:
+        if row.get("reference"):
+            continue  # the published baseline row
+        got: dict[str, float | None] = {
+            "error": row.get("clean_error"),
+            "relative_mce": row.get("relative_mce") if row.get("mce_complete") else None,
+        }
+        mce = row.get("mce") if row.get("mce_complete") else None
+        got["mce"] = got["imagenet_c_mce"] = mce
+        for name, sc in (row.get("corruptions") or {}).items():
+            got[name] = sc.get("relative_ce" if relative else "ce")
+        metrics = {k: round(100 * float(v), 4) for k, v in got.items() if k in keys and v is not None}
+        if metrics:
+            out[str(row.get("model"))] = metrics
+    return out
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def render(comparison: Comparison, fmt: str = "table") -> str:
+    """The comparison as text: ``"table"`` (aligned, published -> measured (diff)), ``"json"`` or ``"csv"``."""
+    if fmt not in FORMATS:
+        raise InvalidArgumentError("format", fmt, ", ".join(FORMATS))
+    t = comparison.table
+    if fmt == "json":
+        doc: dict[str, Any] = {
+            "table": t.id,
+            "paper": t.paper,
+            "title": t.title,
+            "unit": t.unit,
+            "columns": [{"key": c.key, "label": c.label} for c in t.columns],
+            "rows": [
+                {
+                    "label": r.label,
+                    "model": f"zoo:{r.model}",
+                    "paper_line": r.line,
+                    "published": r.published,
+                    "measured": r.measured,
+                    "difference": r.difference,
+                }
+                for r in comparison.rows
+            ],
+            "unmatched": list(comparison.unmatched),
+            "notes": list(t.notes),
+        }
+        return json.dumps(doc, indent=1)
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["table", "row", "model", "column", "published", "measured", "difference"])
+        for r in comparison.rows:
+            for c in t.columns:
+                w.writerow(
+                    [
+                        t.id,
+                        r.label,
+                        f"zoo:{r.model}",
+                        c.key,
+                        r.published.get(c.key),
+                        r.measured.get(c.key),
+                        r.difference.get(c.key),
+                    ]
+                )
+        return buf.getvalue()
+    header = ["Model", *(c.label for c in t.columns)]
+    body = []
+    for r in comparison.rows:
+        cells = [r.label]
+        for c in t.columns:
+            p = r.published.get(c.key)
+            if c.key in r.measured:
+                d = r.difference.get(c.key)
+                cells.append(f"{_fmt(p)}>{r.measured[c.key]:.1f}" + ("" if d is None else f" ({d:+.1f})"))
+            else:
+                cells.append(_fmt(p))
+        body.append(cells)
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = [
+        f"{t.id}: {t.title} ({t.unit}; published"
+        + (" > measured (difference)" if any(r.measured for r in comparison.rows) else "")
+        + ")",
+        "  ".join(h.ljust(w) for h, w in zip(header, widths)),
+    ]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
+    lines.append(f"Source: {t.paper}, Table {t.table}.")
+    if comparison.unmatched:
+        lines.append(f"Measured but not in this table: {', '.join(comparison.unmatched)}.")
+    return "\n".join(lines)

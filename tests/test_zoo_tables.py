@@ -1,0 +1,183 @@
+"""The published tables against the paper texts, the zoo's entries against their sources, and the
+published-vs-measured comparison."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from shiftbench.cli import main
+from shiftbench.errors import InvalidArgumentError, UnknownNameError
+from shiftbench.zoo import entries
+from shiftbench.zoo.tables import compare, published_for, render, table, tables
+
+PAPERS = Path(__file__).resolve().parents[1].parent / "shared" / "papers"
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _paper_lines(name: str) -> list[str]:
+    path = PAPERS / name
+    if not path.is_file():
+        pytest.skip(f"paper text {path} not present")
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def _cells(line: str) -> tuple[str, list[float]]:
+    """A tab-separated table row: its label and every number after it (ranks '(5)' dropped)."""
+    label, *rest = line.split("\t")
+    nums = [float(NUMBER.match(c.strip()).group()) for c in rest if c.strip()]  # type: ignore[union-attr]
+    return label.strip(), nums
+
+
+@pytest.mark.parametrize("tid", ["000:1", "000:2", "003:4", "004:3"])
+def test_rows_equal_the_paper_text(tid: str) -> None:
+    t = table(tid)
+    lines = _paper_lines(t.paper_file)
+    for row in t.rows:
+        label, nums = _cells(lines[row.line - 1])
+        assert label == row.label, (tid, row.line)
+        assert nums == [row.values[k] for k in t.column_keys()], (tid, row.label)
+    # and no printed row was left out: every line between the first and last row is a row
+    first, last = t.rows[0].line, t.rows[-1].line
+    assert last - first + 1 == len(t.rows)
+
+
+def test_transposed_table_003_3_equals_the_paper_text() -> None:
+    t = table("003:3")
+    lines = _paper_lines(t.paper_file)
+    header = lines[184].split("\t")[1:]  # line 185: Alex Squeeze VGG-11 ...
+    _, ic = _cells(lines[185])  # line 186: mCE.IC
+    _, noc = _cells(lines[186])  # line 187: mCE.INOC
+    assert [r.label for r in t.rows] == [h.strip() for h in header]
+    assert [r.values["imagenet_c_mce"] for r in t.rows] == ic
+    assert [r.values["imagenet_noc_mce"] for r in t.rows] == noc
+
+
+def test_cells_cited_from_the_papers() -> None:
+    # 004 line 89: "AugMix 70.8 88.6 62.1 99.1 39.0 78.5 85.4 65.3 58.9 22.5"
+    augmix = {r.label: r for r in table("004:3").rows}["AugMix"]
+    assert (
+        augmix.values["mde"] == 85.4 and augmix.values["imagenet_c_mce"] == 65.3 and augmix.model == "resnet50-augmix"
+    )
+    # 000 line 209: "ResNet-50 23.9 76.7 80 82 83 75 89 78 80 78 75 66 57 71 85 77 77"
+    r50 = {r.label: r for r in table("000:1").rows}["ResNet-50"]
+    assert (r50.values["error"], r50.values["mce"], r50.values["jpeg_compression"]) == (23.9, 76.7, 77)
+    # 003 line 206: "DeepAugment 65 25 69 93 61 67 46 43 59 (2) 60 (1)"
+    da = {r.label: r for r in table("003:4").rows}["DeepAugment"]
+    assert (da.values["noc_border"], da.values["imagenet_noc_mce"], da.values["imagenet_c_mce"]) == (61, 59, 60)
+
+
+def test_mce_column_is_the_mean_of_the_ce_columns() -> None:
+    # 000 Table 1 prints mCE with one decimal and CEs rounded to integers: the mean agrees to rounding
+    t = table("000:1")
+    ces = t.column_keys()[2:]
+    for row in t.rows:
+        mean = sum(row.values[k] for k in ces) / len(ces)  # type: ignore[misc]
+        assert abs(mean - row.values["mce"]) <= 0.5, row.label  # type: ignore[operator]
+
+
+def test_every_row_names_a_zoo_entry_and_every_table_id_resolves() -> None:
+    zoo = entries()
+    for t in tables().values():
+        assert table(t.id) is t
+        for r in t.rows:
+            assert r.model in zoo, (t.id, r.label, r.model)
+    assert table("4:3") is table("004:3") and table("004-3") is table("004:3")
+    with pytest.raises(UnknownNameError, match="004:3"):
+        table("004:9")
+
+
+@pytest.mark.parametrize("name", sorted(entries()))
+def test_entry_contract(name: str) -> None:
+    e = entries()[name]
+    assert e.arch.split(":")[0] in ("torchvision", "timm"), e.arch
+    assert e.url.startswith("https://") and e.source
+    file_name = e.url.rsplit("/", 1)[-1]
+    # where the file name carries the publisher's SHA-256 prefix (torch.hub convention), it is the checksum
+    m = re.search(r"-([0-9a-f]{8})\.pth(?:\.tar)?$", file_name)
+    if m:
+        assert e.sha256_prefix == m.group(1)
+    else:
+        assert e.sha256_prefix is None and e.size_bytes is None  # nothing invented
+    p = e.preprocessing
+    assert p.size >= 224 and 0.8 <= p.crop_fraction <= 1 and p.interpolation in ("bilinear", "bicubic")
+    assert p.mean == (0.485, 0.456, 0.406) and p.scale == 255.0
+    if "drive" in e.url:
+        assert e.page and e.file_name  # a hand-download page and a stable cache name
+
+
+def test_cache_names_are_distinct() -> None:
+    paths = [f"{n}/{e.cache_name}" for n, e in entries().items()]
+    assert len(set(paths)) == len(paths)
+
+
+def test_compare_puts_measured_next_to_published() -> None:
+    c = compare("004:3", {"zoo:resnet50-augmix": {"mde": 86.0, "imagenet_c_mce": 64.8}, "DeepAugment": {"mde": 85.6}})
+    rows = {r.label: r for r in c.rows}
+    assert rows["AugMix"].difference == {"mde": pytest.approx(0.6), "imagenet_c_mce": pytest.approx(-0.5)}
+    assert rows["DeepAugment"].difference == {"mde": 0.0}  # matched by the paper's row label
+    assert rows["SIN"].measured == {} and rows["SIN"].difference == {}
+    assert c.unmatched == ()
+    text = render(c)
+    assert "85.4>86.0 (+0.6)" in text and "65.3>64.8 (-0.5)" in text and "Table 3" in text
+    doc = json.loads(render(c, "json"))
+    assert doc["table"] == "004:3" and doc["rows"][4]["model"] == "zoo:resnet50-augmix"
+    assert doc["rows"][4]["measured"] == {"mde": 86.0, "imagenet_c_mce": 64.8} and doc["rows"][4]["paper_line"] == 89
+    rows_csv = list(csv.DictReader(io.StringIO(render(c, "csv"))))
+    assert len(rows_csv) == 8 * 10
+    cell = next(r for r in rows_csv if r["model"] == "zoo:resnet50-augmix" and r["column"] == "mde")
+    assert (float(cell["published"]), float(cell["measured"]), float(cell["difference"])) == (
+        85.4,
+        86.0,
+        pytest.approx(0.6),
+    )
+
+
+def test_compare_refuses_unknown_metrics_and_reports_unmatched_models() -> None:
+    with pytest.raises(InvalidArgumentError, match="mde"):
+        compare("000:1", {"resnet50": {"mde": 80.0}})
+    with pytest.raises(InvalidArgumentError, match="finite"):
+        compare("000:1", {"resnet50": {"mce": float("nan")}})
+    c = compare("000:1", {"my-net": {"mce": 70.0}})
+    assert c.unmatched == ("my-net",)
+    assert "my-net" in render(c)
+
+
+def test_published_for_lists_every_table_of_a_model() -> None:
+    found = {(t.id, r.label) for t, r in published_for("zoo:resnet50")}
+    assert found == {
+        ("000:1", "ResNet-50"),
+        ("000:2", "ResNet-50"),
+        ("003:3", "Res-50"),
+        ("003:4", "Standard"),
+        ("004:3", "vanilla ResNet50"),
+    }
+
+
+def test_cli_zoo_list_table_and_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["zoo", "list", "--json"]) == 0
+    listed = {r["model"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(listed) == {f"zoo:{n}" for n in entries()}
+    assert (
+        "004:3" in listed["zoo:efficientnet-l2-ns"]["published"]
+        and "16.5" in listed["zoo:efficientnet-l2-ns"]["published"]
+    )
+    measured = tmp_path / "m.json"
+    measured.write_text(json.dumps({"resnet50": {"imagenet_c_mce": 76.0, "imagenet_noc_mce": 80.0}}))
+    assert main(["zoo", "table", "003:3", "--measured", str(measured), "--format", "csv"]) == 0
+    out = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    r50 = [r for r in out if r["model"] == "zoo:resnet50"]
+    assert [(r["column"], float(r["difference"])) for r in r50] == [
+        ("imagenet_c_mce", -29.0),
+        ("imagenet_noc_mce", -1.0),
+    ]
+    assert main(["zoo", "info", "resnet50-ant3x3"]) == 0
+    info = capsys.readouterr().out
+    assert "ANT3x3_Model.pth" in info and "none published" in info and "003:4 'ANT ^{3x3}'" in info
+    assert main(["zoo", "table", "004:9"]) == 1
+    assert "004:3" in capsys.readouterr().err
