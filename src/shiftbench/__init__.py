@@ -15,6 +15,8 @@ from . import errors, seeding
 from ._registry import Corruption, get_corruption, list_corruptions
 from .api import Corrupt, corrupt, release_jpeg, sample_draws
 from .editions import EDITIONS, Edition, edition_for_size, get_edition, preprocess
+from .style import set_style_source
+from . import style
 
 __all__ = [
     "__version__",
@@ -32,4 +34,6 @@ __all__ = [
     "EDITIONS",
     "errors",
     "seeding",
+    "style",
+    "set_style_source",
 ]

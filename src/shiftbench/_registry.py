@@ -36,12 +36,13 @@ __all__ = [
     "GROUPS",
 ]
 
-FAMILIES = ("noise", "blur", "weather", "digital", "occlusion", "geometric", "color")
-GROUPS = ("benchmark", "extra", "candidate")
+FAMILIES = ("noise", "blur", "weather", "digital", "occlusion", "geometric", "color", "style")
+GROUPS = ("benchmark", "extra", "candidate", "style")
 # Groups left out of list_corruptions() unless asked for by group (group="candidate" or the
 # pattern "candidate"): the overlap study's candidate corruptions (shiftbench.overlap), which
 # draw one value from a continuous range per image instead of following the ImageNet-C tables.
-OPT_IN_GROUPS = ("candidate",)
+# "style": style transfer as a corruption (shiftbench.style), which needs a style folder and networks.
+OPT_IN_GROUPS = ("candidate", "style")
 
 
 @dataclass

@@ -20,6 +20,8 @@ __all__ = [
     "ImageRangeError",
     "MissingDependencyError",
     "DataError",
+    "MissingWeightsError",
+    "WeightsFormatError",
 ]
 
 
@@ -93,3 +95,23 @@ class MissingDependencyError(ShiftbenchError, ImportError):
 
 class DataError(ShiftbenchError):
     """A dataset on disk is missing, incomplete or unreadable."""
+
+
+class MissingWeightsError(DataError, FileNotFoundError):
+    """A network's weight file is missing; the message names the file, how to point to it and where it comes from."""
+
+    def __init__(self, argument: str, path: Any, hint: str) -> None:
+        self.argument = argument
+        self.path = path
+        self.hint = hint
+        super().__init__(f"{argument}: weight file {str(path)!r} does not exist. {hint}")
+
+
+class WeightsFormatError(DataError):
+    """A weight file exists but is not what it must be (wrong keys or shapes, not a state_dict, unsafe pickle)."""
+
+    def __init__(self, argument: str, path: Any, problem: str) -> None:
+        self.argument = argument
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{argument}: weight file {str(path)!r} is not usable: {problem}")

@@ -1,3 +1,3 @@
-"""The 19 ImageNet-C corruptions (15 benchmark + 4 extra), registered on import."""
+"""The 19 ImageNet-C corruptions (15 benchmark + 4 extra) and style transfer (group "style"), registered on import."""
 
-from . import blur, digital, elastic, noise, weather  # noqa: F401
+from . import blur, digital, elastic, noise, style_transfer, weather  # noqa: F401
