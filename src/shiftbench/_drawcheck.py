@@ -97,20 +97,16 @@ _BOUNDS: dict[str, Callable[..., Bounds]] = {
 }
 
 
-def _candidate_value(name: str, params: Any) -> tuple[float, float] | None:
-    """The range of a candidate's severity value ``v``: between the severity's two table values,
-    floored and clamped to the candidate's range for integer-valued ones (as the sampler draws it)."""
+def _candidate_value(name: str) -> tuple[float, float] | None:
+    """The range of a candidate's value ``v``: the candidate's whole range (replays of full-range
+    draws, :func:`~shiftbench.overlap.corrupt_candidate`, use any value in it at any severity)."""
     from .overlap import CANDIDATES
 
     spec = CANDIDATES.get(name)
     if spec is None:
         return None
-    a, b = (float(p) for p in params)
-    lo, hi = min(a, b), max(a, b)
-    if spec.integer:
-        r0, r1 = spec.range
-        lo, hi = (float(min(max(math.floor(v), r0), r1)) for v in (lo, hi))
-    return lo, hi
+    lo, hi = spec.range
+    return float(lo), float(hi)
 
 
 def draw_bounds(name: str, h: int, w: int, edition: str, params: Any, draws: Mapping[str, np.ndarray]) -> Bounds:
@@ -120,7 +116,7 @@ def draw_bounds(name: str, h: int, w: int, edition: str, params: Any, draws: Map
     if "sign" in draws:
         out["sign"] = (-1.0, 1.0)
     if "v" in draws:
-        v = _candidate_value(name, params)
+        v = _candidate_value(name)
         if v is not None:
             out["v"] = v
     return out
