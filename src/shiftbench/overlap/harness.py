@@ -26,6 +26,7 @@ import gzip
 import hashlib
 import importlib.util
 import json
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -521,6 +522,17 @@ def _lr_at(cfg: TrainConfig, epoch: int, finetune: bool) -> float:
     return cfg.lr * cfg.gamma ** sum(1 for m in cfg.milestones if epoch >= m)
 
 
+def _load_checkpoint(path: Path, dev: torch.device) -> Any:
+    """A checkpoint as tensors and plain data only (``weights_only=True``): a pickle that names code is refused."""
+    try:
+        return torch.load(path, map_location=dev, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError, ValueError) as e:
+        raise DataError(
+            f"checkpoint {str(path)!r} cannot be loaded as weights only (tensors, numbers, strings, lists, dicts): "
+            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from e
+
+
 def _save(path: Path, state: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -554,7 +566,7 @@ def _train_one(
     start = 0
     seconds = 0.0
     if state and state["epochs_done"] > 0 and path.is_file():
-        ck = torch.load(path, map_location=dev, weights_only=False)
+        ck = _load_checkpoint(path, dev)
         net.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         start = int(ck["epoch"])
@@ -566,7 +578,7 @@ def _train_one(
             raise DataError(
                 f"fine-tuning {model_name}: checkpoint {str(src)!r} not found (train the standard model first)"
             )
-        ck = torch.load(src, map_location=dev, weights_only=False)
+        ck = _load_checkpoint(src, dev)
         net.load_state_dict(ck["model"] if "model" in ck else ck)
     n = len(ds.train_y)
     loss_v, acc_v = float("nan"), float("nan")
@@ -653,7 +665,7 @@ def _test_one(
         return
     dev = _device(cfg.device)
     net = build_model(cfg.model, ds.channels, len(ds.classes)).to(dev)
-    ck = torch.load(_ckpt_path(cfg, model_name), map_location=dev, weights_only=False)
+    ck = _load_checkpoint(_ckpt_path(cfg, model_name), dev)
     net.load_state_dict(ck["model"])
     net.eval()
     order = np.arange(len(ds.test_y))
