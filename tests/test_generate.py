@@ -178,6 +178,7 @@ def _whole_tree(out: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["folder", "cifar"])
 def test_concurrent_jobs_into_one_out_equal_one_job(tmp_path: Path, layout: str) -> None:
     """The job-array pattern: one corruption per job, all into one --out, at the same time; then one
