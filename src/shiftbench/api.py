@@ -31,8 +31,9 @@ def _resolve_edition(spec: Corruption, edition: Any, h: int, w: int) -> Edition:
 
 
 def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
-        raise InvalidArgumentError("seed", seed, "a non-negative integer")
+    # the generators take 64 bits of the seed: larger seeds would alias smaller ones
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
+        raise InvalidArgumentError("seed", seed, "an integer in 0..2**64-1")
     return int(seed)
 
 
