@@ -130,3 +130,28 @@ def test_cuda_device_without_gpu_is_typed() -> None:
 def test_bad_keys_are_typed(key: object) -> None:
     with pytest.raises(errors.InvalidArgumentError, match="key"):
         shiftbench.corrupt(RGB, "gaussian_noise", 1, keys=[key])
+
+
+# ------------------------------------------------------------------ 8/9 on the command line
+
+
+@pytest.mark.parametrize(
+    "extra, option",
+    [
+        (["--corruptions", ""], "--corruptions"),
+        (["--severities", ""], "--severities"),
+        (["--corruptions", "*zzz*"], "--corruptions"),
+        (["--corruptions", "border"], "--corruptions"),
+        (["--seed", str(2**64)], "--seed"),
+    ],
+)
+def test_generate_empty_or_dropped_selections_are_errors(tmp_path, capsys, extra: list[str], option: str) -> None:  # type: ignore[no-untyped-def]
+    from shiftbench.cli import main
+
+    src = tmp_path / "src" / "n0"
+    src.mkdir(parents=True)
+    Image.fromarray(RGB).save(src / "a.png")
+    rc = main(["generate", "imagenet-c", "--src", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--workers", "1", *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and option in err and "Traceback" not in err
+    assert not list((tmp_path / "out").rglob("*.JPEG")) if (tmp_path / "out").exists() else True
