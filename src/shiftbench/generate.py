@@ -35,7 +35,7 @@ import torch
 from PIL import Image
 
 from . import __version__
-from ._registry import get_corruption, list_corruptions
+from ._registry import FAMILIES, get_corruption, list_corruptions
 from ._validate import check_severity
 from .api import corrupt
 from .editions import get_edition, preprocess
@@ -317,9 +317,22 @@ def _map(fn: Callable[[Any], Any], items: list[Any], workers: int) -> Iterator[A
 
 def _resolve(config: GenerateConfig) -> tuple[list[str], list[int]]:
     get_edition(config.edition)
-    names = list_corruptions(config.corruptions or "*", edition=get_edition(config.edition).name)
-    for n in names:
-        get_corruption(n)
+    if isinstance(config.seed, bool) or not isinstance(config.seed, int) or not 0 <= config.seed < 2**64:
+        raise InvalidArgumentError("--seed", config.seed, "an integer in 0..2**64-1")
+    edition = get_edition(config.edition).name
+    names = list_corruptions(config.corruptions or "*", edition=edition)
+    if not names:
+        raise InvalidArgumentError("--corruptions", ",".join(config.corruptions), f"names or wildcards matching corruptions of edition {edition}")
+    for item in config.corruptions:  # a name asked for by name must not be dropped silently
+        if not any(ch in item for ch in "*?[") and item.strip().lower() not in ("all", "benchmark", "extra", "candidate"):
+            key = item.strip().lower().replace("-", "_")
+            if key in FAMILIES:
+                continue
+            spec = get_corruption(key)
+            if spec.name not in names:
+                raise InvalidArgumentError(
+                    "--corruptions", item, f"corruptions defined for edition {edition}" + (" (overlap candidates are selected with 'candidate')" if spec.group == "candidate" else "")
+                )
     sevs = sorted({check_severity(s, "--severities") for s in config.severities})
     if not sevs:
         raise InvalidArgumentError("--severities", config.severities, "one or more integers in 1..5")
