@@ -56,7 +56,7 @@ def images(draw: st.DrawFn) -> object:
     if draw(st.booleans()):
         a = a[::-1]  # negative stride
     if kind == "tensor":
-        t = torch.from_numpy(np.ascontiguousarray(a))
+        t = torch.from_numpy(a.copy())  # tensors cannot have negative strides
         return t.permute(2, 0, 1) if t.ndim == 3 else t
     return a
 
