@@ -167,3 +167,51 @@ def test_generate_on_cuda_writes_the_cpu_files(tmp_path: Path) -> None:
     assert main(cifar + ["--out", str(tmp_path / "c2"), "--device", "cuda"]) == 0
     for name in ("snow", "pixelate"):
         assert np.array_equal(np.load(tmp_path / "c1" / f"{name}.npy"), np.load(tmp_path / "c2" / f"{name}.npy"))
+
+
+def _whole_tree(out: Path) -> dict[str, str]:
+    """Every file outside the state folder (images, arrays, manifest.json, checksums.sha256) by content."""
+    return {
+        p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and ".shiftbench" not in p.relative_to(out).parts
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["folder", "cifar"])
+def test_concurrent_jobs_into_one_out_equal_one_job(tmp_path: Path, layout: str) -> None:
+    """The job-array pattern: one corruption per job, all into one --out, at the same time; then one
+    job killed with SIGKILL and rerun. Same tree, manifest and checksums as one sequential job."""
+    names = ["contrast", "brightness", "gaussian_noise"]
+    if layout == "folder":
+        src = _make_src(tmp_path, 2, 1)
+        extra = ["--severities", "1,3"]
+    else:
+        imgs = np.stack([np.asarray(load_image_rgb(p).resize((32, 32))) for p in sample_paths()[:4]])
+        np.savez(tmp_path / "cifar.npz", images=imgs, labels=np.arange(4) % 2)
+        src = tmp_path / "cifar.npz"
+        extra = ["--edition", "32"]
+    cmd = [sys.executable, "-m", "shiftbench.cli", "generate", "imagenet-c", "--src", str(src), "--workers", "1", *extra]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    one = tmp_path / "one"
+    r = subprocess.run(cmd + ["--out", str(one), "--corruptions", ",".join(names)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    many = tmp_path / "many"
+    jobs = [subprocess.Popen(cmd + ["--out", str(many), "--corruptions", n], stderr=subprocess.PIPE, text=True, env=env) for n in names]
+    for j in jobs:
+        _, err = j.communicate(timeout=600)
+        assert j.returncode == 0, err
+    assert _whole_tree(many) == _whole_tree(one)
+    assert len(_whole_tree(one)) > len(names)
+    # kill -9 one job of a fresh array mid-run, rerun it: still the same
+    killed = tmp_path / "killed"
+    jobs = [subprocess.Popen(cmd + ["--out", str(killed), "--corruptions", n], stderr=subprocess.DEVNULL, env=env) for n in names]
+    time.sleep(1.0)
+    os.kill(jobs[0].pid, signal.SIGKILL)
+    for j in jobs:
+        j.wait(timeout=600)
+    r = subprocess.run(cmd + ["--out", str(killed), "--corruptions", names[0]], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert _whole_tree(killed) == _whole_tree(one)
+    assert not [p for p in (killed / ".shiftbench" / "tmp").rglob("*") if p.is_file()]

@@ -94,7 +94,7 @@ def test_epoch_resume_and_finetune(tmp_path: Path) -> None:
     assert st == [("standard", 3, 3), ("noc_blur", 1, 1)]
     assert res.accuracy.get("noc_blur", "clean") > 0.3  # started from the trained standard model
     # a model interrupted mid-training continues from its last epoch checkpoint
-    ck = torch.load(tmp_path / "out" / "checkpoints" / "standard.pt", weights_only=False)
+    ck = torch.load(tmp_path / "out" / "checkpoints" / "standard.pt", weights_only=True)
     assert ck["epoch"] == 3
     ck["epoch"] = 2  # pretend the process died after epoch 2 of 3
     torch.save(ck, tmp_path / "out" / "checkpoints" / "standard.pt")
@@ -224,6 +224,6 @@ def test_imagenet100_folder_keeps_every_tenth_class(tmp_path: Path) -> None:
         .fetchone()
     )
     assert json.loads(saved[0])["data"]["dataset"] == "imagenet100"
-    ck = torch.load(tmp_path / "out" / "checkpoints" / "standard.pt", weights_only=False)
+    ck = torch.load(tmp_path / "out" / "checkpoints" / "standard.pt", weights_only=True)
     assert ck["classes"] == [wnids[0], wnids[10]]  # every tenth class by wnid order
     assert res.accuracy.values.shape == (2, 2)

@@ -17,6 +17,13 @@ def _split_list(values: tuple[str, ...]) -> list[str]:
     return out
 
 
+def _nonempty(option: str, given: tuple[str, ...], parsed: list) -> list:  # type: ignore[type-arg]
+    """An option given with nothing in it is an error, not the default."""
+    if given and not parsed:
+        raise InvalidArgumentError(option, ",".join(given), "one or more values (leave the option out for the default)")
+    return parsed
+
+
 def _severities(values: tuple[str, ...]) -> list[int]:
     out = []
     for v in _split_list(values):
@@ -132,8 +139,8 @@ def generate_imagenet_c(
         src=str(src),
         out=str(out),
         edition=edition,
-        corruptions=_split_list(corruptions),
-        severities=_severities(severities) or [1, 2, 3, 4, 5],
+        corruptions=_nonempty("--corruptions", corruptions, _split_list(corruptions)),
+        severities=_nonempty("--severities", severities, _severities(severities)) or [1, 2, 3, 4, 5],
         seed=seed,
         workers=workers,
         batch_size=batch_size,

@@ -18,9 +18,16 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .errors import ImageRangeError, ImageShapeError, ImageTypeError
+from .errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
 
 MIN_SIDE = 32
+
+_PIL_16 = ("I;16", "I;16B", "I;16L", "I;16N")
+_PIL_CONVERT = {"P": "RGB", "PA": "RGBA", "CMYK": "RGB", "1": "L", "La": "LA", "RGBa": "RGBA", "RGBX": "RGB"}
+PIL_MODES = ("L", "LA", "RGB", "RGBA", "F", "I", *_PIL_16, *_PIL_CONVERT)
+"""PIL modes :func:`~shiftbench.corrupt` accepts. 8-bit modes come back in their own mode; 16-bit ('I;16...',
+'I') and float ('F', values in [0, 1]) grayscale are corrupted as float images and come back in their mode
+(16-bit values scaled by 65535); 'P' and 'CMYK' come back as 'RGB', 'PA' as 'RGBA', '1' as 'L'."""
 _FLOAT_TOL = 1e-6
 
 
@@ -139,6 +146,7 @@ def _check_channels(c: int, argument: str) -> None:
 
 def to_batch(images: Any, argument: str = "images", device: torch.device | str | None = None) -> Batch:
     """Convert user input to a :class:`Batch` (validating type, shape and range)."""
+    device = _target_device(device)
     if isinstance(images, Image.Image):
         return _from_pil([images], batched=False, argument=argument, device=device)
     if isinstance(images, (list, tuple)) and images and all(isinstance(i, Image.Image) for i in images):
@@ -155,7 +163,24 @@ def to_batch(images: Any, argument: str = "images", device: torch.device | str |
     )
 
 
+def _target_device(device: Any) -> torch.device | None:
+    """``device`` as a torch device that exists here (typed error otherwise)."""
+    if device is None:
+        return None
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise InvalidArgumentError("device", device, "a torch device such as 'cpu', 'cuda' or 'cuda:N'") from e
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise InvalidArgumentError("device", device, "'cpu' (no CUDA device is available here)" if not torch.cuda.is_available() else f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+    if dev.type == "meta":
+        raise InvalidArgumentError("device", device, "a device that holds data ('cpu', 'cuda')")
+    return dev
+
+
 def _from_tensor(t: torch.Tensor, argument: str, device: Any) -> Batch:
+    if t.device.type == "meta":
+        raise ImageTypeError(argument, "a tensor on the 'meta' device (it holds no pixels)", "a tensor on 'cpu' or 'cuda'")
     if t.dtype not in (torch.uint8, torch.float16, torch.bfloat16, torch.float32, torch.float64):
         raise ImageTypeError(argument, f"torch dtype {t.dtype}", "torch.uint8 (0..255) or a float dtype (0..1)")
     squeeze = False
@@ -193,8 +218,8 @@ def _from_numpy(a: np.ndarray, argument: str, device: Any) -> Batch:
     else:
         raise ImageShapeError(argument, a.shape, "H x W, H x W x C or B x H x W x C")
     _check_size(int(a4.shape[1]), int(a4.shape[2]), argument)
-    if not a4.flags.writeable:
-        a4 = a4.copy()
+    if not a4.flags.writeable or any(s < 0 for s in a4.strides):
+        a4 = a4.copy()  # torch.from_numpy takes neither read-only nor negatively strided arrays
     t = torch.from_numpy(a4).permute(0, 3, 1, 2)
     if device is not None:
         t = t.to(device)
@@ -211,18 +236,32 @@ def _from_pil(imgs: list[Image.Image], batched: bool, argument: str, device: Any
     if len(modes) != 1:
         raise ImageShapeError(argument, sorted(modes), "PIL images of one mode")
     mode = imgs[0].mode
+    if mode not in PIL_MODES:
+        raise ImageTypeError(
+            argument, f"PIL mode {mode!r}", f"PIL modes {', '.join(PIL_MODES)} (convert other colour spaces to 'RGB' first)"
+        )
     arrays = []
     for im in imgs:
-        if im.mode not in ("L", "LA", "RGB", "RGBA"):
-            im = im.convert("RGBA" if "A" in im.getbands() else "RGB")
+        if mode in _PIL_CONVERT:
+            im = im.convert(_PIL_CONVERT[mode])
         a = np.asarray(im)
+        if mode in _PIL_16 or mode == "I":
+            a = a.astype(np.float64)
+            if a.size and (a.min() < 0 or a.max() > 65535):
+                raise ImageRangeError(argument, f"values in [{a.min():g}, {a.max():g}]", "mode 'I' images with values in 0..65535")
+            a = a / 65535.0
+        elif mode == "F":
+            a = a.astype(np.float32)
         arrays.append(a if a.ndim == 3 else a[..., None])
     stacked = np.stack(arrays)
     _check_size(int(stacked.shape[1]), int(stacked.shape[2]), argument)
     t = torch.from_numpy(stacked).permute(0, 3, 1, 2)
     if device is not None:
         t = t.to(device)
-    return Batch(t, "pil", batched, int(t.shape[1]), np.uint8, pil_mode=mode)
+    if t.dtype != torch.uint8:
+        _check_float_range(t, argument)
+    out_mode = _PIL_CONVERT.get(mode, mode)
+    return Batch(t, "pil", batched, int(t.shape[1]), stacked.dtype, pil_mode=out_mode)
 
 
 def luma(x: torch.Tensor, integer: bool) -> torch.Tensor:
@@ -238,7 +277,7 @@ class Output:
 
     def __init__(self, b: Batch, quantize: bool) -> None:
         self.b = b
-        self.to_uint8 = (not b.float_input) or quantize or b.kind == "pil"
+        self.to_uint8 = (not b.float_input) or quantize
         n, _, h, w = b.raw.shape
         c = b.channels
         if self.to_uint8 and not b.float_input:
@@ -271,6 +310,8 @@ class Output:
                 y = y.to(self.buf.dtype) / 255.0
         elif y.dtype == torch.uint8:
             y = y.to(self.buf.dtype) / 255.0
+            if b.channels in (1, 2):
+                y = luma(y, integer=False).clamp(0, 1)
         else:
             y = (y.clamp(0, 255) / 255.0).to(self.buf.dtype)
             if b.channels in (1, 2):
@@ -302,7 +343,12 @@ class Output:
         b, out = self.b, self.buf
         if b.kind == "pil":
             arr = out.permute(0, 2, 3, 1).cpu().numpy()
-            imgs = [Image.fromarray(a[..., 0] if a.shape[-1] == 1 else a) for a in arr]
+            mode = b.pil_mode
+            if mode == "F":
+                arr = arr.astype(np.float32)
+            elif mode in _PIL_16 or mode == "I":
+                arr = np.round(arr.astype(np.float64) * 65535.0).astype(np.int32 if mode == "I" else np.uint16)
+            imgs = [_pil_image(a[..., 0] if a.shape[-1] == 1 else a, mode) for a in arr]
             return imgs if b.batched else imgs[0]
         if b.kind == "numpy":
             res = out.permute(0, 2, 3, 1).cpu().numpy()
@@ -314,3 +360,12 @@ class Output:
         if b.squeeze_channel:
             return out[0, 0]
         return out if b.batched else out[0]
+
+
+def _pil_image(a: np.ndarray, mode: str | None) -> Image.Image:
+    if mode in _PIL_16:
+        im = Image.fromarray(np.ascontiguousarray(a, dtype=np.uint16))  # mode 'I;16'
+        return im if mode == "I;16" else im.convert(mode)
+    if mode in ("I", "F"):
+        return Image.fromarray(np.ascontiguousarray(a, dtype=np.int32 if mode == "I" else np.float32)).convert(mode)
+    return Image.fromarray(a)

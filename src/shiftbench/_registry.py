@@ -253,6 +253,10 @@ def list_corruptions(
         edition: keep only corruptions defined for this edition.
     """
     _ensure_loaded()
+    if edition is not None:
+        from .editions import get_edition
+
+        edition = get_edition(edition).name  # 224, "224", an Edition; unknown ones raise
     if group is not None and group not in GROUPS:
         raise InvalidArgumentError("group", group, f"one of {GROUPS} or None")
     if family is not None and family not in FAMILIES:

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ._images import Batch, Output, to_batch
+from ._drawcheck import validate_draws
 from ._registry import ApplyContext, Corruption, SampleContext, get_corruption
 from ._validate import check_severity
 from .editions import Edition, edition_for_size, get_edition
@@ -30,8 +31,9 @@ def _resolve_edition(spec: Corruption, edition: Any, h: int, w: int) -> Edition:
 
 
 def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
-        raise InvalidArgumentError("seed", seed, "a non-negative integer")
+    # the generators take 64 bits of the seed: larger seeds would alias smaller ones
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
+        raise InvalidArgumentError("seed", seed, "an integer in 0..2**64-1")
     return int(seed)
 
 
@@ -208,8 +210,8 @@ def corrupt(
     params = spec.severity_params(ed.name, s)
     if keys is not None and len(keys) != n:
         raise InvalidArgumentError("keys", f"{len(keys)} keys", f"exactly one key per image ({n})")
-    if draws is not None and len(draws) != n:
-        raise InvalidArgumentError("draws", f"{len(draws)} dicts", f"exactly one dict per image ({n})")
+    if draws is not None:  # before any kernel runs: kernels index by the draws
+        draws = validate_draws(spec, draws, n, h, w, ed.name, s, params)
     out = Output(b, quantize=quantize or release)
     ctx = ApplyContext(edition=ed.name, severity=s, levels=out.to_uint8 and b.raw.device.type == "cpu")
     step = _chunk_size(b, spec)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import click
 
 from . import __version__
-from .errors import ShiftbenchError
+from .errors import ImageTypeError, InvalidArgumentError, ShiftbenchError
 
 
 class _Group(click.Group):
@@ -18,7 +18,10 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except ShiftbenchError as e:
-            raise click.ClickException(str(e)) from e
+            err = click.ClickException(str(e))
+            if isinstance(e, (InvalidArgumentError, ImageTypeError)):
+                err.exit_code = 2  # a bad argument, as click's usage errors (data problems stay 1)
+            raise err from e
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -35,7 +35,7 @@ import torch
 from PIL import Image
 
 from . import __version__
-from ._registry import get_corruption, list_corruptions
+from ._registry import FAMILIES, get_corruption, list_corruptions
 from ._validate import check_severity
 from .api import corrupt
 from .editions import get_edition, preprocess
@@ -104,16 +104,19 @@ class _Journal:
     def __init__(self, out: Path, config: GenerateConfig, resume_check: bool = True) -> None:
         state = out / _STATE_DIR
         state.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(state / "journal.sqlite")
+        # concurrent runs (a job array writing into one --out) share the journal: wait for each other's writes
+        self.db = sqlite3.connect(state / "journal.sqlite", timeout=600)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
         self.db.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL, bytes INTEGER)")
+        # what finished runs produced (corruption, severity) and the source files they could not read
+        self.db.execute("CREATE TABLE IF NOT EXISTS tasks (corruption TEXT, severity INTEGER, PRIMARY KEY (corruption, severity))")
+        self.db.execute("CREATE TABLE IF NOT EXISTS failures (file TEXT PRIMARY KEY, reason TEXT)")
         fp = json.dumps(config.fingerprint(), sort_keys=True)
+        self.db.execute("INSERT OR IGNORE INTO meta VALUES ('fingerprint', ?)", (fp,))
+        self.db.commit()
         row = self.db.execute("SELECT value FROM meta WHERE key='fingerprint'").fetchone()
-        if row is None:
-            self.db.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (fp,))
-            self.db.commit()
-        elif row[0] != fp and resume_check:
+        if row[0] != fp and resume_check:
             raise DataError(
                 f"--out {str(out)!r} was generated with other settings {row[0]}; this run has {fp}. "
                 "Use a new output folder (or delete the old one) rather than mixing settings."
@@ -128,8 +131,60 @@ class _Journal:
         for p, h, _ in rows:
             self.done[p] = h
 
+    def finish(self, names: Sequence[str], sevs: Sequence[int], failed: Sequence[tuple[str, str]]) -> None:
+        """Record a completed run: its corruptions and severities and the files it could not read."""
+        self.db.executemany("INSERT OR IGNORE INTO tasks VALUES (?, ?)", [(n, s) for n in names for s in sevs])
+        self.db.executemany("INSERT OR REPLACE INTO failures VALUES (?, ?)", list(failed))
+        self.db.commit()
+
     def close(self) -> None:
         self.db.close()
+
+
+class _RunDir:
+    """This run's own temporary folder under ``<out>/.shiftbench/tmp``, held by an exclusive lock.
+
+    Runs into one ``--out`` never share temporary files. A folder whose lock is free belongs to a
+    run that ended or was killed (the lock dies with its process), so a new run removes it.
+    """
+
+    def __init__(self, out: Path) -> None:
+        root = out / _STATE_DIR / "tmp"
+        root.mkdir(parents=True, exist_ok=True)
+        self.path = root / f"run-{os.getpid()}-{os.urandom(6).hex()}"
+        self.path.mkdir()
+        self._fh = open(self.path / "lock", "wb")  # noqa: SIM115 - held for the run's lifetime
+        _lock(self._fh, blocking=True)
+        for other in root.iterdir():
+            if other != self.path and other.is_dir():
+                _remove_if_abandoned(other)
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        self._fh.close()
+
+
+def _lock(fh: Any, blocking: bool) -> bool:
+    """An exclusive advisory lock on an open file (released when the process ends, even by SIGKILL)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: runs into one --out are not coordinated
+        return True
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _remove_if_abandoned(run_dir: Path) -> None:
+    try:
+        fh = open(run_dir / "lock", "rb")  # noqa: SIM115
+    except OSError:
+        return  # being removed, or just created (its run locks it next)
+    with fh:
+        if _lock(fh, blocking=False):
+            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _sha256_file(path: Path) -> tuple[str, int]:
@@ -174,11 +229,12 @@ class _FolderChunk:
     seed: int
     out: str
     device: str = "cpu"
+    tmp: str = ""
 
 
 def _run_folder_chunk(chunk: _FolderChunk) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]], int]:
     out = Path(chunk.out)
-    tmp_dir = out / _STATE_DIR / "tmp"
+    tmp_dir = Path(chunk.tmp)
     images: dict[int, np.ndarray] = {}
     failed: list[tuple[str, str]] = []
     for i, (path, rel) in enumerate(chunk.records):
@@ -220,6 +276,7 @@ class _ArrayTask:
     out: str
     batch_size: int
     device: str = "cpu"
+    tmp: str = ""
 
 
 def _run_array_task(task: _ArrayTask) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]], int]:
@@ -234,7 +291,7 @@ def _run_array_task(task: _ArrayTask) -> tuple[list[tuple[str, str, int]], list[
     np.save(buf, res)
     data = buf.getvalue()
     rel = f"{_STATE_DIR}/parts/{task.name}_{task.severity}.npy"
-    _atomic_write_bytes(out / rel, data, out / _STATE_DIR / "tmp")
+    _atomic_write_bytes(out / rel, data, Path(task.tmp))
     return [(rel, hashlib.sha256(data).hexdigest(), len(data))], [], len(task.images)
 
 
@@ -260,9 +317,22 @@ def _map(fn: Callable[[Any], Any], items: list[Any], workers: int) -> Iterator[A
 
 def _resolve(config: GenerateConfig) -> tuple[list[str], list[int]]:
     get_edition(config.edition)
-    names = list_corruptions(config.corruptions or "*", edition=get_edition(config.edition).name)
-    for n in names:
-        get_corruption(n)
+    if isinstance(config.seed, bool) or not isinstance(config.seed, int) or not 0 <= config.seed < 2**64:
+        raise InvalidArgumentError("--seed", config.seed, "an integer in 0..2**64-1")
+    edition = get_edition(config.edition).name
+    names = list_corruptions(config.corruptions or "*", edition=edition)
+    if not names:
+        raise InvalidArgumentError("--corruptions", ",".join(config.corruptions), f"names or wildcards matching corruptions of edition {edition}")
+    for item in config.corruptions:  # a name asked for by name must not be dropped silently
+        if not any(ch in item for ch in "*?[") and item.strip().lower() not in ("all", "benchmark", "extra", "candidate"):
+            key = item.strip().lower().replace("-", "_")
+            if key in FAMILIES:
+                continue
+            spec = get_corruption(key)
+            if spec.name not in names:
+                raise InvalidArgumentError(
+                    "--corruptions", item, f"corruptions defined for edition {edition}" + (" (overlap candidates are selected with 'candidate')" if spec.group == "candidate" else "")
+                )
     sevs = sorted({check_severity(s, "--severities") for s in config.severities})
     if not sevs:
         raise InvalidArgumentError("--severities", config.severities, "one or more integers in 1..5")
@@ -289,24 +359,24 @@ def generate(
     layout = "cifar" if (edition == "32" or array_input) else "folder"
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / _STATE_DIR / "tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    run = _RunDir(out)
     workers = config.workers or (os.cpu_count() or 1)
-    journal = _Journal(out, config)
     report = GenerateReport(layout=layout, out=str(out))
     t0 = time.perf_counter()
     try:
-        if layout == "folder":
-            _generate_folder(config, names, sevs, journal, report, workers, progress)
-        else:
-            _generate_arrays(config, names, sevs, journal, report, workers, progress, array_input)
+        journal = _Journal(out, config)
+        try:
+            if layout == "folder":
+                _generate_folder(config, names, sevs, journal, report, workers, progress, run.path)
+            else:
+                _generate_arrays(config, names, sevs, journal, report, workers, progress, array_input, run.path)
+            journal.finish(names, sevs, report.failed)
+        finally:
+            report.seconds = time.perf_counter() - t0
+            journal.close()
+        _write_manifest(out, config, report, run.path)
     finally:
-        report.seconds = time.perf_counter() - t0
-        journal.close()
-    _write_manifest(out, config, names, sevs, report)
-    shutil.rmtree(tmp, ignore_errors=True)
+        run.close()
     return report
 
 
@@ -318,6 +388,7 @@ def _generate_folder(
     report: GenerateReport,
     workers: int,
     progress: Callable[[int, int], None] | None,
+    tmp: Path,
 ) -> None:
     records, _ = scan_image_folder(config.src)
     out = Path(config.out)
@@ -343,7 +414,7 @@ def _generate_folder(
                 if missing:
                     tasks.append((name, s, missing))
         if tasks:
-            chunks.append(_FolderChunk([(str(r.path), r.relpath) for r in recs], tasks, config.edition, config.seed, str(out), config.device))
+            chunks.append(_FolderChunk([(str(r.path), r.relpath) for r in recs], tasks, config.edition, config.seed, str(out), config.device, str(tmp)))
     journal.add(recovered)
     todo = sum(len(t[2]) for c in chunks for t in c.tasks)
     report.already_done = total - todo
@@ -371,6 +442,7 @@ def _generate_arrays(
     workers: int,
     progress: Callable[[int, int], None] | None,
     array_input: bool,
+    tmp: Path,
 ) -> None:
     out = Path(config.out)
     if array_input:
@@ -399,7 +471,7 @@ def _generate_arrays(
             final_done = (out / f"{name}.npy").exists() and f"{name}.npy" in journal.done
             if final_done or (rel in journal.done and (out / rel).exists()):
                 continue
-            tasks.append(_ArrayTask(images, name, s, config.edition, config.seed, str(out), config.batch_size, config.device))
+            tasks.append(_ArrayTask(images, name, s, config.edition, config.seed, str(out), config.batch_size, config.device, str(tmp)))
     report.already_done = total - n * len(tasks)
     done = report.already_done
     if progress:
@@ -413,7 +485,7 @@ def _generate_arrays(
     lab_all = np.tile(labels.astype(label_dtype), len(sevs))
     buf = io.BytesIO()
     np.save(buf, lab_all)
-    _atomic_write_bytes(out / "labels.npy", buf.getvalue(), out / _STATE_DIR / "tmp")
+    _atomic_write_bytes(out / "labels.npy", buf.getvalue(), tmp)
     journal.add([("labels.npy", hashlib.sha256(buf.getvalue()).hexdigest(), len(buf.getvalue()))])
     for name in names:
         final = out / f"{name}.npy"
@@ -422,30 +494,53 @@ def _generate_arrays(
         parts = [np.load(out / _STATE_DIR / "parts" / f"{name}_{s}.npy") for s in sevs]
         buf = io.BytesIO()
         np.save(buf, np.concatenate(parts))
-        _atomic_write_bytes(final, buf.getvalue(), out / _STATE_DIR / "tmp")
+        _atomic_write_bytes(final, buf.getvalue(), tmp)
         journal.add([(f"{name}.npy", hashlib.sha256(buf.getvalue()).hexdigest(), len(buf.getvalue()))])
         report.written += 1
         for s in sevs:
             (out / _STATE_DIR / "parts" / f"{name}_{s}.npy").unlink(missing_ok=True)
 
 
-def _write_manifest(out: Path, config: GenerateConfig, names: list[str], sevs: list[int], report: GenerateReport) -> None:
-    db = sqlite3.connect(out / _STATE_DIR / "journal.sqlite")
-    rows = sorted(db.execute("SELECT path, sha256 FROM files WHERE path NOT LIKE ?", (f"{_STATE_DIR}/%",)))
-    db.close()
-    tmp_dir = out / _STATE_DIR / "tmp"
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    _atomic_write_bytes(out / "checksums.sha256", "".join(f"{h}  {p}\n" for p, h in rows).encode(), tmp_dir)
-    manifest = {
-        "generator": "shiftbench generate imagenet-c",
-        "config": asdict(config),
-        "layout": report.layout,
-        "corruptions": names,
-        "severities": sevs,
-        "jpeg_quality": JPEG_QUALITY if report.layout == "folder" else None,
-        "versions": _versions(),
-        "files": len(rows),
-        "failed": [{"file": f, "reason": r} for f, r in report.failed],
-        "checksums": "checksums.sha256",
-    }
-    _atomic_write_bytes(out / "manifest.json", json.dumps(manifest, indent=1).encode(), tmp_dir)
+def _write_manifest(out: Path, config: GenerateConfig, report: GenerateReport, tmp_dir: Path) -> None:
+    """``checksums.sha256`` and ``manifest.json`` of everything the runs into ``out`` have finished.
+
+    Runs into one ``--out`` (a job array) take turns under a lock and each writes the whole state
+    from the journal, so the last one to finish leaves what one run of all their corruptions
+    would have written: the settings that decide the pixels, the union of corruptions and
+    severities, every file and every unreadable source file.
+    """
+    with open(out / _STATE_DIR / "manifest.lock", "ab") as lock:
+        _lock(lock, blocking=True)
+        db = sqlite3.connect(out / _STATE_DIR / "journal.sqlite", timeout=600)
+        try:
+            rows = sorted(db.execute("SELECT path, sha256 FROM files WHERE path NOT LIKE ?", (f"{_STATE_DIR}/%",)))
+            tasks = db.execute("SELECT corruption, severity FROM tasks").fetchall()
+            failed = sorted(db.execute("SELECT file, reason FROM failures"))
+        finally:
+            db.close()
+        done = {n for n, _ in tasks}
+        names = [n for n in list_corruptions("all") + list_corruptions(group="candidate") if n in done]
+        sevs = sorted({int(s) for _, s in tasks})
+        _atomic_write_bytes(out / "checksums.sha256", "".join(f"{h}  {p}\n" for p, h in rows).encode(), tmp_dir)
+        settings = {
+            "src": config.src,
+            "edition": config.edition,
+            "corruptions": names,
+            "severities": sevs,
+            "seed": config.seed,
+            "labels": config.labels,
+            "device": config.device,
+        }
+        manifest = {
+            "generator": "shiftbench generate imagenet-c",
+            "config": settings,
+            "layout": report.layout,
+            "corruptions": names,
+            "severities": sevs,
+            "jpeg_quality": JPEG_QUALITY if report.layout == "folder" else None,
+            "versions": _versions(),
+            "files": len(rows),
+            "failed": [{"file": f, "reason": r} for f, r in failed],
+            "checksums": "checksums.sha256",
+        }
+        _atomic_write_bytes(out / "manifest.json", json.dumps(manifest, indent=1).encode(), tmp_dir)

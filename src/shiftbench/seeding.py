@@ -225,16 +225,19 @@ def image_key(pixels: np.ndarray) -> int:
 
 
 def key_to_int(key: Any) -> int:
-    """Turn a user key (int, str, bytes) into a non-negative 64-bit integer."""
-    if isinstance(key, (bool,)):
-        raise TypeError(f"keys must be int, str or bytes, got {type(key).__name__}")
-    if isinstance(key, (int, np.integer)):
-        return int(key) & _MASK64
+    """Turn a user key (int in 0..2**64-1, str, bytes) into a non-negative 64-bit integer."""
+    from .errors import InvalidArgumentError
+
+    allowed = "an int in 0..2**64-1, a str or bytes"
+    if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+        if not 0 <= int(key) <= _MASK64:  # other ints would alias keys in range
+            raise InvalidArgumentError("key", key, allowed)
+        return int(key)
     if isinstance(key, str):
-        return _digest_int(b"s:" + key.encode("utf-8"))
+        return _digest_int(b"s:" + key.encode("utf-8", "surrogatepass"))
     if isinstance(key, bytes):
         return _digest_int(b"b:" + key)
-    raise TypeError(f"keys must be int, str or bytes, got {type(key).__name__}")
+    raise InvalidArgumentError("key", key, allowed)
 
 
 def derive_generator(seed: int, key: int, name: str, level: int) -> np.random.Generator:

@@ -70,6 +70,10 @@ class ArraySource:
     origin: str
 
 
+_CIFAR_FILES = ("test_batch", "test")
+"""The CIFAR-10 / CIFAR-100 "python version" test files: the only files read as (restricted) pickles."""
+
+
 def load_array_source(path: str | Path, labels_path: str | Path | None = None) -> ArraySource:
     """Read CIFAR-style test images.
 
@@ -98,7 +102,7 @@ def load_array_source(path: str | Path, labels_path: str | Path | None = None) -
             raise DataError(f"{str(p)!r}: expected arrays 'images' (or 'data') and 'labels' in the .npz")
         images = z[key]
         labels = z["labels"] if "labels" in z else None
-    else:
+    elif p.name in _CIFAR_FILES:
         d = safe_pickle.load_file(p, encoding="bytes")
         if not isinstance(d, dict):
             raise DataError(f"{str(p)!r} is not a CIFAR python batch file (a pickled dict)")
@@ -108,6 +112,11 @@ def load_array_source(path: str | Path, labels_path: str | Path | None = None) -
         images = np.asarray(data, dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
         lab = d.get(b"labels", d.get(b"fine_labels"))
         labels = np.asarray(lab, dtype=np.int64) if lab is not None else None
+    else:  # never unpickle a file whose layout was not asked for
+        raise DataError(
+            f"--src {str(p)!r} is not an accepted array source: allowed a .npy or .npz array, a CIFAR python "
+            "folder (holding test_batch or test) or its 'test_batch' / 'test' file, or a folder of images"
+        )
     if labels_path is not None:
         labels = np.load(labels_path)
     images = np.ascontiguousarray(images)

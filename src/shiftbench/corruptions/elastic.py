@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from .._registry import ApplyContext, SampleContext, register
+from ._bounds import require_shape
 from ._ops import fdiv, gaussian_filter2d
 
 __all__ = [
@@ -289,6 +290,8 @@ def _elastic_fused_cpu(x: torch.Tensor, mats: np.ndarray, dx: torch.Tensor, dy: 
     from ._geometry import run_threaded
 
     b, c, h, w = x.shape
+    require_shape("ux", dx.shape, (b, h, w))
+    require_shape("uy", dy.shape, (b, h, w))
     adelta, bdelta, x0, y0 = _fixed_point_terms(invert_affine(mats), h, w)
     xa = np.ascontiguousarray(x.numpy())
     dxa = np.ascontiguousarray(dx.numpy())

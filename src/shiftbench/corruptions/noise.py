@@ -15,6 +15,7 @@ import torch
 
 from .._pcg64 import raw_words
 from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
+from ._bounds import require_shape
 from ._ops import fdiv
 
 
@@ -96,6 +97,9 @@ def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
     if _fused(x, ctx):
         from ._noise_cpu import impulse_kernel
 
+        b, _, h, w = (int(s) for s in x.shape)
+        require_shape("flipped", d["flipped"].shape, (b, h, w, 3))
+        require_shape("salted", d["salted"].shape, (b, h, w, 3))
         out = ctx.result_array(tuple(x.shape), np.float32)
         impulse_kernel(_np(x), _np(d["flipped"]).astype(np.bool_), _np(d["salted"]).astype(np.bool_), out)
         return torch.from_numpy(out)
@@ -119,6 +123,8 @@ def speckle_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
 def _gaussian_fused(x: torch.Tensor, z: torch.Tensor, c: float, multiplicative: bool, levels: bool) -> torch.Tensor:
     from ._noise_cpu import gaussian_kernel
 
+    b, _, h, w = (int(s) for s in x.shape)
+    require_shape("z", z.shape, (b, h, w, 3))
     out = np.empty(tuple(x.shape), dtype=np.uint8 if levels else np.float32)  # uint8: truncated
     gaussian_kernel(_np(x), _np(z).astype(np.float32, copy=False), np.float32(c), multiplicative, out)
     return torch.from_numpy(out)

@@ -35,6 +35,7 @@ import torch
 from .._pcg64 import raw_words
 from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 from ..editions import get_edition
+from ._bounds import require_shape, require_within
 from ._geometry import clipped_zoom, motion_blur
 from ._ops import as_tensor_matrix, fdiv, gaussian_filter2d, gaussian_matrix
 
@@ -132,6 +133,7 @@ def fog(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx
         xa = np.ascontiguousarray(x.detach().numpy())
         out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
         plasma = d["plasma"].detach().numpy()
+        require_shape("plasma", plasma.shape, (xa.shape[0], xa.shape[2], xa.shape[3]))
         if plasma.dtype not in (np.float32, np.float64):
             plasma = plasma.astype(np.float64)
         (fog_levels if out.dtype == np.uint8 else fog_blend)(xa, np.ascontiguousarray(plasma), float(c[0]), out)
@@ -243,7 +245,10 @@ def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], c
         xa = np.ascontiguousarray(x.detach().numpy())
         out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
         for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
+            require_within("index", i, 0, len(FROST_FILES) - 1)
             tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device).numpy()
+            require_within("top", t, 0, tex.shape[1] - h)
+            require_within("left", l, 0, tex.shape[2] - w)
             blend_crop(xa[n], tex, int(t), int(l), float(c[0]), float(c[1]), out[n])
         return torch.from_numpy(out)
     if x.dtype == torch.uint8:
