@@ -17,7 +17,7 @@ from rich.table import Table
 
 from ..errors import ShiftbenchError
 from .evaluate import ImageNetDResult, evaluate_imagenet_d, stored_correlations
-from .mapping import DOMAINS
+from .mapping import DOMAINS, benchmark_name
 from .metrics import ALEXNET_SOURCE, alexnet_errors
 
 __all__ = ["evaluate_command"]
@@ -88,6 +88,7 @@ def _rows(r: ImageNetDResult) -> list[dict[str, Any]]:
         out.append(
             {
                 "model": r.model,
+                "mapping": r.mapping,
                 "domain": d,
                 "images": r.n_images.get(d, 0),
                 "top1_error": r.errors.get(d),
@@ -104,7 +105,7 @@ def _rows(r: ImageNetDResult) -> list[dict[str, Any]]:
 
 def _render(r: ImageNetDResult, console: Console, details: bool, notes: list[str]) -> None:
     t = Table(
-        title=f"ImageNet-D: {r.model}: top-1 error (%) and Domain Error", title_justify="left", header_style="bold"
+        title=f"ImageNet-D ({r.mapping} mapping): {r.model}: top-1 error (%) and Domain Error", title_justify="left", header_style="bold"
     )
     for col in ("Domain", "Images", "Top-1 err", "Top-5 err", "AlexNet err", "DE (%)", "Filtered err", "Rejected"):
         t.add_column(col, justify="left" if col == "Domain" else "right")
@@ -178,13 +179,18 @@ def evaluate_command(**kw: Any) -> None:
             bad_images=kw.get("bad_images") or "skip",
             rerun=bool(kw.get("rerun", False)),
             progress=progress,
+            mapping=kw.get("mapping") or "paper",
         )
     except KeyboardInterrupt:
         click.echo(
             f"\nInterrupted. Finished batches are stored in {store}; run the same command again to resume.", err=True
         )
         raise
-    notes = [f"Data: {result.data}.", f"DE and mDE are normalised by {ALEXNET_SOURCE}."]
+    notes = [
+        f"Data: {result.data}.",
+        f"Class mapping: {result.mapping} (benchmark {benchmark_name(result.mapping)}).",
+        f"DE and mDE are normalised by {ALEXNET_SOURCE}.",
+    ]
     if result.mde is None:
         missing = [d for d in DOMAINS if d not in result.errors]
         notes.append(f"No mDE: it needs all six domains (missing {', '.join(missing)}).")

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..evaluation.errors import IncompleteResultsError
-from .mapping import DOMAINS, ImageNetDMapping, imagenet_classes, load_mapping
+from .mapping import DOMAINS, ImageNetDMapping, imagenet_classes, resolve_mapping
 
 __all__ = [
     "alexnet_errors",
@@ -69,7 +69,7 @@ def _labels_preds(labels: Sequence[str], predictions: Sequence[int]) -> tuple[li
     return lab, pred
 
 
-def domain_error(labels: Sequence[str], predictions: Sequence[int], mapping: ImageNetDMapping | None = None) -> float:
+def domain_error(labels: Sequence[str], predictions: Sequence[int], mapping: str | ImageNetDMapping | None = None) -> float:
     """Top-1 error (fraction) with one-to-many correctness.
 
     Args:
@@ -77,17 +77,17 @@ def domain_error(labels: Sequence[str], predictions: Sequence[int], mapping: Ima
         predictions: arg-max ImageNet-1k index of each image.
         mapping: the class mapping (default: the shipped one).
     """
-    m = mapping or load_mapping()
+    m = resolve_mapping(mapping)
     lab, pred = _labels_preds(labels, predictions)
     ok = m.correct(lab, pred)
     return 1.0 - sum(ok) / len(ok)
 
 
 def topk_domain_error(
-    labels: Sequence[str], topk: Sequence[Sequence[int]], mapping: ImageNetDMapping | None = None
+    labels: Sequence[str], topk: Sequence[Sequence[int]], mapping: str | ImageNetDMapping | None = None
 ) -> float:
     """Top-k error: no one of the k best ImageNet-1k classes is accepted for the label."""
-    m = mapping or load_mapping()
+    m = resolve_mapping(mapping)
     lab = list(labels)
     if len(lab) != len(topk) or not lab:
         raise InvalidArgumentError("topk", f"{len(topk)} rows", f"one row per label ({len(lab)})")
@@ -179,7 +179,7 @@ def error_analysis(
     labels: Sequence[str] | None = None,
     errors_only: bool = False,
     top: int = 10,
-    mapping: ImageNetDMapping | None = None,
+    mapping: str | ImageNetDMapping | None = None,
 ) -> list[PredictionCount]:
     """The ImageNet-1k classes predicted most often (004 Figure 2).
 
@@ -192,7 +192,7 @@ def error_analysis(
 
     Ties are broken by the lower ImageNet index, so the result is deterministic.
     """
-    m = mapping or load_mapping()
+    m = resolve_mapping(mapping)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise InvalidArgumentError("top", top, "a positive number of classes")
     preds = [int(p) for p in predictions]
@@ -234,10 +234,10 @@ class FilteredResult:
 
 
 def filtered_evaluation(
-    labels: Sequence[str], predictions: Sequence[int], mapping: ImageNetDMapping | None = None
+    labels: Sequence[str], predictions: Sequence[int], mapping: str | ImageNetDMapping | None = None
 ) -> FilteredResult:
     """Top-1 error when predictions outside ImageNet-D are filtered out (004 Table 4)."""
-    m = mapping or load_mapping()
+    m = resolve_mapping(mapping)
     lab, pred = _labels_preds(labels, predictions)
     inside = m.imagenet_indices
     ok = m.correct(lab, pred)
