@@ -72,7 +72,8 @@ def domainnet_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def result_and_store(domainnet_tree: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     store = tmp_path_factory.mktemp("ws") / "results.sqlite"
-    return evaluate_imagenet_d("efficientnet-lite0", domainnet_tree, store=store, batch_size=8), store
+    # HAND lists the "wordnet" variant's classes; the published mapping is tested in test_domains_paper_e2e.py.
+    return evaluate_imagenet_d("efficientnet-lite0", domainnet_tree, store=store, batch_size=8, mapping="wordnet"), store
 
 
 def test_one_to_many_correctness_by_hand(result_and_store) -> None:  # type: ignore[no-untyped-def]
@@ -105,13 +106,14 @@ def test_one_to_many_correctness_by_hand(result_and_store) -> None:  # type: ign
 
 def test_store_resume_and_scores(result_and_store, domainnet_tree: Path) -> None:  # type: ignore[no-untyped-def]
     r, store = result_and_store
-    again = evaluate_imagenet_d("efficientnet-lite0", domainnet_tree, store=store)
+    again = evaluate_imagenet_d("efficientnet-lite0", domainnet_tree, store=store, mapping="wordnet")
     assert again.new_predictions == 0 and again.evaluation_id == r.evaluation_id and again.errors == r.errors
     con = sqlite3.connect(store)
     tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     con.close()
     assert {"imagenet_d_evaluations", "imagenet_d_predictions", "imagenet_d_skipped", "meta"} <= tables
-    scores = stored_scores(store)
+    scores = stored_scores(store, "wordnet")
+    assert stored_scores(store) == {}  # the default (paper) mapping has no evaluation in this store
     assert scores["efficientnet-lite0"]["IN-D mDE"] == pytest.approx(r.mde)
 
 
@@ -171,9 +173,11 @@ def test_results_command_lists_imagenet_d_by_mde(result_and_store, capsys: pytes
     assert len(recs) == 1 and recs[0]["model"] == "efficientnet-lite0"
     assert recs[0]["mde"] == pytest.approx(r.mde)
     assert recs[0]["errors"] == pytest.approx(r.errors)
+    assert recs[0]["mapping"] == "wordnet" and recs[0]["benchmark"] == "imagenet-d:wordnet"
+    assert stored_domain_errors(store, "paper") == []
     assert main(["results", "--store", str(store)]) == 0
     out = capsys.readouterr().out
-    assert "ImageNet-D leaderboard by mDE" in out and f"{r.mde:.1f}" in out
+    assert "ImageNet-D leaderboard by mDE" in out and f"{r.mde:.1f}" in out and "wordnet mapping" in out
     assert main(["results", "--store", str(store), "--results-format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["imagenet_d"][0]["mde"] == pytest.approx(r.mde)

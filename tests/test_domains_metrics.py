@@ -105,31 +105,33 @@ def test_table4_filtered_columns_obey_the_rejection_identity() -> None:
 
 
 def test_domain_error_filtered_and_topk_by_hand() -> None:
+    w = "wordnet"  # comic book (917) is outside this variant; the paper mapping accepts it as a book
     labels = ["bird", "bird", "dog", "dog", "clock", "zebra"]
     # brambling (bird ok), web site (outside), keeshond (dog ok), zebra (inside, wrong), wall clock (ok), comic book
     preds = [10, 916, 261, 340, 892, 917]
-    assert domain_error(labels, preds) == pytest.approx(3 / 6)
-    f = filtered_evaluation(labels, preds)
+    assert domain_error(labels, preds, w) == pytest.approx(3 / 6)
+    f = filtered_evaluation(labels, preds, w)
     assert (f.n, f.n_rejected) == (6, 2)
     assert f.rejected == pytest.approx(2 / 6)
     assert f.filtered_error == pytest.approx(1 / 4)  # only the zebra prediction for a dog is wrong among the kept
     assert f.error == pytest.approx(f.rejected + (1 - f.rejected) * f.filtered_error)
     top5 = [[10, 1, 2, 3, 4], [916, 11, 0, 0, 0], [0, 1, 2, 3, 4], [340, 151, 0, 0, 0], [892, 0, 0, 0, 0], [917] * 5]
-    assert topk_domain_error(labels, top5) == pytest.approx(2 / 6)
+    assert topk_domain_error(labels, top5, w) == pytest.approx(2 / 6)
     with pytest.raises(InvalidArgumentError):
-        domain_error(labels, preds[:-1])
-    assert filtered_evaluation(["bird"], [916]).filtered_error is None
+        domain_error(labels, preds[:-1], w)
+    assert filtered_evaluation(["bird"], [916], w).filtered_error is None
 
 
 def test_error_analysis_counts_flags_and_ties() -> None:
+    w = "wordnet"  # comic book (917) is outside this variant
     preds = [917, 917, 917, 916, 916, 10, 10, 151]
-    rows = error_analysis(preds, top=3)
+    rows = error_analysis(preds, top=3, mapping=w)
     assert [(r.index, r.count) for r in rows] == [(917, 3), (10, 2), (916, 2)]  # tie: lower index first
     assert [r.inside for r in rows] == [False, True, False]
     assert rows[0].name == "comic book" and rows[0].share == pytest.approx(3 / 8)
     assert rows[1].maps_to == ("bird",)
     labels = ["bird"] * 8
-    errs = error_analysis(preds, labels=labels, errors_only=True, top=5)
+    errs = error_analysis(preds, labels=labels, errors_only=True, top=5, mapping=w)
     assert [(r.index, r.count) for r in errs] == [(917, 3), (916, 2), (151, 1)]
     with pytest.raises(InvalidArgumentError):
         error_analysis(preds, errors_only=True)

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Build the ImageNet-D class mapping (DomainNet -> ImageNet-1k, one to many) from WordNet 3.0.
+"""Build the "wordnet" variant of the ImageNet-D class mapping (DomainNet -> ImageNet-1k, one to many) from WordNet 3.0.
+
+shiftbench's default is the mapping as published (``tools/build_imagenet_d_paper_mapping.py``); this curated
+variant is selected with ``--mapping wordnet`` / ``mapping="wordnet"``.
 
 Reproducible: the same WordNet 3.0 ``data.noun``/``index.noun`` and the same
 corrections table give byte-identical outputs. Needs WordNet 3.0 only here, never
@@ -27,7 +30,7 @@ Outputs (package data, under ``src/shiftbench/data/``):
   official list files (``clipart_train.txt`` ...), one per line.
 * ``imagenet_classes.txt``: ``index<TAB>wnid<TAB>names`` for the 1000 ImageNet-1k
   classes, names = the synset's WordNet 3.0 lemmas.
-* ``imagenet_d_mapping.json``: the mapping with its provenance (senses used,
+* ``imagenet_d_wordnet_mapping.json``: the mapping with its provenance (senses used,
   corrections with reasons) and its statistics.
 
 Usage::
@@ -281,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             "# Written by tools/build_imagenet_d_mapping.py.\n"
             + "".join(f"{i}\t{w}\t{names_of(wn, w)}\n" for i, w in enumerate(imagenet))
         ),
-        "imagenet_d_mapping.json": json.dumps(mapping, indent=1, sort_keys=False) + "\n",
+        "imagenet_d_wordnet_mapping.json": json.dumps(mapping, indent=1, sort_keys=False) + "\n",
     }
     out = Path(args.out)
     if args.check:

@@ -22,31 +22,46 @@ from .errors import (
 )
 from .evaluate import ImageNetDResult, evaluate_imagenet_d, stored_correlations, stored_domain_errors, stored_scores
 from .mapping import (
+    DEFAULT_MAPPING,
     DOMAINS,
+    MAPPINGS,
     PAPER_TABLE1,
     ImageNetClass,
     ImageNetDMapping,
     domainnet_classes,
     imagenet_classes,
     load_mapping,
+    resolve_mapping,
 )
 from .metrics import (
+    ConfusionMatrix,
     FilteredResult,
+    ImageNetRow,
     PredictionCount,
     alexnet_errors,
+    confusion_matrix,
     domain_error,
     domain_errors_normalised,
     error_analysis,
     filtered_evaluation,
+    imagenet_filtered_evaluation,
     mean_domain_error,
     rank_correlations,
     spearman,
     topk_domain_error,
 )
-from .plot import plot_error_analysis
+from .plot import plot_confusion_matrix, plot_error_analysis
 
 __all__ = [
+    "DEFAULT_MAPPING",
     "DOMAINS",
+    "MAPPINGS",
+    "ConfusionMatrix",
+    "ImageNetRow",
+    "confusion_matrix",
+    "imagenet_filtered_evaluation",
+    "plot_confusion_matrix",
+    "resolve_mapping",
     "PAPER_TABLE1",
     "SPLITS",
     "DomainImage",

@@ -17,8 +17,8 @@ from rich.table import Table
 
 from ..errors import ShiftbenchError
 from .evaluate import ImageNetDResult, evaluate_imagenet_d, stored_correlations
-from .mapping import DOMAINS
-from .metrics import ALEXNET_SOURCE, alexnet_errors
+from .mapping import DOMAINS, benchmark_name
+from .metrics import ALEXNET_SOURCE, alexnet_errors, confusion_matrix
 
 __all__ = ["evaluate_command"]
 
@@ -88,6 +88,7 @@ def _rows(r: ImageNetDResult) -> list[dict[str, Any]]:
         out.append(
             {
                 "model": r.model,
+                "mapping": r.mapping,
                 "domain": d,
                 "images": r.n_images.get(d, 0),
                 "top1_error": r.errors.get(d),
@@ -104,7 +105,7 @@ def _rows(r: ImageNetDResult) -> list[dict[str, Any]]:
 
 def _render(r: ImageNetDResult, console: Console, details: bool, notes: list[str]) -> None:
     t = Table(
-        title=f"ImageNet-D: {r.model}: top-1 error (%) and Domain Error", title_justify="left", header_style="bold"
+        title=f"ImageNet-D ({r.mapping} mapping): {r.model}: top-1 error (%) and Domain Error", title_justify="left", header_style="bold"
     )
     for col in ("Domain", "Images", "Top-1 err", "Top-5 err", "AlexNet err", "DE (%)", "Filtered err", "Rejected"):
         t.add_column(col, justify="left" if col == "Domain" else "right")
@@ -150,9 +151,96 @@ def _correlation_notes(store: str) -> list[str]:
     return out
 
 
+def _emit(text: str, results_file: str | None) -> None:
+    if results_file:
+        Path(results_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(results_file).write_text(text, encoding="utf-8")
+        click.echo(f"Results written to {results_file}", err=True)
+    else:
+        sys.stdout.write(text)
+
+
+def _imagenet_val_command(kw: dict[str, Any], mapping: str) -> None:
+    """004 Table 4's first row on an ImageNet validation folder."""
+    from .imagenet_val import evaluate_imagenet_val
+
+    row, skipped = evaluate_imagenet_val(
+        kw.get("model") or "efficientnet-lite0", kw["data"], mapping=mapping, weights=kw.get("weights"),
+        batch_size=int(kw.get("batch_size") or 32), device=kw.get("device") or "cpu", limit=kw.get("limit"),
+        bad_images=kw.get("bad_images") or "skip",
+    )  # fmt: skip
+    rec = {
+        "model": kw.get("model") or "efficientnet-lite0", "data": str(kw["data"]), "mapping": mapping,
+        "benchmark": benchmark_name(mapping), "images": row.n_total, "images_in_imagenet_d": row.n,
+        "top1_error": row.error, "filtered_error": row.filtered_error, "rejected": row.rejected,
+        "outside_imagenet_d": row.outside, "unreadable_skipped": skipped,
+    }  # fmt: skip
+    fmt = kw.get("results_format", "table")
+    if fmt == "json":
+        _emit(json.dumps(rec, indent=2) + "\n", kw.get("results_file"))
+        return
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(rec))
+        w.writeheader()
+        w.writerow(rec)
+        _emit(buf.getvalue(), kw.get("results_file"))
+        return
+    t = Table(title=f"ImageNet-D Table 4, IN val row ({mapping} mapping): {rec['model']}", title_justify="left")
+    for col in ("Images", "In ImageNet-D", "Top-1 err", "Filtered err", "Rejected", "Outside ImageNet-D"):
+        t.add_column(col, justify="right")
+    t.add_row(str(row.n_total), str(row.n), _pct(row.error), _pct(row.filtered_error), _pct(row.rejected),
+              _pct(row.outside))  # fmt: skip
+    console = Console(width=max(Console().width, 120))
+    console.print(t)
+    console.print(
+        "• Labels and predictions mapped to ImageNet-D; scored on the images whose label is in ImageNet-D. "
+        "004 prints 12.1 / 13.4 / 52.7 for a ResNet50 (docs/imagenet-d.md: what the 52.7 can be).",
+        highlight=False,
+    )
+
+
+def _confusion_outputs(result: ImageNetDResult, store: str | None, details: bool) -> tuple[dict[str, Any], list[str]]:
+    """004 section 1's check of the mapping: the class-confusion matrix on the real domain (JSON part, notes)."""
+    p = result.predictions.get("real")
+    if p is None or not p.keys:
+        return {}, []
+    cm = confusion_matrix(p.labels, p.top1, result.mapping)
+    worst = cm.confusions(10)
+    doc = {
+        "columns": list(cm.columns), "classes": list(cm.classes), "counts": cm.counts.tolist(),
+        "diagonal_share": cm.diagonal_share(), "ambiguous": cm.ambiguous,
+        "confusions": [{"true": a, "predicted": b, "count": n, "share": s} for a, b, n, s in worst],
+    }  # fmt: skip
+    notes = [
+        f"Mapping check (real domain): {c} images predicted as {q}: {n} ({100 * s:.0f} %)" for c, q, n, s in worst[:5]
+    ]
+    if store and result.evaluation_id is not None and details:
+        base = Path(store).parent / f"imagenet-d-eval{result.evaluation_id}-confusion-real"
+        buf = io.StringIO()
+        rows = cm.to_rows()
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+        base.with_suffix(".csv").write_text(buf.getvalue(), encoding="utf-8")
+        notes.append(f"Class-confusion matrix of the real domain (CSV): {base.with_suffix('.csv')}")
+        if importlib.util.find_spec("matplotlib") is not None:
+            from .plot import plot_confusion_matrix
+
+            plot_confusion_matrix(cm, base.with_suffix(".png"), title=f"{result.model}, real ({result.mapping})")
+            notes.append(f"Class-confusion chart: {base.with_suffix('.png')}")
+    return doc, notes
+
+
 def evaluate_command(**kw: Any) -> None:
     """Evaluate on ImageNet-D and print (or write) the report."""
     _check_options(kw)
+    mapping = kw.get("mapping") or "paper"
+    from .imagenet_val import is_imagenet_folder
+
+    if is_imagenet_folder(kw["data"]):
+        _imagenet_val_command(kw, mapping)
+        return
     fmt = kw.get("results_format", "table")
     results_file = kw.get("results_file")
     details = bool(kw.get("details", True))
@@ -178,13 +266,18 @@ def evaluate_command(**kw: Any) -> None:
             bad_images=kw.get("bad_images") or "skip",
             rerun=bool(kw.get("rerun", False)),
             progress=progress,
+            mapping=mapping,
         )
     except KeyboardInterrupt:
         click.echo(
             f"\nInterrupted. Finished batches are stored in {store}; run the same command again to resume.", err=True
         )
         raise
-    notes = [f"Data: {result.data}.", f"DE and mDE are normalised by {ALEXNET_SOURCE}."]
+    notes = [
+        f"Data: {result.data}.",
+        f"Class mapping: {result.mapping} (benchmark {benchmark_name(result.mapping)}).",
+        f"DE and mDE are normalised by {ALEXNET_SOURCE}.",
+    ]
     if result.mde is None:
         missing = [d for d in DOMAINS if d not in result.errors]
         notes.append(f"No mDE: it needs all six domains (missing {', '.join(missing)}).")
@@ -216,8 +309,10 @@ def evaluate_command(**kw: Any) -> None:
             else:
                 notes.append("No error-analysis chart: it needs matplotlib (pip install 'shiftbench[plot]').")
             notes += _correlation_notes(store)
+    confusion, cm_notes = _confusion_outputs(result, store, details)
+    notes += cm_notes
     if fmt == "json":
-        text = json.dumps({**result.to_dict(), "notes": notes}, indent=2) + "\n"
+        text = json.dumps({**result.to_dict(), "confusion_real": confusion, "notes": notes}, indent=2) + "\n"
     elif fmt == "csv":
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(_rows(result)[0]) if result.domains else ["domain"])

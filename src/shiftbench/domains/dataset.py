@@ -36,7 +36,7 @@ from .errors import (
     MissingImageError,
     UnknownClassFoldersError,
 )
-from .mapping import DOMAINS, ImageNetDMapping, domainnet_classes, load_mapping
+from .mapping import DOMAINS, ImageNetDMapping, domainnet_classes, resolve_mapping
 
 __all__ = ["SPLITS", "DomainImage", "LoadReport", "DomainNetDataset"]
 
@@ -132,7 +132,8 @@ class DomainNetDataset:
         limit: at most this many images per domain, spread evenly over the sorted list.
         bad_images: ``"skip"``: listed images missing on disk are skipped and
             counted; ``"fail"``: they raise :class:`MissingImageError`.
-        mapping: the class mapping (default: the shipped one).
+        mapping: the class mapping: ``"paper"`` (the default, as published), ``"wordnet"`` or an
+            :class:`ImageNetDMapping`. It decides which DomainNet folders are read.
 
     Raises:
         DomainNetLayoutError: ``root`` is missing or holds no domain folder.
@@ -152,9 +153,9 @@ class DomainNetDataset:
         split: str = "all",
         limit: int | None = None,
         bad_images: str = "skip",
-        mapping: ImageNetDMapping | None = None,
+        mapping: str | ImageNetDMapping | None = None,
     ) -> None:
-        self.mapping = mapping or load_mapping()
+        self.mapping = resolve_mapping(mapping)
         if split not in SPLITS:
             raise InvalidArgumentError("split", split, f"one of {', '.join(SPLITS)}")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -239,7 +240,7 @@ class DomainNetDataset:
     def _read_domain(self, domain: str) -> list[DomainImage]:
         all_classes = domainnet_classes()
         index = {c: i for i, c in enumerate(all_classes)}
-        inside = set(self.mapping.classes)
+        inside = set(self.mapping.folder_names)
         ddir = self.root / domain
         folders, _ = _scan_dir(ddir)
         unknown = [f for f in folders if f not in index]
@@ -318,6 +319,6 @@ class DomainNetDataset:
                 items.extend(DomainImage(domain, f"{domain}/{f}/{n}", index[f], f, ddir / f / n) for n in on_disk[f])
         self.report.outside_imagenet_d[domain] = outside
         have = {it.cls for it in items}
-        self.report.missing_class_folders[domain] = [c for c in self.mapping.classes if c not in have]
+        self.report.missing_class_folders[domain] = [c for c in self.mapping.folder_names if c not in have]
         items.sort(key=lambda it: it.key)
         return _spread(items, self.limit)

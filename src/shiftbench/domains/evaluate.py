@@ -30,7 +30,7 @@ from ..evaluation.data import _DECODE_ERRORS, _load_rgb
 from ..evaluation.errors import ImageReadError
 from ..evaluation.models import Classifier, imagenet_wnids, load_model
 from .dataset import DomainImage, DomainNetDataset
-from .mapping import DOMAINS, ImageNetDMapping, domainnet_classes, load_mapping
+from .mapping import DOMAINS, MAPPINGS, ImageNetDMapping, benchmark_name, domainnet_classes, load_mapping, resolve_mapping
 from .metrics import (
     FilteredResult,
     PredictionCount,
@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS imagenet_d_evaluations(
     data_identity TEXT NOT NULL,
     mapping_digest TEXT NOT NULL,
     created REAL NOT NULL,
+    mapping TEXT,
     UNIQUE(model_identity, model_checksum, data_identity, mapping_digest)
 );
 CREATE TABLE IF NOT EXISTS imagenet_d_predictions(
@@ -89,6 +90,10 @@ def _open_store(path: Path) -> Iterator[sqlite3.Connection]:
     con = sqlite3.connect(str(path), timeout=60.0)
     try:
         con.executescript(_SCHEMA)
+        cols = {r[1] for r in con.execute("PRAGMA table_info(imagenet_d_evaluations)")}
+        if "mapping" not in cols:  # a store written before the mapping name was recorded
+            with con:
+                con.execute("ALTER TABLE imagenet_d_evaluations ADD COLUMN mapping TEXT")
         yield con
     finally:
         con.close()
@@ -125,6 +130,7 @@ class ImageNetDResult:
         analysis: per domain, the most frequently predicted ImageNet classes (004 Figure 2).
         warnings: counted problems of the data (missing folders, missing listed images, unreadable files).
         evaluation_id: row id in the store (None without a store).
+        mapping: the class mapping used (``"paper"``, ``"wordnet"``); stored with the evaluation.
         new_predictions: images predicted in this call (0: all came from the store).
     """
 
@@ -145,11 +151,14 @@ class ImageNetDResult:
     new_predictions: int
     n_images: dict[str, int]
     outside_imagenet_d: dict[str, int] = field(default_factory=dict)
+    mapping: str = "paper"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (no per-image rows)."""
         return {
             "model": self.model,
+            "benchmark": benchmark_name(self.mapping),
+            "mapping": self.mapping,
             "model_checksum": self.model_checksum,
             "data": self.data,
             "domains": list(self.domains),
@@ -182,13 +191,14 @@ def _read(item: DomainImage) -> np.ndarray:
     return np.asarray(preprocess(_load_rgb(item.path), "224"))
 
 
-def _register(con: sqlite3.Connection, clf: Classifier, data: DomainNetDataset, digest: str) -> int:
+def _register(con: sqlite3.Connection, clf: Classifier, data: DomainNetDataset, mapping: ImageNetDMapping) -> int:
+    digest = mapping.digest
     args = (clf.name, clf.identity, clf.checksum, data.describe(), data.identity, digest)
     with con:
         con.execute(
             "INSERT OR IGNORE INTO imagenet_d_evaluations(model, model_identity, model_checksum, data, data_identity, "
-            "mapping_digest, created) VALUES(?,?,?,?,?,?,?)",
-            (*args, time.time()),
+            "mapping_digest, created, mapping) VALUES(?,?,?,?,?,?,?,?)",
+            (*args, time.time(), mapping.name),
         )
     row = con.execute(
         "SELECT id FROM imagenet_d_evaluations WHERE model_identity=? AND model_checksum=? AND data_identity=? "
@@ -213,7 +223,7 @@ def evaluate_imagenet_d(
     rerun: bool = False,
     top: int = 10,
     progress: Callable[[int, int, str], None] | None = None,
-    mapping: ImageNetDMapping | None = None,
+    mapping: str | ImageNetDMapping | None = None,
 ) -> ImageNetDResult:
     """Evaluate an ImageNet-1k classifier on ImageNet-D.
 
@@ -231,12 +241,14 @@ def evaluate_imagenet_d(
         rerun: discard stored predictions of this evaluation first.
         top: classes per domain in the error analysis.
         progress: called as ``progress(done, total, domain)`` after each batch.
+        mapping: ``"paper"`` (ImageNet-D as published, the default), ``"wordnet"`` or an
+            :class:`ImageNetDMapping`; recorded with the stored evaluation.
 
     Raises:
         InvalidArgumentError: the model's outputs are not the 1000 ImageNet-1k classes.
         DataError and its subclasses: see :class:`DomainNetDataset`.
     """
-    m = mapping or load_mapping()
+    m = data.mapping if isinstance(data, DomainNetDataset) and mapping is None else resolve_mapping(mapping)
     if data is None:
         raise InvalidArgumentError("data", None, "a DomainNet folder (<root>/<domain>/<class>/<image>)")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -263,7 +275,7 @@ def evaluate_imagenet_d(
     try:
         eval_id = None
         if con is not None:
-            eval_id = _register(con, clf, ds, m.digest)
+            eval_id = _register(con, clf, ds, m)
             if rerun:
                 with con:
                     con.execute("DELETE FROM imagenet_d_predictions WHERE evaluation_id=?", (eval_id,))
@@ -374,10 +386,11 @@ def evaluate_imagenet_d(
         new_predictions=new,
         n_images={d: len(preds[d].keys) for d in ds.domains},
         outside_imagenet_d=dict(ds.report.outside_imagenet_d),
+        mapping=m.name,
     )
 
 
-def stored_scores(store: str | Path, mapping: ImageNetDMapping | None = None) -> dict[str, dict[str, float]]:
+def stored_scores(store: str | Path, mapping: str | ImageNetDMapping | None = None) -> dict[str, dict[str, float]]:
     """Scores of every model in a results store, for rank correlations.
 
     Returns ``model -> {benchmark: score}`` with ``"IN-D <domain>"`` top-1 errors
@@ -389,7 +402,7 @@ def stored_scores(store: str | Path, mapping: ImageNetDMapping | None = None) ->
     from ..evaluation.runner import resolve_baseline
     from ..evaluation.store import ResultsStore
 
-    m = mapping or load_mapping()
+    m = resolve_mapping(mapping)  # one mapping: scores of different mappings are not comparable
     path = Path(store)
     out: dict[str, dict[str, float]] = {}
     with ResultsStore(path, create=False) as db:
@@ -413,14 +426,19 @@ def stored_scores(store: str | Path, mapping: ImageNetDMapping | None = None) ->
     return out
 
 
-def stored_domain_errors(store: str | Path, mapping: ImageNetDMapping | None = None) -> list[dict[str, Any]]:
-    """Every stored ImageNet-D evaluation made with ``mapping``: per-domain top-1 errors and mDE.
+def stored_domain_errors(store: str | Path, mapping: str | ImageNetDMapping | None = None) -> list[dict[str, Any]]:
+    """Stored ImageNet-D evaluations: per-domain top-1 errors and mDE.
 
-    Returns records ``{"evaluation", "model", "data", "images", "errors": {domain: fraction}, "mde": % or None}``
-    in evaluation order; mDE is None unless all six domains are stored. A store
-    without ImageNet-D tables gives an empty list.
+    ``mapping`` None gives every evaluation made with a shipped mapping (each record
+    says which); a name or object gives only those made with that mapping. Records:
+    ``{"evaluation", "model", "data", "images", "mapping", "benchmark", "errors": {domain:
+    fraction}, "mde": % or None}`` in evaluation order; mDE is None unless all six domains
+    are stored. Evaluations with different mappings score different class sets: never rank
+    them together (``benchmark`` is ``imagenet-d`` for the paper's mapping,
+    ``imagenet-d:<name>`` otherwise). A store without ImageNet-D tables gives an empty list.
     """
-    m = mapping or load_mapping()
+    wanted = [resolve_mapping(mapping)] if mapping is not None else [load_mapping(n) for n in MAPPINGS]
+    by_digest = {m.digest: m for m in wanted}
     path = Path(store)
     names = domainnet_classes()
     out: list[dict[str, Any]] = []
@@ -428,10 +446,11 @@ def stored_domain_errors(store: str | Path, mapping: ImageNetDMapping | None = N
     try:
         if con.execute("SELECT 1 FROM sqlite_master WHERE name='imagenet_d_evaluations'").fetchone() is None:
             return []
-        evs = con.execute(
-            "SELECT id, model, data FROM imagenet_d_evaluations WHERE mapping_digest=? ORDER BY id", (m.digest,)
-        ).fetchall()
-        for eid, model, data in evs:
+        evs = con.execute("SELECT id, model, data, mapping_digest FROM imagenet_d_evaluations ORDER BY id").fetchall()
+        for eid, model, data, digest in evs:
+            m = by_digest.get(digest)
+            if m is None:
+                continue
             errs: dict[str, float] = {}
             n = 0
             for d in DOMAINS:
@@ -444,7 +463,10 @@ def stored_domain_errors(store: str | Path, mapping: ImageNetDMapping | None = N
                     n += len(rows)
             if errs:
                 mde = mean_domain_error(errs) if len(errs) == len(DOMAINS) else None
-                out.append({"evaluation": eid, "model": model, "data": data, "images": n, "errors": errs, "mde": mde})
+                out.append(
+                    {"evaluation": eid, "model": model, "data": data, "images": n, "mapping": m.name,
+                     "benchmark": benchmark_name(m.name), "errors": errs, "mde": mde}
+                )  # fmt: skip
     finally:
         con.close()
     return out

@@ -28,12 +28,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..evaluation.errors import IncompleteResultsError
-from .mapping import DOMAINS, ImageNetDMapping, imagenet_classes, load_mapping
+from .mapping import DOMAINS, ImageNetDMapping, imagenet_classes, resolve_mapping
 
 __all__ = [
     "alexnet_errors",
@@ -48,6 +49,10 @@ __all__ = [
     "filtered_evaluation",
     "spearman",
     "rank_correlations",
+    "ConfusionMatrix",
+    "confusion_matrix",
+    "ImageNetRow",
+    "imagenet_filtered_evaluation",
 ]
 
 ALEXNET_SOURCE = "AlexNet top-1 errors on ImageNet-D, Rusak et al., ImageNet-D, Table 2 (not re-measured)"
@@ -69,7 +74,7 @@ def _labels_preds(labels: Sequence[str], predictions: Sequence[int]) -> tuple[li
     return lab, pred
 
 
-def domain_error(labels: Sequence[str], predictions: Sequence[int], mapping: ImageNetDMapping | None = None) -> float:
+def domain_error(labels: Sequence[str], predictions: Sequence[int], mapping: str | ImageNetDMapping | None = None) -> float:
     """Top-1 error (fraction) with one-to-many correctness.
 
     Args:
@@ -77,17 +82,17 @@ def domain_error(labels: Sequence[str], predictions: Sequence[int], mapping: Ima
         predictions: arg-max ImageNet-1k index of each image.
         mapping: the class mapping (default: the shipped one).
     """
-    m = mapping or load_mapping()
+    m = resolve_mapping(mapping)
     lab, pred = _labels_preds(labels, predictions)
     ok = m.correct(lab, pred)
     return 1.0 - sum(ok) / len(ok)
 
 
 def topk_domain_error(
-    labels: Sequence[str], topk: Sequence[Sequence[int]], mapping: ImageNetDMapping | None = None
+    labels: Sequence[str], topk: Sequence[Sequence[int]], mapping: str | ImageNetDMapping | None = None
 ) -> float:
     """Top-k error: no one of the k best ImageNet-1k classes is accepted for the label."""
-    m = mapping or load_mapping()
+    m = resolve_mapping(mapping)
     lab = list(labels)
     if len(lab) != len(topk) or not lab:
         raise InvalidArgumentError("topk", f"{len(topk)} rows", f"one row per label ({len(lab)})")
@@ -179,7 +184,7 @@ def error_analysis(
     labels: Sequence[str] | None = None,
     errors_only: bool = False,
     top: int = 10,
-    mapping: ImageNetDMapping | None = None,
+    mapping: str | ImageNetDMapping | None = None,
 ) -> list[PredictionCount]:
     """The ImageNet-1k classes predicted most often (004 Figure 2).
 
@@ -192,7 +197,7 @@ def error_analysis(
 
     Ties are broken by the lower ImageNet index, so the result is deterministic.
     """
-    m = mapping or load_mapping()
+    m = resolve_mapping(mapping)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise InvalidArgumentError("top", top, "a positive number of classes")
     preds = [int(p) for p in predictions]
@@ -234,10 +239,10 @@ class FilteredResult:
 
 
 def filtered_evaluation(
-    labels: Sequence[str], predictions: Sequence[int], mapping: ImageNetDMapping | None = None
+    labels: Sequence[str], predictions: Sequence[int], mapping: str | ImageNetDMapping | None = None
 ) -> FilteredResult:
     """Top-1 error when predictions outside ImageNet-D are filtered out (004 Table 4)."""
-    m = mapping or load_mapping()
+    m = resolve_mapping(mapping)
     lab, pred = _labels_preds(labels, predictions)
     inside = m.imagenet_indices
     ok = m.correct(lab, pred)
@@ -249,6 +254,134 @@ def filtered_evaluation(
         filtered_error=(1.0 - sum(kept) / len(kept)) if kept else None,
         rejected=n_rej / len(pred),
         n_rejected=n_rej,
+    )
+
+
+OUTSIDE = "(outside ImageNet-D)"
+"""Column name of :class:`ConfusionMatrix` for predictions that map to no ImageNet-D class."""
+
+
+@dataclass(frozen=True)
+class ConfusionMatrix:
+    """True ImageNet-D class x predicted ImageNet-D class (004 section 1: the check of the mapping on "real").
+
+    Attributes:
+        classes: row order (ImageNet-D classes); the columns are ``classes`` plus :data:`OUTSIDE`.
+        counts: ``len(classes) x (len(classes) + 1)`` image counts.
+        ambiguous: predictions that map to several classes, none of them the true one
+            (counted in the first in class order; 0 for the paper's mapping, whose sets are disjoint).
+    """
+
+    classes: tuple[str, ...]
+    counts: np.ndarray
+    ambiguous: int = 0
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (*self.classes, OUTSIDE)
+
+    def diagonal_share(self) -> dict[str, float | None]:
+        """Per class: the share of its images predicted as an ImageNet class of that class (None: no images)."""
+        tot = self.counts.sum(axis=1)
+        return {c: (float(self.counts[i, i] / tot[i]) if tot[i] else None) for i, c in enumerate(self.classes)}
+
+    def confusions(self, top: int = 20, *, outside: bool = False) -> list[tuple[str, str, int, float]]:
+        """The largest off-diagonal cells ``(true, predicted, count, share of the true class's images)``.
+
+        A large cell between two classes is where a mapping is likely wrong or too narrow
+        (e.g. bed images predicted as four-poster, which the published mapping does not accept).
+        ``outside=True`` also lists the column of predictions outside ImageNet-D.
+        """
+        tot = self.counts.sum(axis=1)
+        cells = []
+        for i, c in enumerate(self.classes):
+            for j, p in enumerate(self.columns):
+                if i == j or (p == OUTSIDE and not outside) or not self.counts[i, j]:
+                    continue
+                cells.append((c, p, int(self.counts[i, j]), float(self.counts[i, j] / tot[i])))
+        cells.sort(key=lambda t: (-t[2], -t[3], t[0], t[1]))
+        return cells[:top]
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """One dict per true class (``class``, ``images``, ``diagonal``, then one count per column)."""
+        share = self.diagonal_share()
+        return [
+            {"class": c, "images": int(self.counts[i].sum()), "diagonal": share[c],
+             **{p: int(self.counts[i, j]) for j, p in enumerate(self.columns)}}
+            for i, c in enumerate(self.classes)
+        ]  # fmt: skip
+
+
+def confusion_matrix(
+    labels: Sequence[str], predictions: Sequence[int], mapping: str | ImageNetDMapping | None = None
+) -> ConfusionMatrix:
+    """Count how often each ImageNet-D class's images are predicted as each ImageNet-D class.
+
+    ``labels`` are DomainNet folders (merged folders count for their class), ``predictions``
+    arg-max ImageNet-1k indices, mapped back with ``mapping.to_domainnet``. Run on the "real"
+    domain, the diagonal should hold most images; off-diagonal mass shows ImageNet classes a
+    mapping forgot or put in the wrong class (004 section 1).
+    """
+    m = resolve_mapping(mapping)
+    lab, pred = _labels_preds(labels, predictions)
+    row = {c: i for i, c in enumerate(m.classes)}
+    counts = np.zeros((len(m.classes), len(m.classes) + 1), dtype=np.int64)
+    ambiguous = 0
+    for c, p in zip(lab, pred, strict=True):
+        i = row[m.class_of(c)]
+        hit = m.to_domainnet(p)
+        if not hit:
+            counts[i, -1] += 1
+        elif m.classes[i] in hit:
+            counts[i, i] += 1
+        else:
+            ambiguous += len(hit) > 1
+            counts[i, row[hit[0]]] += 1
+    return ConfusionMatrix(m.classes, counts, ambiguous)
+
+
+@dataclass(frozen=True)
+class ImageNetRow:
+    """004 Table 4, first row: ImageNet validation images restricted to the ImageNet-D classes.
+
+    Attributes:
+        n_total: validation images read.
+        n: those whose ImageNet label maps to an ImageNet-D class (the images scored).
+        outside: share of ``n_total`` whose label maps to no ImageNet-D class (004 prints 52.7 %).
+        error: top-1 error on the ``n`` images, a prediction counting as correct when it is one
+            of the ImageNet classes of the label's ImageNet-D class (labels mapped to ImageNet-D).
+        filtered_error: the error on those of the ``n`` whose prediction maps to ImageNet-D.
+        rejected: share of the ``n`` whose prediction maps to no ImageNet-D class.
+    """
+
+    n_total: int
+    n: int
+    outside: float
+    error: float | None
+    filtered_error: float | None
+    rejected: float | None
+
+
+def imagenet_filtered_evaluation(
+    labels: Sequence[int], predictions: Sequence[int], mapping: str | ImageNetDMapping | None = None
+) -> ImageNetRow:
+    """004 Table 4's "IN val" row from ImageNet-1k labels and arg-max predictions (both class indices)."""
+    m = resolve_mapping(mapping)
+    lab, pred = [int(v) for v in labels], [int(v) for v in predictions]
+    if len(lab) != len(pred) or not lab:
+        raise InvalidArgumentError("predictions", f"{len(pred)} predictions", f"one per label ({len(lab)}), >= 1")
+    inside = m.imagenet_indices
+    kept = [(y, p) for y, p in zip(lab, pred, strict=True) if y in inside]
+    ok = [bool(set(m.to_domainnet(y)) & set(m.to_domainnet(p))) for y, p in kept]
+    mapped = [o for o, (_, p) in zip(ok, kept, strict=True) if p in inside]
+    n = len(kept)
+    return ImageNetRow(
+        n_total=len(lab),
+        n=n,
+        outside=1.0 - n / len(lab),
+        error=(1.0 - sum(ok) / n) if n else None,
+        filtered_error=(1.0 - sum(mapped) / len(mapped)) if mapped else None,
+        rejected=(1.0 - len(mapped) / n) if n else None,
     )
 
 

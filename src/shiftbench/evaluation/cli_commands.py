@@ -116,6 +116,12 @@ def _other_benchmark_handler(name: str) -> Any:
 
 
 def _evaluate_command(**kw: Any) -> None:
+    if kw.get("mapping") is not None and kw.get("benchmark") != "imagenet-d":
+        raise click.BadParameter(
+            f"--mapping applies to --benchmark imagenet-d, not {kw.get('benchmark')!r}", param_hint="--mapping"
+        )
+    if kw.get("benchmark") != "imagenet-d":
+        kw.pop("mapping", None)
     if kw.get("benchmark") in OTHER_BENCHMARKS:
         _other_benchmark_handler(kw["benchmark"])(**kw)
         return
@@ -204,14 +210,19 @@ def _imagenet_d_records(store: str, model: str | None) -> list[dict[str, Any]]:
 def _render_imagenet_d(records: list[dict[str, Any]], console: Console) -> None:
     from ..domains.mapping import DOMAINS
 
-    t = Table(title="ImageNet-D leaderboard by mDE (top-1 error per domain, %)", title_justify="left", header_style="bold")
-    for col in ("Model", "Images", *DOMAINS, "mDE"):
-        t.add_column(col, justify="left" if col == "Model" else "right")
-    ordered = sorted(records, key=lambda r: (r["mde"] is None, r["mde"] or 0.0))
-    for r in ordered:
-        cells = [f"{100 * r['errors'][d]:.1f}" if d in r["errors"] else "–" for d in DOMAINS]
-        t.add_row(f"{r['model']} #{r['evaluation']}", str(r["images"]), *cells, "–" if r["mde"] is None else f"{r['mde']:.1f}")
-    console.print(t)
+    # One leaderboard per class mapping: different mappings score different class sets.
+    for bench in sorted({r.get("benchmark", "imagenet-d") for r in records}):
+        group = [r for r in records if r.get("benchmark", "imagenet-d") == bench]
+        mapping = group[0].get("mapping", "paper")
+        title = f"ImageNet-D leaderboard by mDE (top-1 error per domain, %; {mapping} mapping, benchmark {bench})"
+        t = Table(title=title, title_justify="left", header_style="bold")
+        for col in ("Model", "Images", *DOMAINS, "mDE"):
+            t.add_column(col, justify="left" if col == "Model" else "right")
+        for r in sorted(group, key=lambda r: (r["mde"] is None, r["mde"] or 0.0)):
+            cells = [f"{100 * r['errors'][d]:.1f}" if d in r["errors"] else "–" for d in DOMAINS]
+            mde = "–" if r["mde"] is None else f"{r['mde']:.1f}"
+            t.add_row(f"{r['model']} #{r['evaluation']}", str(r["images"]), *cells, mde)
+        console.print(t)
     console.print("mDE: mean over the six domains of the error divided by AlexNet's (ImageNet-D Table 2); – : domain not stored.")
 
 
@@ -408,6 +419,12 @@ def register(cli: click.Group) -> None:
         help="imagenet-p: difficulties, e.g. 1-3 or 1,2 (default: 1, the level of the published AlexNet numbers).",
     )
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the on-the-fly corruptions.")
+    @click.option(
+        "--mapping",
+        type=click.Choice(["paper", "wordnet"]),
+        default=None,
+        help="imagenet-d: class mapping, paper (as published, the default) or wordnet (curated variant).",
+    )
     @click.option(
         "--release/--no-release",
         default=False,
