@@ -68,8 +68,23 @@ def test_version_2_store_lists_every_benchmark(tmp_path: Path, capsys: pytest.Ca
     before = MF.stored_rows(store)
     assert main(["results", "--store", str(store)]) == 0
     out = capsys.readouterr().out
-    for title in ("by mFR: imagenet-p", "ImageNet-D leaderboard by mDE", "Leaderboard by mCE: imagenet-c"):
+    for title in (
+        "by mFR: imagenet-p",
+        "ImageNet-D leaderboard by mDE",
+        "Leaderboard by mCE: imagenet-c",
+        "Leaderboard by mCE: imagenet-noc",
+    ):
         assert title in out
+    assert main(["results", "--store", str(store), "--results-format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {"rows", "imagenet_p", "imagenet_d", "imagenet_noc"} <= set(doc)
+    (noc,) = doc["imagenet_noc"]
+    assert noc["model"] == "toy" and noc["images"] == 2 and len(noc["ce"]) == 8 and noc["mce"] is not None
+    assert main(["results", "--store", str(store), "--results-format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("benchmark,") and {ln.split(",")[0] for ln in lines[1:]} == {
+        "imagenet-c", "imagenet-p", "imagenet-noc", "imagenet-d"
+    }
     assert MF.stored_rows(store) == before == json.loads((FIXTURES / "v2_rows.json").read_text())
 
 

@@ -125,7 +125,7 @@ class ImageNetC(Benchmark):
 
     def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
         with ResultsStore(store, create=False) as db:
-            evs = [e for e in db.evaluations(model) if e.benchmark != "imagenet-p"]
+            evs = [e for e in db.evaluations(model) if e.benchmark in BENCHMARKS]
             if evaluation is not None:
                 evs = [e for e in evs if e.id == evaluation]
             if not evs:
@@ -177,7 +177,7 @@ class ImageNetC(Benchmark):
 
     def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
         with ResultsStore(store, create=False) as db:
-            evs = [e for e in db.evaluations(model) if e.benchmark != "imagenet-p"]
+            evs = [e for e in db.evaluations(model) if e.benchmark in BENCHMARKS]
             if evaluation is not None:
                 evs = [e for e in evs if e.id == evaluation]
             if not evs:

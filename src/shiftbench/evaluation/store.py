@@ -393,11 +393,6 @@ class ResultsStore:
             except sqlite3.OperationalError as e:
                 if "locked" not in str(e) and "busy" not in str(e):
                     raise
-                if time.monotonic() >= deadline:
-                    raise StoreError(
-                        f"--store {str(self.path)!r} is locked by another writer (another shiftbench run?): waited "
-                        f"{_lock_wait():.0f} s. Let it finish, or pass another --store."
-                    ) from e
                 if not told:
                     print(
                         f"The store {str(self.path)!r} is locked by another writer; waiting up to "
@@ -405,6 +400,11 @@ class ResultsStore:
                         file=sys.stderr,
                     )
                     told = True
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        f"--store {str(self.path)!r} is locked by another writer (another shiftbench run?): waited "
+                        f"{_lock_wait():.0f} s. Let it finish, or pass another --store."
+                    ) from e
                 time.sleep(0.2)
 
     def _migrate(self) -> None:
