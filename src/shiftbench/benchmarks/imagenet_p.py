@@ -94,9 +94,7 @@ class ImageNetP(Benchmark):
 
     def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
         with ResultsStore(store, create=False) as db:
-            evs = [e for e in db.evaluations(model) if e.benchmark == self.name]
-            if evaluation is not None:
-                evs = [e for e in evs if e.id == evaluation]
+            evs = db.evaluations_of([self.name], model, evaluation)
             if not evs:
                 return None
             records = results_section(db, evs, baseline)
@@ -105,9 +103,7 @@ class ImageNetP(Benchmark):
 
     def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
         with ResultsStore(store, create=False) as db:
-            evs = [e for e in db.evaluations(model) if e.benchmark == self.name]
-            if evaluation is not None:
-                evs = [e for e in evs if e.id == evaluation]
+            evs = db.evaluations_of([self.name], model, evaluation)
             if not evs:
                 return False
             t = Table(title=f"ImageNet-P runs in {store}", title_justify="left", header_style="bold")

@@ -644,6 +644,16 @@ class ResultsStore:
 
     # -- reading ---------------------------------------------------------------------
 
+    def evaluations_of(
+        self, benchmarks: Sequence[str], model: str | None = None, evaluation: int | None = None
+    ) -> list[EvaluationInfo]:
+        """Stored evaluations of these benchmarks (optionally: model names containing ``model``, one id)."""
+        return [
+            e
+            for e in self.evaluations(model)
+            if e.benchmark in benchmarks and (evaluation is None or e.id == evaluation)
+        ]
+
     def evaluations(self, model: str | None = None) -> list[EvaluationInfo]:
         """Stored evaluations, oldest first (``model``: keep names containing this text)."""
         rows = self._db.execute(
