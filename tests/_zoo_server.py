@@ -46,9 +46,11 @@ def start(server_state: FileServer) -> tuple[ThreadingHTTPServer, threading.Thre
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             served = state.files.get(self.path)
             rng = self.headers.get("Range")
+            # Each request is logged before its response goes out, so a test that
+            # reads the log after the client returns never races the handler thread.
             if served is None:
-                self.send_error(404)
                 state.log.append(Logged(self.path, rng, 404, 0))
+                self.send_error(404)
                 return
             time.sleep(served.delay)
             body, start_at, status = served.body, 0, 200
@@ -56,25 +58,24 @@ def start(server_state: FileServer) -> tuple[ThreadingHTTPServer, threading.Thre
             if m and served.honour_range:
                 start_at = int(m.group(1))
                 if start_at >= len(body):
+                    state.log.append(Logged(self.path, rng, 416, 0))
                     self.send_response(416)
                     self.send_header("Content-Range", f"bytes */{len(body)}")
                     self.send_header("Content-Length", "0")
                     self.end_headers()
-                    state.log.append(Logged(self.path, rng, 416, 0))
                     return
                 status = 206
             chunk = body[start_at:]
+            sent = chunk if served.cut_after is None else chunk[: served.cut_after]
+            state.log.append(Logged(self.path, rng, status, len(sent)))
             self.send_response(status)
             self.send_header("Content-Type", served.content_type)
             self.send_header("Content-Length", str(len(chunk)))
             if status == 206:
                 self.send_header("Content-Range", f"bytes {start_at}-{len(body) - 1}/{len(body)}")
             self.end_headers()
-            if served.cut_after is not None:
-                chunk = chunk[: served.cut_after]
-            self.wfile.write(chunk)
+            self.wfile.write(sent)
             self.wfile.flush()
-            state.log.append(Logged(self.path, rng, status, len(chunk)))
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True

@@ -126,7 +126,7 @@ def test_cli_json_has_mapping_and_confusion(real_dir: Path, tmp_path: Path, caps
     assert json.loads(out.read_text())["n_images"]["real"] == 10
     capsys.readouterr()
     assert main(["evaluate", "--mapping", "wordnet", "--data", str(real_dir)]) == 2
-    assert "--mapping applies to --benchmark imagenet-d" in capsys.readouterr().err
+    assert "--mapping does not apply to imagenet-c" in capsys.readouterr().err
 
 
 def test_imagenet_val_row_math_by_hand() -> None:

@@ -311,21 +311,21 @@ def test_cli_evaluate_and_results(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_cli_ctrl_c_says_how_to_resume(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from shiftbench.evaluation import cli_commands
+    from shiftbench.benchmarks import imagenet_c
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_commands, "evaluate", interrupted)
+    monkeypatch.setattr(imagenet_c, "evaluate", interrupted)
     assert main(["evaluate", "--store", str(tmp_path / "s.sqlite"), "--no-progress"]) == 130
     assert "run the same command again to resume" in capsys.readouterr().err
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["evaluate", "--data", str(tmp_path / "missing"), "--store", str(tmp_path / "s.sqlite")]) == 1
+    assert main(["evaluate", "--data", str(tmp_path / "missing"), "--store", str(tmp_path / "s.sqlite")]) == 2
     assert "--data" in capsys.readouterr().err
     assert main(["evaluate", "--model", "resnet5O", "--store", str(tmp_path / "s.sqlite")]) != 0
-    assert main(["results", "--store", str(tmp_path / "none.sqlite")]) == 1
+    assert main(["results", "--store", str(tmp_path / "none.sqlite")]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 

@@ -364,7 +364,7 @@ def test_missing_released_folders_are_listed(tmp_path: Path, toy: Any, capsys: p
     rc = main(["evaluate", "--benchmark", "imagenet-p", "--released", str(tmp_path / "P"), "--perturbations",
                "rotate,gaussian_noise", "--difficulties", "1,2", "--store", str(tmp_path / "s.sqlite")])
     err = capsys.readouterr().err
-    assert rc == 1 and "gaussian_noise, gaussian_noise_2" in err and "Present folders: rotate" in err
+    assert rc == 2 and "gaussian_noise, gaussian_noise_2" in err and "Present folders: rotate" in err
 
 
 def test_ctrl_c_says_how_to_resume(
@@ -373,9 +373,9 @@ def test_ctrl_c_says_how_to_resume(
     def interrupted(*a: object, **k: object) -> None:
         raise KeyboardInterrupt
 
-    import shiftbench.perturbations.cli as PC
+    import shiftbench.benchmarks.imagenet_p as BP
 
-    monkeypatch.setattr(PC, "evaluate_p", interrupted)
+    monkeypatch.setattr(BP, "evaluate_p", interrupted)
     assert main(["evaluate", "--benchmark", "imagenet-p", "--store", str(tmp_path / "s.sqlite")]) == 130
     assert "run the same command again to resume" in capsys.readouterr().err
 

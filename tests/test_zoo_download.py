@@ -345,7 +345,7 @@ def test_cli_evaluate_with_a_zoo_model(zoo_entry: ZooEntry, tmp_path: Path, caps
     # the report goes straight into the published-table comparison
     report = tmp_path / "report.json"
     report.write_text(json.dumps(zoo_doc))
-    assert main(["zoo", "table", "000:1", "--measured", str(report), "--format", "json"]) == 0
+    assert main(["zoo", "table", "000:1", "--measured", str(report), "--results-format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["unmatched"] == ["test-lite0"]  # not a row of 000:1: listed, not dropped
     assert main(["zoo", "table", "000:1", "--measured", str(report)]) == 0
@@ -353,7 +353,7 @@ def test_cli_evaluate_with_a_zoo_model(zoo_entry: ZooEntry, tmp_path: Path, caps
     # under a name the table knows, the measured values sit beside the paper's (in %)
     zoo_doc["rows"][-1]["model"] = "zoo:resnet50"
     report.write_text(json.dumps(zoo_doc))
-    assert main(["zoo", "table", "000:1", "--measured", str(report), "--format", "json"]) == 0
+    assert main(["zoo", "table", "000:1", "--measured", str(report), "--results-format", "json"]) == 0
     r50 = next(r for r in json.loads(capsys.readouterr().out)["rows"] if r["label"] == "ResNet-50")
     ce = zoo_row["corruptions"]["contrast"]["ce"]
     assert r50["measured"] == {

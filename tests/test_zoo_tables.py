@@ -160,7 +160,7 @@ def test_published_for_lists_every_table_of_a_model() -> None:
 
 
 def test_cli_zoo_list_table_and_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["zoo", "list", "--json"]) == 0
+    assert main(["zoo", "list", "--results-format", "json"]) == 0
     listed = {r["model"]: r for r in json.loads(capsys.readouterr().out)}
     assert set(listed) == {f"zoo:{n}" for n in entries()}
     assert (
@@ -169,7 +169,7 @@ def test_cli_zoo_list_table_and_info(tmp_path: Path, capsys: pytest.CaptureFixtu
     )
     measured = tmp_path / "m.json"
     measured.write_text(json.dumps({"resnet50": {"imagenet_c_mce": 76.0, "imagenet_noc_mce": 80.0}}))
-    assert main(["zoo", "table", "003:3", "--measured", str(measured), "--format", "csv"]) == 0
+    assert main(["zoo", "table", "003:3", "--measured", str(measured), "--results-format", "csv"]) == 0
     out = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     r50 = [r for r in out if r["model"] == "zoo:resnet50"]
     assert [(r["column"], float(r["difference"])) for r in r50] == [
@@ -179,5 +179,5 @@ def test_cli_zoo_list_table_and_info(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["zoo", "info", "resnet50-ant3x3"]) == 0
     info = capsys.readouterr().out
     assert "ANT3x3_Model.pth" in info and "none published" in info and "003:4 'ANT ^{3x3}'" in info
-    assert main(["zoo", "table", "004:9"]) == 1
+    assert main(["zoo", "table", "004:9"]) == 2
     assert "004:3" in capsys.readouterr().err

@@ -68,6 +68,8 @@ __all__ = [
     "PRunInfo",
     "DEFAULT_STORE",
     "EXPORT_TABLES",
+    "LOCK_WAIT_S",
+    "check_store_path",
     "encode_top5",
     "decode_top5",
 ]
@@ -75,6 +77,46 @@ __all__ = [
 SCHEMA_VERSION = 2
 DEFAULT_STORE = Path("shiftbench-workspace") / "results.sqlite"
 EXPORT_TABLES = ("runs", "predictions", "p_runs", "p_videos")
+
+LOCK_WAIT_S = 60.0
+"""How long a write waits for another writer of the same store before it fails (``SHIFTBENCH_LOCK_WAIT`` overrides)."""
+
+# Tables other parts of shiftbench keep in the same file (ImageNet-D, the overlap study and ImageNet-NOC).
+_COMPANION_PREFIXES = ("imagenet_d_", "overlap_")
+
+
+def check_store_path(path: str | Path, option: str = "--store") -> None:
+    """Fail now (before any work) if a store cannot be created or written at ``path``.
+
+    Raises:
+        InvalidArgumentError: a folder, a read-only file, or no writable folder to create it in.
+    """
+    import os
+
+    p = Path(path)
+    if p.is_dir():
+        raise InvalidArgumentError(option, str(path), "a database file path, not a folder")
+    if p.exists():
+        if not os.access(p, os.R_OK | os.W_OK):
+            raise InvalidArgumentError(option, str(path), "a store this user can read and write", "Permission denied.")
+        return
+    anc = p.parent if str(p.parent) else Path(".")
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir() or not os.access(anc, os.W_OK | os.X_OK):
+        raise InvalidArgumentError(
+            option, str(path), "a path in a folder this user can write", f"{str(anc)!r} is not writable."
+        )
+
+
+def _lock_wait() -> float:
+    import os
+
+    try:
+        return max(0.0, float(os.environ.get("SHIFTBENCH_LOCK_WAIT", LOCK_WAIT_S)))
+    except ValueError:
+        return LOCK_WAIT_S
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -290,7 +332,7 @@ class ResultsStore:
                 raise StoreError(f"--store {str(self.path)!r} does not exist (no results have been stored there yet)")
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+            self._db = sqlite3.connect(str(self.path), timeout=1.0, isolation_level=None)
             self._db.execute("PRAGMA foreign_keys=ON")
             self._check_and_create()
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -302,6 +344,8 @@ class ResultsStore:
 
     def _check_and_create(self) -> None:
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables == {"meta"} and self._db.execute("SELECT COUNT(*) FROM meta").fetchone()[0] == 0:
+            tables = set()  # an empty meta table and nothing else: a store whose creation never finished
         if "meta" in tables:
             row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None:
@@ -317,24 +361,56 @@ class ResultsStore:
             if found < SCHEMA_VERSION:
                 self._migrate()
             return
-        if tables:
+        foreign = {t for t in tables if not t.startswith(_COMPANION_PREFIXES) and t != "sqlite_sequence"}
+        if foreign:
+            tables = foreign
             raise StoreError(
                 f"--store {str(self.path)!r} is an SQLite database with other tables "
                 f"({', '.join(sorted(tables)[:5])}): not a shiftbench results store; pass another --store"
             )
-        self._db.executescript(
-            "BEGIN IMMEDIATE;"
-            + _SCHEMA
-            + _SCHEMA_V2
-            + f"INSERT OR IGNORE INTO meta VALUES('schema_version', '{SCHEMA_VERSION}');"
-            + "INSERT OR IGNORE INTO meta VALUES('created_by', 'shiftbench');"
-            + "COMMIT;"
-        )
+        self._begin()
+        try:
+            for stmt in (_SCHEMA + _SCHEMA_V2).split(";"):
+                if stmt.strip():
+                    self._db.execute(stmt)
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES('created_by', 'shiftbench')")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _begin(self) -> None:
+        """``BEGIN IMMEDIATE``, waiting for another writer with a message on stderr, then a clear error."""
+        import sys
+
+        deadline = time.monotonic() + _lock_wait()
+        told = False
+        while True:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise
+                if not told:
+                    print(
+                        f"The store {str(self.path)!r} is locked by another writer; waiting up to "
+                        f"{_lock_wait():.0f} s ...",
+                        file=sys.stderr,
+                    )
+                    told = True
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        f"--store {str(self.path)!r} is locked by another writer (another shiftbench run?): waited "
+                        f"{_lock_wait():.0f} s. Let it finish, or pass another --store."
+                    ) from e
+                time.sleep(0.2)
 
     def _migrate(self) -> None:
         """Upgrade an older store in place, one version at a time, each step in one transaction."""
         while True:
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin()
             try:
                 found = int(self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
                 if found >= SCHEMA_VERSION:
@@ -364,7 +440,7 @@ class ResultsStore:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: everything inside is stored, or nothing (also after ``kill -9``)."""
-        self._db.execute("BEGIN IMMEDIATE")
+        self._begin()
         try:
             yield self._db
         except BaseException:
@@ -567,6 +643,16 @@ class ResultsStore:
                 )
 
     # -- reading ---------------------------------------------------------------------
+
+    def evaluations_of(
+        self, benchmarks: Sequence[str], model: str | None = None, evaluation: int | None = None
+    ) -> list[EvaluationInfo]:
+        """Stored evaluations of these benchmarks (optionally: model names containing ``model``, one id)."""
+        return [
+            e
+            for e in self.evaluations(model)
+            if e.benchmark in benchmarks and (evaluation is None or e.id == evaluation)
+        ]
 
     def evaluations(self, model: str | None = None) -> list[EvaluationInfo]:
         """Stored evaluations, oldest first (``model``: keep names containing this text)."""

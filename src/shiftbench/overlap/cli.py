@@ -1,4 +1,4 @@
-"""CLI of the overlap study: ``shiftbench overlap``, ``shiftbench select`` and ``evaluate --benchmark imagenet-noc``."""
+"""CLI of the overlap study: ``shiftbench overlap run`` and ``shiftbench overlap select``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .harness import DEFAULT_THRESHOLDS
 from .scores import CLEAN, STANDARD, OverlapMatrix, overlap_matrix
 from .select import Selection, select_for_thresholds
 
-__all__ = ["register", "evaluate_command", "read_overlap_matrix"]
+__all__ = ["overlap_group", "select_cmd", "read_overlap_matrix"]
 
 
 def _fmt_selections(sels: list[Selection]) -> str:
@@ -114,239 +114,200 @@ def _thresholds(spec: str | None) -> list[float]:
         raise InvalidArgumentError("thresholds", spec, "comma-separated numbers in [0, 1], e.g. 0,0.05,0.1") from e
 
 
-def register(cli: click.Group) -> None:
-    """Attach ``overlap`` and ``select`` to the root command group."""
+class _OverlapGroup(click.Group):
+    """``shiftbench overlap --config ...`` (options first) still runs the study: it means ``overlap run``."""
 
-    @cli.command("overlap")
-    @click.option(
-        "--config",
-        "config",
-        required=True,
-        help="Study config (TOML file) or a built-in name: mnist-digits, imagenet100-resnet18.",
-    )
-    @click.option("--set", "overrides", multiple=True, help="Override a config value: section.key=value (repeatable).")
-    @click.option("--heatmap/--no-heatmap", default=True, show_default=True, help="Draw <output>/overlap_heatmap.png.")
-    @click.option(
-        "--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the summary as JSON here."
-    )
-    def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out: str | None) -> None:
-        """Train and test a corruption-overlap study, then run Algorithm 1.
-
-        Trains a standard model and one model per corruption (half of every batch
-        corrupted), tests each on the clean and every corrupted test set, stores the
-        accuracy matrix in <output>/overlap.sqlite, and prints the overlap matrix and
-        the benchmark Algorithm 1 builds for each threshold. Interrupted studies resume.
-
-        \b
-          shiftbench overlap --config mnist-digits
-          shiftbench overlap --config imagenet100-resnet18 --set data.root=/data/imagenet
-        """  # noqa: D301
-        from .harness import load_config, run_study
-
-        cfg = load_config(config, _parse_set(overrides))
-        try:
-            res = run_study(cfg, log=lambda s: click.echo(s, err=True), heatmap=heatmap)
-        except KeyboardInterrupt:
-            click.echo(
-                f"\nInterrupted. Finished epochs are checkpointed in {cfg.output}; run the same command to resume.",
-                err=True,
-            )
-            raise
-        acc = res.accuracy
-        click.echo(f"Accuracy (rows: trained with; columns: tested on), store {res.store_path}")
-        click.echo(_fmt_matrix(acc.tests, acc.models, acc.values, "{:6.3f}"))
-        click.echo("Overlapping scores (003 eq. 2)")
-        click.echo(_fmt_matrix(res.overlaps.names, res.overlaps.names, res.overlaps.values))
-        if res.overlaps.undefined:
-            click.echo(
-                f"Undefined (the model did not gain on its own corruption): {', '.join(res.overlaps.undefined)}\n"
-            )
-        click.echo("Algorithm 1")
-        click.echo(_fmt_selections(res.selections))
-        click.echo("Balance (spread of the mCE of single-corruption models, CE normalised by the standard model) and")
-        click.echo("coverage (other candidates overlapping some benchmark corruption by more than 0.3)")
-        for row in res.analyses():
-            bal = f"std {row['mce_std']:.3f}, max-min {row['mce_spread']:.3f}" if "mce_std" in row else "n/a (one corruption)"
-            cov = ""
-            if "covered" in row:
-                n_out = len(row["covered"]) + len(row["uncovered"])
-                cov = f"; covers {len(row['covered'])}/{n_out}"
-                if row["uncovered"]:
-                    cov += " (not: " + ", ".join(u.removeprefix("noc_") for u in row["uncovered"]) + ")"
-            click.echo(f"  {row['benchmark']:<24} balance {bal}{cov}")
-        click.echo("")
-        if res.heatmap:
-            click.echo(f"Heatmap: {res.heatmap}")
-        click.echo(f"Summary: {Path(cfg.output) / 'overlap_result.json'}  ({res.seconds:.0f} s this run)")
-        if json_out:
-            Path(json_out).write_text(json.dumps(res.summary(), indent=1), encoding="utf-8")
-
-    @cli.command("select")
-    @click.option(
-        "--matrix", type=click.Path(dir_okay=False), default=None, help="Overlap matrix: .json (names, values) or .csv."
-    )
-    @click.option(
-        "--store",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="A study's overlap.sqlite (uses its accuracy matrix).",
-    )
-    @click.option("--study", default=None, help="Study name in --store (default: the only one).")
-    @click.option(
-        "--thresholds",
-        default=None,
-        help="Comma-separated, in [0, 1]. Default: 003 Appendix B's 0,0.025,0.05,0.1,0.2,0.35,0.5.",
-    )
-    @click.option("--names", default=None, help="Only these corruptions (comma-separated).")
-    @click.option(
-        "--save", "save_name", default=None, help="Save the benchmark of the first threshold under this name."
-    )
-    @click.option(
-        "--save-file", type=click.Path(dir_okay=False), default=None, help="Where to write it (default: <name>.json)."
-    )
-    @click.option(
-        "--baseline",
-        type=click.Choice(["auto", "alexnet", "standard"]),
-        default="auto",
-        show_default=True,
-        help="CE baseline of a saved benchmark: AlexNet's published ImageNet errors (003 Appendix A), or the "
-        "errors of the study's standard model (needs --store). auto: standard with --store, else alexnet.",
-    )
-    @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-    def select_cmd(
-        matrix: str | None,
-        store: str | None,
-        study: str | None,
-        thresholds: str | None,
-        names: str | None,
-        save_name: str | None,
-        save_file: str | None,
-        baseline: str,
-        fmt: str,
-    ) -> None:
-        """Algorithm 1: the largest set of corruptions whose pairwise overlaps stay under each threshold.
-
-        \b
-          shiftbench select --matrix overlaps.json --thresholds 0.1
-          shiftbench select --store overlap-runs/mnist-digits/overlap.sqlite --thresholds 0.1 --save mnist-noc
-        """  # noqa: D301
-        from .noc import benchmark_from_selection, save_benchmark
-        from .store import OverlapStore
-
-        if (matrix is None) == (store is None):
-            raise click.UsageError("give exactly one of --matrix and --store")
-        db = None
-        acc = None
-        cfg: dict[str, Any] = {}
-        if matrix is not None:
-            om = read_overlap_matrix(matrix)
-        else:
-            if not Path(str(store)).is_file():
-                raise InvalidArgumentError("store", store, "an existing overlap.sqlite of a study")
-            db = OverlapStore(str(store))
-            studies = db.studies()
-            if study is None:
-                if len(studies) != 1:
-                    raise InvalidArgumentError("study", None, f"one of {[n for _, n in studies]}")
-                sid = studies[0][0]
-            else:
-                ids = {n: i for i, n in studies}
-                if study not in ids:
-                    raise InvalidArgumentError("study", study, f"one of {list(ids)}")
-                sid = ids[study]
-            cfg = db.study_config(sid)
-            tests = [CLEAN, *(cfg.get("test_corruptions") or cfg["corruptions"])]
-            acc = db.accuracy_matrix(sid, [STANDARD, *cfg["corruptions"]], tests)
-            om = overlap_matrix(acc, [c for c in cfg["corruptions"] if c in tests], on_undefined="nan")
-        try:
-            sub = [n.strip() for n in names.split(",")] if names else None
-            sels = select_for_thresholds(om, _thresholds(thresholds), sub)
-            if fmt == "json":
-                click.echo(json.dumps({"names": om.names, "selections": [s.to_dict() for s in sels]}, indent=1))
-            else:
-                click.echo(_fmt_selections(sels), nl=False)
-            if save_name:
-                mode = baseline if baseline != "auto" else ("standard" if acc is not None else "alexnet")
-                base = None
-                if mode == "standard":
-                    if acc is None:
-                        raise InvalidArgumentError(
-                            "baseline", "standard", "alexnet with --matrix (the standard model's errors need --store)"
-                        )
-                    base = {c: 1.0 - acc.get(STANDARD, c) for c in sels[0].names}
-                bench = benchmark_from_selection(
-                    sels[0],
-                    save_name,
-                    baseline=base,
-                    baseline_name=f"standard model of study {cfg.get('name')!r}" if base else "custom",
-                )
-                p = save_benchmark(bench, save_file or f"{save_name}.json", store=db)
-                click.echo(f"Saved benchmark {save_name!r} ({', '.join(bench.corruptions)}) to {p}", err=True)
-                click.echo(
-                    f"Evaluate it with: shiftbench evaluate --benchmark imagenet-noc --corruptions {p}", err=True
-                )
-        finally:
-            if db is not None:
-                db.close()
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0].startswith("-") and args[0] not in ("-h", "--help"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
 
 
-def evaluate_command(**kw: Any) -> None:
-    """``shiftbench evaluate --benchmark imagenet-noc``: ImageNet-NOC or a saved benchmark (``--corruptions file.json``)."""
-    from .noc import evaluate_noc
+@click.group("overlap", cls=_OverlapGroup)
+def overlap_group() -> None:
+    """The corruption-overlap study: train and test it (run), build benchmarks from it (select)."""
 
-    for opt, default in (("released", None), ("perturbations", None), ("difficulties", None), ("release", False)):
-        if kw.get(opt) not in (default, None) and kw.get(opt) != default:
-            raise click.BadParameter(f"--{opt} does not apply to --benchmark imagenet-noc", param_hint=f"--{opt}")
-    if kw.get("edition") not in (None, "224"):
-        raise click.BadParameter("imagenet-noc is defined at 224 px only", param_hint="--edition")
-    if kw.get("severities") not in (None, "1-5"):
-        raise click.BadParameter(
-            "imagenet-noc corruptions have no severity levels (one value per image from the whole range)",
-            param_hint="--severities",
+
+
+@overlap_group.command("run")
+@click.option(
+    "--config",
+    "config",
+    required=True,
+    help="Study config (TOML file) or a built-in name: mnist-digits, imagenet100-resnet18.",
+)
+@click.option("--set", "overrides", multiple=True, help="Override a config value: section.key=value (repeatable).")
+@click.option("--heatmap/--no-heatmap", default=True, show_default=True, help="Draw <output>/overlap_heatmap.png.")
+@click.option(
+    "--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the summary as JSON here."
+)
+def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out: str | None) -> None:
+    """Train and test a corruption-overlap study, then run Algorithm 1.
+
+    Trains a standard model and one model per corruption (half of every batch
+    corrupted), tests each on the clean and every corrupted test set, stores the
+    accuracy matrix in <output>/overlap.sqlite, and prints the overlap matrix and
+    the benchmark Algorithm 1 builds for each threshold. Interrupted studies resume.
+
+    \b
+      shiftbench overlap --config mnist-digits
+      shiftbench overlap --config imagenet100-resnet18 --set data.root=/data/imagenet
+    """  # noqa: D301
+    from .harness import load_config, run_study
+
+    cfg = load_config(config, _parse_set(overrides))
+    try:
+        res = run_study(cfg, log=lambda s: click.echo(s, err=True), heatmap=heatmap)
+    except KeyboardInterrupt:
+        click.echo(
+            f"\nInterrupted. Finished epochs are checkpointed in {cfg.output}; run the same command to resume.",
+            err=True,
         )
-    if str(kw.get("baseline", "alexnet")).lower() != "alexnet":
-        raise click.BadParameter(
-            "imagenet-noc normalises by AlexNet's published errors; a saved benchmark carries its own baseline",
-            param_hint="--baseline",
+        raise
+    acc = res.accuracy
+    click.echo(f"Accuracy (rows: trained with; columns: tested on), store {res.store_path}")
+    click.echo(_fmt_matrix(acc.tests, acc.models, acc.values, "{:6.3f}"))
+    click.echo("Overlapping scores (003 eq. 2)")
+    click.echo(_fmt_matrix(res.overlaps.names, res.overlaps.names, res.overlaps.values))
+    if res.overlaps.undefined:
+        click.echo(
+            f"Undefined (the model did not gain on its own corruption): {', '.join(res.overlaps.undefined)}\n"
         )
-    benchmark: str = "imagenet-noc"
-    subset = None
-    corr = kw.get("corruptions")
-    if corr:
-        if corr.endswith(".json") or Path(corr).is_file():
-            benchmark = corr
-        elif corr.startswith("saved:"):
-            benchmark = corr[len("saved:") :]
-        else:
-            subset = [c.strip() for c in corr.split(",") if c.strip()]
-    classes = kw.get("classes", "auto")
-    if classes not in ("auto", "model", "data"):
-        from ..evaluation.models import read_class_list
+    click.echo("Algorithm 1")
+    click.echo(_fmt_selections(res.selections))
+    click.echo("Balance (spread of the mCE of single-corruption models, CE normalised by the standard model) and")
+    click.echo("coverage (other candidates overlapping some benchmark corruption by more than 0.3)")
+    for row in res.analyses():
+        bal = f"std {row['mce_std']:.3f}, max-min {row['mce_spread']:.3f}" if "mce_std" in row else "n/a (one corruption)"
+        cov = ""
+        if "covered" in row:
+            n_out = len(row["covered"]) + len(row["uncovered"])
+            cov = f"; covers {len(row['covered'])}/{n_out}"
+            if row["uncovered"]:
+                cov += " (not: " + ", ".join(u.removeprefix("noc_") for u in row["uncovered"]) + ")"
+        click.echo(f"  {row['benchmark']:<24} balance {bal}{cov}")
+    click.echo("")
+    if res.heatmap:
+        click.echo(f"Heatmap: {res.heatmap}")
+    click.echo(f"Summary: {Path(cfg.output) / 'overlap_result.json'}  ({res.seconds:.0f} s this run)")
+    if json_out:
+        Path(json_out).write_text(json.dumps(res.summary(), indent=1), encoding="utf-8")
 
-        classes = list(read_class_list(classes))
+@overlap_group.command("select")
+@click.option(
+    "--matrix", type=click.Path(dir_okay=False), default=None, help="Overlap matrix: .json (names, values) or .csv."
+)
+@click.option(
+    "--store",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A study's overlap.sqlite (uses its accuracy matrix).",
+)
+@click.option("--study", default=None, help="Study name in --store (default: the only one).")
+@click.option(
+    "--thresholds",
+    default=None,
+    help="Comma-separated, in [0, 1]. Default: 003 Appendix B's 0,0.025,0.05,0.1,0.2,0.35,0.5.",
+)
+@click.option("--names", default=None, help="Only these corruptions (comma-separated).")
+@click.option(
+    "--save", "save_name", default=None, help="Save the benchmark of the first threshold under this name."
+)
+@click.option(
+    "--save-file", type=click.Path(dir_okay=False), default=None, help="Where to write it (default: <name>.json)."
+)
+@click.option(
+    "--baseline",
+    type=click.Choice(["auto", "alexnet", "standard"]),
+    default="auto",
+    show_default=True,
+    help="CE baseline of a saved benchmark: AlexNet's published ImageNet errors (003 Appendix A), or the "
+    "errors of the study's standard model (needs --store). auto: standard with --store, else alexnet.",
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def select_cmd(
+    matrix: str | None,
+    store: str | None,
+    study: str | None,
+    thresholds: str | None,
+    names: str | None,
+    save_name: str | None,
+    save_file: str | None,
+    baseline: str,
+    fmt: str,
+) -> None:
+    """Algorithm 1: the largest set of corruptions whose pairwise overlaps stay under each threshold.
 
-    def progress(done: int, total: int) -> None:
-        if kw.get("progress") and total and (done == total or done % max(1, total // 10) < (kw.get("batch_size") or 8)):
-            click.echo(f"  {done}/{total} predictions", err=True)
+    \b
+      shiftbench select --matrix overlaps.json --thresholds 0.1
+      shiftbench select --store overlap-runs/mnist-digits/overlap.sqlite --thresholds 0.1 --save mnist-noc
+    """  # noqa: D301
+    from .noc import benchmark_from_selection, save_benchmark
+    from .store import OverlapStore
 
-    res = evaluate_noc(
-        kw.get("model") or "efficientnet-lite0",
-        benchmark=benchmark,
-        data=kw.get("data"),
-        corruptions=subset,
-        seed=int(kw.get("seed") or 0),
-        batch_size=int(kw.get("batch_size") or 8),
-        device=kw.get("device"),
-        store=kw.get("store") or "shiftbench-results.sqlite",
-        limit=kw.get("limit"),
-        weights=kw.get("weights"),
-        classes=classes,
-        progress=progress,
-    )
-    fmt = kw.get("results_format", "table")
-    text = json.dumps(res.to_dict(), indent=1) + "\n" if fmt == "json" else res.table()
-    if kw.get("results_file"):
-        Path(kw["results_file"]).write_text(text, encoding="utf-8")
-        click.echo(f"Results written to {kw['results_file']}", err=True)
+    if (matrix is None) == (store is None):
+        raise click.UsageError("give exactly one of --matrix and --store")
+    db = None
+    acc = None
+    cfg: dict[str, Any] = {}
+    if matrix is not None:
+        om = read_overlap_matrix(matrix)
     else:
-        sys.stdout.write(text)
+        if not Path(str(store)).is_file():
+            raise InvalidArgumentError("store", store, "an existing overlap.sqlite of a study")
+        db = OverlapStore(str(store))
+        studies = db.studies()
+        if study is None:
+            if len(studies) != 1:
+                raise InvalidArgumentError("study", None, f"one of {[n for _, n in studies]}")
+            sid = studies[0][0]
+        else:
+            ids = {n: i for i, n in studies}
+            if study not in ids:
+                raise InvalidArgumentError("study", study, f"one of {list(ids)}")
+            sid = ids[study]
+        cfg = db.study_config(sid)
+        tests = [CLEAN, *(cfg.get("test_corruptions") or cfg["corruptions"])]
+        acc = db.accuracy_matrix(sid, [STANDARD, *cfg["corruptions"]], tests)
+        om = overlap_matrix(acc, [c for c in cfg["corruptions"] if c in tests], on_undefined="nan")
+    try:
+        sub = [n.strip() for n in names.split(",")] if names else None
+        sels = select_for_thresholds(om, _thresholds(thresholds), sub)
+        if fmt == "json":
+            click.echo(json.dumps({"names": om.names, "selections": [s.to_dict() for s in sels]}, indent=1))
+        else:
+            click.echo(_fmt_selections(sels), nl=False)
+        if save_name:
+            mode = baseline if baseline != "auto" else ("standard" if acc is not None else "alexnet")
+            base = None
+            if mode == "standard":
+                if acc is None:
+                    raise InvalidArgumentError(
+                        "baseline", "standard", "alexnet with --matrix (the standard model's errors need --store)"
+                    )
+                base = {c: 1.0 - acc.get(STANDARD, c) for c in sels[0].names}
+            bench = benchmark_from_selection(
+                sels[0],
+                save_name,
+                baseline=base,
+                baseline_name=f"standard model of study {cfg.get('name')!r}" if base else "custom",
+            )
+            p = save_benchmark(bench, save_file or f"{save_name}.json", store=db)
+            click.echo(f"Saved benchmark {save_name!r} ({', '.join(bench.corruptions)}) to {p}", err=True)
+            click.echo(
+                f"Evaluate it with: shiftbench evaluate --benchmark imagenet-noc --corruptions {p}", err=True
+            )
+    finally:
+        if db is not None:
+            db.close()
+
+
+select_cmd = click.Command(
+    "select",
+    callback=select_cmd.callback,
+    params=select_cmd.params,
+    help=(select_cmd.help or "") + "\n\nSame as `shiftbench overlap select` (kept for existing scripts).",
+    hidden=True,
+)
+"""``shiftbench select``: the former root name of ``shiftbench overlap select``."""
+

@@ -33,6 +33,7 @@ from ..errors import DataError, InvalidArgumentError
 from .analysis import corruption_error, mean_corruption_error
 from .candidates import CANDIDATES, corrupt_candidate
 from .select import Selection
+from ..evaluation.store import DEFAULT_STORE
 from .store import OverlapStore
 
 __all__ = [
@@ -295,7 +296,7 @@ def evaluate_noc(
     seed: int = 0,
     batch_size: int = 8,
     device: str | None = None,
-    store: str | Path = "shiftbench-results.sqlite",
+    store: str | Path = DEFAULT_STORE,
     limit: int | None = None,
     weights: str | None = None,
     classes: str | Sequence[str] = "auto",

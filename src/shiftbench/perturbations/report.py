@@ -1,10 +1,7 @@
-"""``shiftbench evaluate --benchmark imagenet-p`` and the ImageNet-P part of ``shiftbench results``.
+"""ImageNet-P reports: a table per difficulty (FR and T5D normalised by AlexNet, mFR, mT5D, and the
+unnormalised flip probabilities and top-5 distances), JSON and CSV records, and the stored leaderboards.
 
-:func:`evaluate_command` receives the options of ``shiftbench evaluate`` as
-keyword arguments (see ``evaluation/cli_commands.py``), refuses the ones that
-only mean something for ImageNet-C, runs :func:`~shiftbench.perturbations.pipeline.evaluate_p`
-and prints a table per difficulty (FR and T5D normalised by AlexNet, mFR,
-mT5D, and the unnormalised flip probabilities and top-5 distances), or JSON / CSV.
+The benchmark itself (options, evaluation, results listing) is :mod:`shiftbench.benchmarks.imagenet_p`.
 """
 
 from __future__ import annotations
@@ -12,28 +9,29 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import click
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .._progress import progress_for
-from ..evaluation.cli_commands import _emit
-from ..evaluation.store import ResultsStore, records_to_csv
+from ..evaluation.store import ResultsStore
 from ._spec import TEST_PERTURBATIONS, get_perturbation
 from .metrics import alexnet_p_baseline
 from .pipeline import (
     BENCHMARK,
     PEvaluationResult,
-    evaluate_p,
     scores_from_store,
     stored_p_baseline,
 )
 
-__all__ = ["evaluate_command", "result_records", "render_result", "results_section"]
+__all__ = [
+    "result_notes",
+    "result_json",
+    "result_records",
+    "render_result",
+    "results_section",
+    "render_results_section",
+]
 
-_TABLE_WIDTH = 160
-_DEFAULT_SEVERITIES = "1-5"
 
 SHORT_NAMES: dict[str, str] = {
     "gaussian_noise": "Gauss.",
@@ -59,41 +57,6 @@ UNITS = (
 )
 
 
-# -- progress ---------------------------------------------------------------------------------
-
-
-# -- option checks ---------------------------------------------------------------------------------
-
-
-def _refuse_options(kw: dict[str, Any]) -> None:
-    """click.BadParameter for the options of ``evaluate`` that have no meaning for ImageNet-P."""
-    if kw.get("corruptions") is not None:
-        raise click.BadParameter(
-            f"{kw['corruptions']!r}: --corruptions applies to --benchmark imagenet-c; ImageNet-P selects "
-            "sequences with --perturbations (e.g. 'test', 'validation', 'rotate,*noise')",
-            param_hint="--corruptions",
-        )
-    sev = kw.get("severities")
-    if sev is not None and str(sev).replace(" ", "") != _DEFAULT_SEVERITIES:
-        raise click.BadParameter(
-            f"{sev!r}: ImageNet-P has no severities; its levels are --difficulties (1..3: stronger noise for the "
-            "noise sequences, frames d apart for the others)",
-            param_hint="--severities",
-        )
-    if kw.get("release"):
-        raise click.BadParameter(
-            "--release stores ImageNet-C images as JPEG q85; ImageNet-P sequences on the fly are scored as generated "
-            "(the released ImageNet-P videos are H.264: evaluate them with --released)",
-            param_hint="--release",
-        )
-    if kw.get("data") is not None and kw.get("released") is not None:
-        raise click.BadParameter(
-            f"{kw['data']!r}: with --released the videos hold their own clean frame; --data is for generating "
-            "sequences on the fly from clean photos. Pass one of them.",
-            param_hint="--data",
-        )
-
-
 # -- reports -----------------------------------------------------------------------------------------
 
 
@@ -105,7 +68,7 @@ def _num(v: float | None, digits: int = 2) -> str:
     return "–" if v is None else f"{v:.{digits}f}"
 
 
-def _notes(r: PEvaluationResult) -> list[str]:
+def result_notes(r: PEvaluationResult) -> list[str]:
     n = r.n_videos
     notes = [
         f"Model {r.model} ({r.model_checksum[:19]}...) on {r.data}; label space {r.label_space}.",
@@ -193,7 +156,8 @@ def result_records(r: PEvaluationResult) -> list[dict[str, Any]]:
     return out
 
 
-def _json(r: PEvaluationResult, notes: list[str]) -> str:
+def result_json(r: PEvaluationResult, notes: list[str]) -> str:
+    """The evaluation as JSON text: settings, scores per difficulty and perturbation, runs and notes."""
     doc = {
         "units": UNITS,
         "benchmark": BENCHMARK,
@@ -298,83 +262,6 @@ def render_result(r: PEvaluationResult, console: Console, *, details: bool = Tru
                 else "no baseline for this edition and difficulty"
             )
             console.print(f"  mFR / mT5D undefined at difficulty {d}: {why}; 'mean' of FP is over the test perturbations scored.", highlight=False)
-
-
-def _stdout_console() -> Console:
-    c = Console()
-    if not c.is_terminal or c.width < _TABLE_WIDTH:
-        c = Console(width=max(_TABLE_WIDTH, c.width) if not c.is_terminal else c.width)
-    return c
-
-
-def evaluate_command(**kw: Any) -> None:
-    """The ``imagenet-p`` handler of ``shiftbench evaluate`` (keyword arguments: its click options)."""
-    _refuse_options(kw)
-    from ..evaluation.models import load_model, read_class_list
-
-    classes: Any = kw["classes"]
-    if classes not in ("auto", "model", "data"):
-        classes = list(read_class_list(classes))
-    model: Any = kw["model"]
-    if kw.get("weights") is not None:
-        model = load_model(kw["model"], weights=kw["weights"], device=kw["device"])
-    err = Console(stderr=True)
-    progress: Any = None
-    if kw.get("progress", True):
-        progress = progress_for(err, "frames", "frames", 18)
-    store = kw["store"]
-    try:
-        r = evaluate_p(
-            model,
-            data=kw.get("data"),
-            released=kw.get("released"),
-            edition=kw.get("edition"),
-            perturbations=kw.get("perturbations"),
-            difficulties=kw.get("difficulties"),
-            seed=kw.get("seed", 0),
-            batch_size=kw.get("batch_size", 32),
-            device=kw.get("device"),
-            store=store,
-            baseline=kw.get("baseline", "alexnet"),
-            classes=classes,
-            limit=kw.get("limit"),
-            bad_images=kw.get("bad_images", "skip"),
-            rerun=bool(kw.get("rerun", False)),
-            progress=progress,
-        )
-    except KeyboardInterrupt:
-        click.echo(
-            f"\nInterrupted. Every finished video is stored in {store}; run the same command again to resume.",
-            err=True,
-        )
-        raise
-    if r.new_videos == 0:
-        click.echo(
-            f"All requested runs were already complete in {store}: scores recomputed from the stored predictions.",
-            err=True,
-        )
-    notes = _notes(r)
-    fmt = kw.get("results_format", "table")
-    results_file = kw.get("results_file")
-    if fmt == "json":
-        _emit(_json(r, notes), results_file)
-        return
-    if fmt == "csv":
-        _emit(records_to_csv(result_records(r)), results_file)
-        return
-    console = (
-        _stdout_console()
-        if not results_file
-        else Console(file=open(results_file, "w", encoding="utf-8"), width=_TABLE_WIDTH)
-    )
-    try:
-        render_result(r, console, details=bool(kw.get("details", True)))
-        for n in notes:
-            console.print(f"• {n}", highlight=False, soft_wrap=False)
-    finally:
-        if results_file:
-            console.file.close()
-            click.echo(f"Results written to {results_file}", err=True)
 
 
 # -- shiftbench results ------------------------------------------------------------------------------

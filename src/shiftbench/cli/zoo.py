@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from ..errors import InvalidArgumentError
-from . import tables as published
-from .registry import entries, fetch, get, weights_path
+from ..zoo import tables as published
+from ..zoo.registry import entries, fetch, get, weights_path
+from ._output import stdout_console
 
 
 def _numbers(name: str) -> str:
@@ -35,8 +35,8 @@ def zoo_group() -> None:
 
 
 @zoo_group.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def list_command(as_json: bool) -> None:
+@click.option("--results-format", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def list_command(results_format: str) -> None:
     """The zoo's models with their published numbers and whether their weights are cached."""
     rows = []
     for name, e in sorted(entries().items()):
@@ -50,7 +50,7 @@ def list_command(as_json: bool) -> None:
                 "description": e.description,
             }
         )
-    if as_json:
+    if results_format == "json":
         click.echo(json.dumps(rows, indent=1))
         return
     t = Table(title="shiftbench model zoo (published numbers in %, paper:table)")
@@ -61,7 +61,7 @@ def list_command(as_json: bool) -> None:
     for r in rows:
         sha = get(r["model"]).sha256_prefix or "none published"
         t.add_row(r["model"], sha, "yes" if r["cached"] else "no", r["published"] or "-")
-    Console().print(t)
+    stdout_console().print(t)
 
 
 @zoo_group.command("info")
@@ -106,7 +106,9 @@ def fetch_command(names: tuple[str, ...]) -> None:
     help="Values to show beside the published ones: a JSON report of `shiftbench evaluate --results-format json`, "
     'or {"MODEL": {"COLUMN": value in %}}. Repeat for several models.',
 )
-@click.option("--format", "fmt", type=click.Choice(list(published.FORMATS)), default="table", show_default=True)
+@click.option(
+    "--results-format", "fmt", type=click.Choice(list(published.FORMATS)), default="table", show_default=True
+)
 def table_command(table_id: str | None, measured_files: tuple[Path, ...], fmt: str) -> None:
     """A published table (e.g. 004:3), with measured values and differences when --measured is given.
 
@@ -133,8 +135,3 @@ def _read_measured(path: Path, table_id: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
         raise InvalidArgumentError("measured", str(path), allowed)
     return doc
-
-
-def register(cli: click.Group) -> None:
-    """Add ``shiftbench zoo`` to the command line."""
-    cli.add_command(zoo_group)

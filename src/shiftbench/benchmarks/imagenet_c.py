@@ -1,0 +1,192 @@
+"""ImageNet-C and its editions (ImageNet-C 299, Tiny-ImageNet-C, CIFAR-10-C / CIFAR-100-C).
+
+Conditions: corruption x severity (1..5) plus the clean images (severity 0).
+Data: clean photos corrupted on the fly (``--data``) or a released tree / CIFAR
+arrays (``--released``). Records: each image's label and top-5 classes. Score:
+clean error, CE per corruption, mCE and relative mCE, normalised by AlexNet's
+published errors or a stored model (Hendrycks & Dietterich, ICLR 2019).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from ..evaluation.baselines import alexnet_baseline
+from ..evaluation.metrics import BENCHMARK_CORRUPTIONS, summarize
+from ..evaluation.models import load_model, read_class_list
+from ..evaluation.protocol import Benchmark, Progress, Report, Section
+from ..evaluation.report import ReportRow, baseline_row, render_details, render_table, to_csv, to_json
+from ..evaluation.runner import BENCHMARKS, EvaluationResult, evaluate, resolve_baseline
+from ..evaluation.store import ResultsStore
+from . import register_benchmark
+
+__all__ = ["ImageNetC", "report_rows", "demo_notes"]
+
+NAME = "imagenet-c"
+
+
+def demo_notes(result: EvaluationResult, demo: bool) -> list[str]:
+    """Notes on how far the images go: the 20 demo photos, or few images per condition."""
+    n = result.n_images
+    notes: list[str] = []
+    if demo:
+        notes.append(
+            f"These {n} images (ImageNet validation photos shipped inside the foolbox wheel) demonstrate the pipeline; "
+            "they are no benchmark. Published ImageNet-C numbers use all 50 000 validation images."
+        )
+    elif 0 < n < 1000:
+        notes.append(
+            f"Only {n} images per condition: an error rate carries a standard error of up to "
+            f"{50 / math.sqrt(n):.1f} points."
+        )
+    return notes
+
+
+def report_rows(result: EvaluationResult) -> list[ReportRow]:
+    """The report's rows: AlexNet's published errors (edition 224 with the AlexNet baseline), then the model."""
+    rows: list[ReportRow] = []
+    if result.summary.baseline == "AlexNet" and result.settings.get("edition") == "224":
+        rows.append(baseline_row(alexnet_baseline(), BENCHMARK_CORRUPTIONS))
+    rows.append(
+        ReportRow(
+            result.model,
+            result.summary,
+            result.n_images,
+            {
+                "evaluation": result.evaluation_id,
+                "store": str(result.store_path),
+                "model_checksum": result.model_checksum,
+                "data": result.data,
+                "clean_data": result.clean_data,
+                "settings": result.settings,
+            },
+        )
+    )
+    return rows
+
+
+def _print_notes(console: Any, notes: list[str]) -> None:
+    for n in notes:
+        console.print(f"• {n}", highlight=False, soft_wrap=False)
+
+
+@register_benchmark
+class ImageNetC(Benchmark):
+    name = NAME
+    title = BENCHMARKS[NAME].title
+    measures = "Top-1 error under 15 (+4 extra) corruptions at 5 severities: CE, mCE, relative mCE."
+    options = ("released", "edition", "corruptions", "severities", "seed", "release", "baseline", "classes", "clean")
+    conditions = "corruption x severity 1..5, and clean (severity 0); editions 224, 299, 64 (Tiny), 32 (CIFAR)"
+    sources = ("on the fly from clean photos (--data)", "released ImageNet-C / Tiny-ImageNet-C tree, CIFAR-10-C/100-C arrays")
+    records = "per image: label and top-5 classes"
+
+    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
+        kw = dict(settings)
+        for k in ("results_format", "results_file", "progress", "details", "benchmark"):
+            kw.pop(k, None)
+        details = bool(settings.get("details", True))
+        demo = kw.get("data") is None and kw.get("released") is None
+        classes: Any = kw.pop("classes", "auto")
+        if classes not in ("auto", "model", "data"):
+            classes = list(read_class_list(classes))
+        model: Any = kw.pop("model")
+        weights = kw.pop("weights", None)
+        if weights is not None:
+            model = load_model(model, weights=weights, device=kw.get("device"))
+        store = kw.pop("store")
+        result = evaluate(model, store=store, classes=classes, progress=progress, **kw)
+        status = []
+        if result.new_predictions == 0:
+            status.append(
+                f"All requested runs were already complete in {store}: scores recomputed from the stored predictions."
+            )
+        rows = report_rows(result)
+        notes = [
+            f"Model {result.model} ({result.model_checksum[:19]}...) on {result.data}"
+            + (f"; clean images: {result.clean_data}" if result.clean_data and result.clean_data != result.data else ""),
+            *demo_notes(result, demo),
+            f"Baseline: {result.summary.baseline_source}." if result.summary.baseline else "Baseline: none.",
+            *result.summary.notes,
+            *result.notes,
+            f"Stored as evaluation {result.evaluation_id} in {result.store_path} (`shiftbench results` lists all).",
+        ]
+
+        def table(console: Any) -> None:
+            render_table(rows, console, title=f"{self.title}: Corruption Error (%)")
+            if details:
+                render_details(rows[-1], console)
+            _print_notes(console, notes)
+
+        return Report(lambda: to_json(rows, notes), lambda: to_csv(rows), table, status)
+
+    def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
+        with ResultsStore(store, create=False) as db:
+            evs = db.evaluations_of(list(BENCHMARKS), model, evaluation)
+            if not evs:
+                return None
+            groups: dict[tuple[str, str, str, str], list[ReportRow]] = {}
+            for e in evs:
+                clean, tab, incomplete = db.error_table(e.id)
+                base, why = resolve_baseline(baseline, store=db, edition=e.edition, source_kind=e.source_kind)
+                s = summarize(e.model, tab, clean, base)
+                n = max((r.n_predicted for r in db.runs(e.id)), default=0)
+                meta = {
+                    "evaluation": e.id,
+                    "data": f"{e.source_kind} {e.source}",
+                    "edition": e.edition,
+                    "seed": e.seed if e.seed >= 0 else None,
+                    "release": e.release,
+                    "label_space": f"{e.label_space} ({e.n_classes} classes)",
+                    "incomplete_runs": len(incomplete),
+                    "no_baseline_reason": why,
+                }
+                groups.setdefault((e.benchmark, e.edition, f"{e.source_kind} {e.source}", e.label_space), []).append(
+                    ReportRow(f"{e.model} #{e.id}", s, n, meta)
+                )
+        all_rows = [r for rows in groups.values() for r in rows]
+
+        def table(console: Any) -> None:
+            for (bench, edition, data, space), rows in groups.items():
+                rows.sort(key=lambda x: (x.summary.mce is None, x.summary.mce if x.summary.mce is not None else 0.0))
+                render_table(rows, console, title=f"Leaderboard by mCE: {bench}, edition {edition}, {data} ({space} label space)")
+                for row in rows:
+                    s = row.summary
+                    bits = [f"{row.label}: {row.n_images} images"]
+                    if s.mce is not None:
+                        bits.append(
+                            f"mCE over {len(s.mce_corruptions)}/15 corruptions" + ("" if s.complete else " (partial)")
+                        )
+                    if row.meta["incomplete_runs"]:
+                        bits.append(f"{row.meta['incomplete_runs']} incomplete run(s) left out")
+                    reason = row.meta["no_baseline_reason"]
+                    bits.append(
+                        f"baseline {s.baseline or 'none'}"
+                        + (f" ({reason})" if reason and baseline.lower() != "none" else "")
+                    )
+                    console.print("• " + "; ".join(bits), highlight=False)
+
+        import json
+
+        return Section("rows", json.loads(to_json(all_rows))["rows"], lambda: to_csv(all_rows), table)
+
+    def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
+        with ResultsStore(store, create=False) as db:
+            evs = db.evaluations_of(list(BENCHMARKS), model, evaluation)
+            if not evs:
+                return False
+            t = Table(title=f"Runs in {store}", title_justify="left", header_style="bold")
+            for col in ("Eval", "Run", "Model", "Data", "Corruption", "Sev.", "Status", "Done", "Skipped", "Error (%)"):
+                t.add_column(col)
+            for e in evs:
+                for r in db.runs(e.id):
+                    err_pct = "–" if r.top1_error is None else f"{100 * r.top1_error:.1f}"
+                    t.add_row(
+                        str(e.id), str(r.id), e.model, e.source_kind, r.corruption, str(r.severity), r.status,
+                        f"{r.n_predicted + r.n_skipped}/{r.n_expected}", str(r.n_skipped), err_pct,
+                    )
+        console.print(t)
+        return True

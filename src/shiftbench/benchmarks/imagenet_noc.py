@@ -1,0 +1,176 @@
+"""ImageNet-NOC: the non-overlapping corruptions of Mintun et al. (NeurIPS 2021), or a saved selection.
+
+Conditions: the clean images and each candidate corruption of the benchmark
+(one value per image drawn from the corruption's whole range, no severity
+levels). Data: clean photos (``--data``; default the 20 demo images).
+Records: per image and condition, whether the top-1 class is right. Score:
+error, CE against AlexNet's published errors (or a saved benchmark's own
+baseline) and mCE.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from ..evaluation.models import read_class_list
+from ..evaluation.protocol import Benchmark, CountCallback, Progress, Report, Section
+from ..evaluation.store import records_to_csv
+from ..overlap.analysis import corruption_error, mean_corruption_error
+from ..overlap.noc import NocResult, evaluate_noc, load_benchmark
+from ..overlap.store import OverlapStore
+from . import register_benchmark
+
+__all__ = ["ImageNetNOC", "result_records", "stored_records"]
+
+
+def result_records(r: NocResult) -> list[dict[str, Any]]:
+    """One record per condition (clean first): error, CE and the baseline's error."""
+    base = {"model": r.model, "benchmark": r.benchmark.name, "data": r.data, "n_images": r.n_images,
+            "evaluation": r.evaluation_id}
+    out = [{**base, "condition": "clean", "error": r.clean_error, "ce": None,
+            "baseline_error": r.benchmark.baseline.clean_error}]
+    for c in r.benchmark.corruptions:
+        if c in r.errors:
+            out.append({**base, "condition": c, "error": r.errors[c], "ce": r.ce[c],
+                        "baseline_error": r.benchmark.baseline.errors[c]})
+    out.append({**base, "condition": "mCE", "error": None, "ce": r.mce, "baseline_error": None})
+    return out
+
+
+def stored_records(store: Path, model: str | None = None) -> list[dict[str, Any]]:
+    """Stored ImageNet-NOC (and saved-benchmark) evaluations: errors, CE and mCE where the baseline is known."""
+    db = sqlite3.connect(f"file:{Path(store)}?mode=ro", uri=True, timeout=60.0)
+    try:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name='overlap_noc_evals'").fetchone() is None:
+            return []
+        evals = db.execute("SELECT id, model, data, benchmark, seed FROM overlap_noc_evals ORDER BY id").fetchall()
+    finally:
+        db.close()
+    out: list[dict[str, Any]] = []
+    if not evals:
+        return out
+    with OverlapStore(store) as ost:
+        for eid, name, data, bench_name, seed in evals:
+            if model is not None and model not in name:
+                continue
+            errs = ost.noc_errors(int(eid))
+            try:
+                bench: Any = load_benchmark(bench_name, store=ost)
+            except Exception:  # noqa: BLE001 - a saved benchmark no longer found: errors without CE
+                bench = None
+            ce = {}
+            if bench is not None:
+                ce = {c: corruption_error(errs[c][0], bench.baseline.errors[c]) for c in bench.corruptions if c in errs}
+            complete = bench is not None and len(ce) == len(bench.corruptions)
+            out.append({
+                "label": f"{name} #{eid}",
+                "evaluation": int(eid),
+                "model": name,
+                "benchmark": bench_name,
+                "data": data,
+                "seed": int(seed),
+                "images": errs.get("clean", (None, 0))[1],
+                "clean_error": errs["clean"][0] if "clean" in errs else None,
+                "errors": {c: e for c, (e, _) in errs.items() if c != "clean"},
+                "ce": ce,
+                "mce": mean_corruption_error(ce) if complete else None,
+            })
+    return out
+
+
+def _render_stored(records: list[dict[str, Any]], console: Any) -> None:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(r["benchmark"], []).append(r)
+    for bench, recs in groups.items():
+        names = sorted({c for r in recs for c in r["errors"]})
+        t = Table(title=f"Leaderboard by mCE: {bench} (CE per corruption, %)", title_justify="left", header_style="bold")
+        for col in ("Model", "Images", "Clean err", "mCE", *[n.removeprefix("noc_") for n in names]):
+            t.add_column(col, justify="left" if col == "Model" else "right")
+        for r in sorted(recs, key=lambda r: (r["mce"] is None, r["mce"] or 0.0)):
+            t.add_row(
+                r["label"], str(r["images"]),
+                "–" if r["clean_error"] is None else f"{100 * r['clean_error']:.1f}",
+                "–" if r["mce"] is None else f"{100 * r['mce']:.1f}",
+                *["–" if n not in r["ce"] else f"{100 * r['ce'][n]:.1f}" for n in names],
+            )
+        console.print(t)
+
+
+def _flat(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    names = sorted({c for r in records for c in r["errors"]})
+    return [
+        {k: v for k, v in r.items() if k not in ("errors", "ce")}
+        | {f"error_{n}": r["errors"].get(n) for n in names}
+        | {f"ce_{n}": r["ce"].get(n) for n in names}
+        for r in records
+    ]
+
+
+@register_benchmark
+class ImageNetNOC(Benchmark):
+    name = "imagenet-noc"
+    title = "ImageNet-NOC (Mintun et al., NeurIPS 2021)"
+    measures = "Top-1 error under corruptions that do not overlap the training augmentations: CE, mCE."
+    options = ("corruptions", "seed", "classes")
+    conditions = "clean, and each candidate corruption with one value per image from its whole range"
+    sources = ("on the fly from clean photos (--data; default: the 20 demo images)",)
+    records = "per image and condition: whether the top-1 class is right"
+    refusals = {
+        "severities": "its corruptions have no severity levels (one value per image from the whole range)",
+        "edition": "it is defined at 224 px only",
+        "baseline": "it normalises by AlexNet's published errors; a saved benchmark carries its own baseline",
+    }
+
+    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
+        benchmark: str = self.name
+        subset = None
+        corr = settings.get("corruptions")
+        if corr:
+            if corr.endswith(".json") or Path(corr).is_file():
+                benchmark = corr
+            elif corr.startswith("saved:"):
+                benchmark = corr[len("saved:"):]
+            else:
+                subset = [c.strip() for c in corr.split(",") if c.strip()]
+        classes = settings.get("classes", "auto")
+        if classes not in ("auto", "model", "data"):
+            classes = list(read_class_list(classes))
+        callback = None if progress is None else CountCallback(progress)
+        try:
+            res = evaluate_noc(
+                settings.get("model") or "efficientnet-lite0",
+                benchmark=benchmark,
+                data=settings.get("data"),
+                corruptions=subset,
+                seed=int(settings.get("seed") or 0),
+                batch_size=int(settings.get("batch_size") or 8),
+                device=settings.get("device"),
+                store=settings["store"],
+                limit=settings.get("limit"),
+                weights=settings.get("weights"),
+                classes=classes,
+                progress=callback,
+            )
+        finally:
+            if callback is not None:
+                callback.close()
+        return Report(
+            lambda: json.dumps(res.to_dict(), indent=1) + "\n",
+            lambda: records_to_csv(result_records(res)),
+            lambda console: console.out(res.table(), end="", highlight=False),
+        )
+
+    def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
+        if evaluation is not None:
+            return None
+        records = stored_records(store, model)
+        if not records:
+            return None
+        return Section("imagenet_noc", records, lambda: records_to_csv(_flat(records)),
+                       lambda console: _render_stored(records, console))

@@ -1,0 +1,119 @@
+"""ImageNet-P: prediction stability along perturbation sequences (Hendrycks & Dietterich, ICLR 2019).
+
+Conditions: perturbation x difficulty (noise sequences: the noise strength;
+the others: frames d apart). Data: sequences generated on the fly from clean
+photos (``--data``), released ImageNet-P / Tiny-ImageNet-P MP4 videos or
+CIFAR-P arrays (``--released``). Records: each video's per-frame top-5
+classes. Score: flip probability, top-5 distance, FR / T5D against AlexNet,
+mFR and mT5D.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from ..errors import InvalidArgumentError
+from ..evaluation.models import load_model, read_class_list
+from ..evaluation.protocol import Benchmark, Progress, Report, Section
+from ..evaluation.store import ResultsStore, records_to_csv
+from ..perturbations.pipeline import evaluate_p
+from ..perturbations.report import (
+    render_result,
+    render_results_section,
+    result_json,
+    result_notes,
+    result_records,
+    results_section,
+)
+from . import register_benchmark
+
+__all__ = ["ImageNetP"]
+
+
+@register_benchmark
+class ImageNetP(Benchmark):
+    name = "imagenet-p"
+    title = "ImageNet-P (Hendrycks & Dietterich, ICLR 2019)"
+    measures = "How often predictions flip along perturbation sequences: FP, uT5D, FR, T5D, mFR, mT5D."
+    options = ("released", "edition", "perturbations", "difficulties", "seed", "baseline", "classes")
+    conditions = "perturbation (10 test + 4 validation) x difficulty 1..3"
+    sources = ("on the fly from clean photos (--data)", "released ImageNet-P / Tiny-ImageNet-P MP4 tree, CIFAR-P arrays")
+    records = "per video: label and the top-5 classes of every frame"
+    items = ("frames", "frames")
+
+    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
+        if settings.get("data") is not None and settings.get("released") is not None:
+            raise InvalidArgumentError(
+                "--data",
+                settings["data"],
+                "no --data with --released",
+                "The released videos hold their own clean frame; --data generates sequences on the fly. Pass one.",
+            )
+        classes: Any = settings.get("classes", "auto")
+        if classes not in ("auto", "model", "data"):
+            classes = list(read_class_list(classes))
+        model: Any = settings["model"]
+        if settings.get("weights") is not None:
+            model = load_model(settings["model"], weights=settings["weights"], device=settings.get("device"))
+        store = settings["store"]
+        r = evaluate_p(
+            model,
+            data=settings.get("data"),
+            released=settings.get("released"),
+            edition=settings.get("edition"),
+            perturbations=settings.get("perturbations"),
+            difficulties=settings.get("difficulties"),
+            seed=settings.get("seed", 0),
+            batch_size=settings.get("batch_size", 32),
+            device=settings.get("device"),
+            store=store,
+            baseline=settings.get("baseline", "alexnet"),
+            classes=classes,
+            limit=settings.get("limit"),
+            bad_images=settings.get("bad_images", "skip"),
+            rerun=bool(settings.get("rerun", False)),
+            progress=progress,
+        )
+        status = []
+        if r.new_videos == 0:
+            status.append(
+                f"All requested runs were already complete in {store}: scores recomputed from the stored predictions."
+            )
+        notes = result_notes(r)
+        details = bool(settings.get("details", True))
+
+        def table(console: Any) -> None:
+            render_result(r, console, details=details)
+            for n in notes:
+                console.print(f"• {n}", highlight=False, soft_wrap=False)
+
+        return Report(lambda: result_json(r, notes), lambda: records_to_csv(result_records(r)), table, status)
+
+    def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
+        with ResultsStore(store, create=False) as db:
+            evs = db.evaluations_of([self.name], model, evaluation)
+            if not evs:
+                return None
+            records = results_section(db, evs, baseline)
+        return Section("imagenet_p", records, lambda: records_to_csv(records),
+                       lambda console: render_results_section(records, console))
+
+    def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
+        with ResultsStore(store, create=False) as db:
+            evs = db.evaluations_of([self.name], model, evaluation)
+            if not evs:
+                return False
+            t = Table(title=f"ImageNet-P runs in {store}", title_justify="left", header_style="bold")
+            for col in ("Eval", "Run", "Model", "Data", "Perturbation", "Level", "Frames", "Status", "Done", "Skipped"):
+                t.add_column(col)
+            for e in evs:
+                for pr in db.p_runs(e.id):
+                    t.add_row(
+                        str(e.id), str(pr.id), e.model, e.source_kind, pr.perturbation, str(pr.level), str(pr.frames),
+                        pr.status, f"{pr.n_scored + pr.n_skipped}/{pr.n_expected}", str(pr.n_skipped),
+                    )
+        console.print(t)
+        return True

@@ -1,0 +1,93 @@
+"""The ``shiftbench`` command line: one root group, module-level commands, one error and output path.
+
+User errors (typed :class:`~shiftbench.errors.ShiftbenchError`, bad options)
+print one line on stderr and exit with code 2; Ctrl-C exits with 130.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from .. import __version__
+from .._cli_corrupt import corrupt_cmd, generate_group, list_cmd
+from ..errors import ShiftbenchError
+from ..overlap.cli import overlap_group, select_cmd
+from .evaluate import evaluate_cmd
+from .results import results_cmd
+from .zoo import zoo_group
+
+__all__ = ["cli", "main"]
+
+
+class _Group(click.Group):
+    """Turns shiftbench's typed errors into one clear line and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except ShiftbenchError as e:
+            err = click.ClickException(str(e))
+            err.exit_code = 2
+            raise err from e
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="shiftbench")
+def cli() -> None:
+    """shiftbench: measure how image classifiers hold up under distribution shift."""
+
+
+@list_cmd.command("benchmarks")
+@click.option("--results-format", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def list_benchmarks_cmd(results_format: str) -> None:
+    """List the registered benchmarks: what they measure, their conditions, data and options."""
+    import json
+
+    from rich.table import Table
+
+    from ..benchmarks import get_benchmark, list_benchmarks
+    from ._output import stdout_console
+
+    docs = [get_benchmark(n).describe() for n in list_benchmarks()]
+    if results_format == "json":
+        click.echo(json.dumps(docs, indent=1))
+        return
+    t = Table(title="Benchmarks (shiftbench evaluate --benchmark NAME)", title_justify="left", header_style="bold")
+    for col in ("name", "title", "measures", "conditions", "data", "options"):
+        t.add_column(col)
+    for d in docs:
+        t.add_row(d["name"], d["title"], d["measures"], d["conditions"], "\n".join(d["sources"]), " ".join(d["options"]))
+    stdout_console().print(t)
+
+
+for _cmd in (list_cmd, corrupt_cmd, generate_group, evaluate_cmd, results_cmd, overlap_group, select_cmd, zoo_group):
+    cli.add_command(_cmd)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (so tests can call it)."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="shiftbench", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.exceptions.Exit as e:
+        return int(e.exit_code or 0)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        return 130
+    except SystemExit as e:
+        code: Any = e.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The command line's one output writer and one progress display.
+
+Every benchmark hands a :class:`~shiftbench.evaluation.protocol.Report` (or
+``results`` sections); :func:`emit` writes it as a table, JSON or CSV to stdout
+or ``--results-file``. :func:`check_results_file` runs before any work starts,
+so an unwritable destination fails at once, not after an hour of evaluation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from .._progress import progress_for
+from ..errors import InvalidArgumentError
+from ..evaluation.protocol import Report
+
+__all__ = ["FORMATS", "TABLE_WIDTH", "check_results_file", "emit", "emit_table", "emit_text", "progress", "stdout_console", "UserError"]
+
+FORMATS = ("table", "json", "csv")
+TABLE_WIDTH = 160
+
+
+class UserError(click.UsageError):
+    """One line naming the option, the value and what is allowed; exit code 2, no usage text."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True)
+
+
+def stdout_console() -> Console:
+    """A console on stdout, at least :data:`TABLE_WIDTH` wide when not a terminal."""
+    c = Console()
+    if not c.is_terminal or c.width < TABLE_WIDTH:
+        c = Console(width=max(TABLE_WIDTH, c.width) if not c.is_terminal else c.width)
+    return c
+
+
+def check_results_file(path: str | None, option: str = "--results-file") -> None:
+    """Fail now if ``path`` cannot be written: its folder must exist and be writable, and it must not be a folder."""
+    if not path:
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise InvalidArgumentError(option, path, "a file path, not a folder")
+    if not parent.is_dir():
+        raise InvalidArgumentError(option, path, "a file in an existing folder", f"Folder {str(parent)!r} does not exist.")
+    if (p.exists() and not os.access(p, os.W_OK)) or not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidArgumentError(option, path, "a writable file path", "Permission denied.")
+
+
+def _write(path: str, text: str) -> None:
+    tmp = Path(f"{path}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    click.echo(f"Results written to {path}", err=True)
+
+
+def emit_text(text: str, results_file: str | None) -> None:
+    """Text to stdout, or to ``results_file`` (written whole, then renamed into place)."""
+    if results_file:
+        _write(results_file, text)
+    else:
+        click.echo(text, nl=False)
+
+
+def emit(report: Report, fmt: str, results_file: str | None) -> None:
+    """Write a report in ``fmt`` (table, json, csv) to stdout or ``results_file``."""
+    for line in report.status:
+        click.echo(line, err=True)
+    if fmt == "json":
+        emit_text(report.json(), results_file)
+    elif fmt == "csv":
+        emit_text(report.csv(), results_file)
+    else:
+        emit_table(report.table, results_file)
+
+
+def emit_table(draw: Any, results_file: str | None) -> None:
+    """Tables drawn by ``draw(console)`` on stdout, or as plain text in ``results_file``."""
+    if not results_file:
+        draw(stdout_console())
+        return
+    with open(os.devnull, "w", encoding="utf-8") as sink:
+        c = Console(record=True, width=TABLE_WIDTH, file=sink)
+        draw(c)
+    _write(results_file, c.export_text())
+
+
+def progress(noun: str = "images", unit: str = "img") -> Any:
+    """The one progress display: a rich bar with rate and ETA on a terminal, lines about every 10 % otherwise."""
+    return progress_for(Console(stderr=True), noun, unit)

@@ -1,0 +1,193 @@
+"""The benchmark protocol: what a benchmark declares so that one command line, one store and one report writer serve it.
+
+This module names no benchmark. A benchmark is one module (see
+``shiftbench.benchmarks``) holding one :class:`Benchmark` subclass: its name
+and title, the ``evaluate`` options it accepts beyond the common ones, its
+conditions, data sources and per-item records (described for
+``shiftbench list benchmarks``), how it evaluates (:meth:`Benchmark.evaluate`)
+and how it lists what is stored (:meth:`Benchmark.stored`). Both return a
+:class:`Report`; the command line decides the format (table, JSON, CSV) and
+where it goes, the same way for every benchmark.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = [
+    "COMMON_OPTIONS",
+    "BENCHMARK_OPTIONS",
+    "Benchmark",
+    "CountCallback",
+    "Progress",
+    "Report",
+    "Section",
+    "accepted_list",
+]
+
+COMMON_OPTIONS: tuple[str, ...] = (
+    "model",
+    "weights",
+    "data",
+    "batch_size",
+    "device",
+    "store",
+    "limit",
+    "bad_images",
+    "rerun",
+    "results_format",
+    "results_file",
+    "progress",
+    "details",
+)
+"""``evaluate`` options every benchmark accepts (the model, the data folder, inference, the store, the output)."""
+
+BENCHMARK_OPTIONS: tuple[str, ...] = (
+    "released",
+    "edition",
+    "corruptions",
+    "severities",
+    "perturbations",
+    "difficulties",
+    "seed",
+    "release",
+    "baseline",
+    "classes",
+    "clean",
+    "mapping",
+)
+"""``evaluate`` options a benchmark may accept (it lists the ones it does in :attr:`Benchmark.options`)."""
+
+
+class Progress(Protocol):
+    """Receives the progress of an evaluation (the command line shows it with rich: rate and ETA)."""
+
+    def start(self, total: int, description: str) -> None:
+        """Called once with the number of items to predict."""
+
+    def advance(self, n: int, description: str) -> None:
+        """Called after each stored batch with the items it held."""
+
+    def stop(self) -> None:
+        """Called at the end (also after an error or Ctrl-C)."""
+
+
+class CountCallback:
+    """Turns an engine's ``callback(done, total[, label])`` into :class:`Progress` calls; :meth:`close` stops it."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress, self.done, self.started = progress, 0, False
+
+    def __call__(self, done: int, total: int, label: str = "") -> None:
+        if not self.started:
+            self.progress.start(total, label)
+            self.started = True
+        self.progress.advance(done - self.done, label)
+        self.done = done
+
+    def close(self) -> None:
+        if self.started:
+            self.progress.stop()
+
+
+@dataclass
+class Report:
+    """A result in every output format: the command line picks one and writes it to stdout or ``--results-file``.
+
+    Attributes:
+        json: the JSON text.
+        csv: the CSV text (one record per row).
+        table: draws the tables and notes on a rich console.
+        status: lines for stderr (not part of the result), e.g. "resumed from the store".
+    """
+
+    json: Callable[[], str]
+    csv: Callable[[], str]
+    table: Callable[[Any], None]
+    status: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Section:
+    """A benchmark's part of ``shiftbench results``: its stored evaluations for JSON, CSV and tables.
+
+    Attributes:
+        key: its key in the JSON document (``rows`` for the corruption leaderboards).
+        value: what goes under ``key`` in JSON.
+        csv: its records as CSV text (with a header row).
+        table: draws its leaderboard(s) on a rich console.
+    """
+
+    key: str
+    value: Any
+    csv: Callable[[], str]
+    table: Callable[[Any], None]
+
+
+class Benchmark(ABC):
+    """One benchmark: declare the class attributes, implement :meth:`evaluate` and :meth:`stored`.
+
+    Attributes:
+        name: the ``--benchmark`` value (lower case, dashes).
+        title: the name in reports.
+        measures: one sentence: what it measures.
+        options: the ``evaluate`` options it accepts beyond :data:`COMMON_OPTIONS`
+            (names from :data:`BENCHMARK_OPTIONS`). Any other option given on the
+            command line is refused with one message.
+        refusals: why an option does not apply, for the options where the
+            refusal should say more than which options the benchmark accepts.
+        conditions: what its conditions are (corruption x severity, domain, ...).
+        sources: where its data come from (on the fly, released files, ...).
+        records: what it stores per item.
+        items: what the progress display counts (noun, unit), e.g. ("frames", "frames").
+    """
+
+    name: str = ""
+    title: str = ""
+    measures: str = ""
+    options: tuple[str, ...] = ()
+    conditions: str = ""
+    sources: tuple[str, ...] = ()
+    records: str = ""
+    items: tuple[str, str] = ("images", "img")
+    refusals: Mapping[str, str] = {}
+
+    @abstractmethod
+    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
+        """Evaluate a model with the ``evaluate`` options in ``settings`` (common ones and :attr:`options`)."""
+
+    def stored(
+        self, store: Path, *, model: str | None, baseline: str, evaluation: int | None
+    ) -> Section | None:
+        """Its evaluations stored in ``store`` (None: none there)."""
+        return None
+
+    def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
+        """Print its stored runs with their status (``results --runs``); returns whether there were any."""
+        return False
+
+    def accepts(self, option: str) -> bool:
+        """Whether ``option`` (a parameter name) applies to this benchmark."""
+        return option in COMMON_OPTIONS or option in self.options
+
+    def describe(self) -> dict[str, Any]:
+        """What ``shiftbench list benchmarks`` shows."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "measures": self.measures,
+            "conditions": self.conditions,
+            "sources": list(self.sources),
+            "records": self.records,
+            "options": ["--" + o.replace("_", "-") for o in self.options],
+        }
+
+
+def accepted_list(bench: Benchmark, known: Sequence[str]) -> str:
+    """The benchmark's own options among ``known``, as ``--a, --b`` (for refusal messages)."""
+    own = [o for o in known if o in bench.options]
+    return ", ".join("--" + o.replace("_", "-") for o in own) or "none beyond the common ones"
