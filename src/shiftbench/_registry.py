@@ -1,4 +1,10 @@
-"""Registry of image operations (ImageNet-C corruptions and, later, other families).
+"""Registry of image operations: a leaf module that imports no corruption.
+
+The corruption modules register themselves on import (``shiftbench.corruptions``, imported by
+:mod:`shiftbench.api`), as timm's model files fill its registry. Every corruption lives in a
+*namespace*: ``"imagenet_c"`` (the default: the 19 ImageNet-C corruptions) and ``"noc"`` (the 25
+candidate corruptions of the non-overlapping-corruptions papers); a new family of operations is
+one ``register(..., namespace="...")`` argument away.
 
 Each operation has two layers:
 
@@ -23,7 +29,7 @@ import numpy as np
 import torch
 
 from ._validate import suggest
-from .errors import InvalidArgumentError, UnknownCorruptionError
+from .errors import InvalidArgumentError, UnknownCorruptionError, UnknownNameError
 
 __all__ = [
     "Corruption",
@@ -32,16 +38,14 @@ __all__ = [
     "register",
     "get_corruption",
     "list_corruptions",
+    "list_namespaces",
     "FAMILIES",
-    "GROUPS",
+    "DEFAULT_NAMESPACE",
 ]
 
 FAMILIES = ("noise", "blur", "weather", "digital", "occlusion", "geometric", "color")
-GROUPS = ("benchmark", "extra", "candidate")
-# Groups left out of list_corruptions() unless asked for by group (group="candidate" or the
-# pattern "candidate"): the overlap study's candidate corruptions (shiftbench.overlap), which
-# draw one value from a continuous range per image instead of following the ImageNet-C tables.
-OPT_IN_GROUPS = ("candidate",)
+DEFAULT_NAMESPACE = "imagenet_c"
+"""The namespace :func:`list_corruptions` lists unless told otherwise: the 19 ImageNet-C corruptions."""
 
 
 @dataclass
@@ -126,6 +130,7 @@ class Corruption:
     # keeps a chunk's intermediates in cache. Kernels that work image by image set a larger one:
     # they gain nothing from small chunks and lose a call per chunk
     chunk_values: int | None = None
+    namespace: str = DEFAULT_NAMESPACE
 
     def input_dtype(self, float_input: bool) -> torch.dtype:
         """The dtype ``apply`` receives: 8-bit inputs stay uint8 where the functional accepts levels
@@ -161,18 +166,22 @@ def register(
     accepts_levels: bool = False,
     fused: Callable[..., torch.Tensor] | None = None,
     chunk_values: int | None = None,
+    namespace: str = DEFAULT_NAMESPACE,
 ) -> Callable[[ApplyFn], ApplyFn]:
-    """Decorator registering ``apply`` under ``name``.
+    """Decorator registering ``apply`` under ``name`` in ``namespace``.
 
     Parameters come from package data (``imagenet_c_params.json``) unless ``params``
-    gives the per-edition table of 5 severity entries directly.
+    gives the per-edition table of 5 severity entries directly. Names are unique across
+    namespaces (:func:`get_corruption` finds a name in any namespace); ``group`` is a free
+    label inside the namespace (ImageNet-C: ``"benchmark"`` and ``"extra"``).
     """
     from ._params import imagenet_c_params
 
     if family not in FAMILIES:
         raise ValueError(f"family={family!r} must be one of {FAMILIES}")
-    if group not in GROUPS:
-        raise ValueError(f"group={group!r} must be one of {GROUPS}")
+    for label, value in (("group", group), ("namespace", namespace)):
+        if not isinstance(value, str) or not value.isidentifier():
+            raise ValueError(f"{label}={value!r} must be a lower-case identifier")
 
     def deco(fn: ApplyFn) -> ApplyFn:
         if name in _REGISTRY:
@@ -193,6 +202,7 @@ def register(
             accepts_levels=accepts_levels,
             fused=fused,
             chunk_values=chunk_values,
+            namespace=namespace,
         )
         return fn
 
@@ -213,14 +223,8 @@ def _paper_order(name: str) -> int:
     return _PAPER_ORDER.index(name) if name in _PAPER_ORDER else len(_PAPER_ORDER)
 
 
-def _ensure_loaded() -> None:
-    from . import corruptions  # noqa: F401  (registers everything)
-    from .overlap import candidates  # noqa: F401  (the overlap study's candidate corruptions)
-
-
 def get_corruption(name: str) -> Corruption:
-    """The registered corruption called ``name`` (hyphens and case are tolerated)."""
-    _ensure_loaded()
+    """The registered corruption called ``name``, in any namespace (hyphens and case are tolerated)."""
     if not isinstance(name, str):
         raise InvalidArgumentError("corruption", name, "a corruption name (str)")
     key = name.strip().lower().replace("-", "_").replace(" ", "_")
@@ -230,9 +234,16 @@ def get_corruption(name: str) -> Corruption:
     raise UnknownCorruptionError("corruption", name, names, suggest(key, names))
 
 
+def list_namespaces() -> list[str]:
+    """The namespaces that hold at least one corruption, the default one first."""
+    found = {c.namespace for c in _REGISTRY.values()}
+    return sorted(found, key=lambda n: (n != DEFAULT_NAMESPACE, n))
+
+
 def list_corruptions(
     pattern: str | list[str] | None = None,
     *,
+    namespace: str | None = None,
     group: str | None = None,
     family: str | None = None,
     edition: str | None = None,
@@ -241,32 +252,39 @@ def list_corruptions(
 
     Args:
         pattern: fnmatch wildcard(s) such as ``"*blur*"``; ``None`` means all.
-            The words ``"benchmark"``, ``"extra"``, ``"candidate"``, ``"all"`` and the family
-            names ``"noise"``, ``"blur"``, ``"weather"``, ``"digital"``... select groups.
-        group: keep only ``"benchmark"`` (the 15), ``"extra"`` (the 4) or ``"candidate"``
-            (the overlap study's candidates, see :mod:`shiftbench.overlap`).
-
-    The ``"candidate"`` group is opt-in: it is listed only with ``group="candidate"`` or
-    the pattern ``"candidate"``, so that the default listing stays the 19 ImageNet-C ones.
+            The word ``"all"``, group names (``"benchmark"``, ``"extra"``, ``"candidate"``) and
+            family names (``"noise"``, ``"blur"``, ``"weather"``, ``"digital"``...) select groups.
+        namespace: ``"imagenet_c"`` (the 19 ImageNet-C corruptions), ``"noc"`` (the 25
+            candidate corruptions of the overlap study, see :mod:`shiftbench.corruptions.candidates`),
+            any other registered namespace (:func:`list_namespaces`), or ``"all"``. ``None``:
+            the default namespace, plus the namespaces of a group asked for by ``group`` or by a
+            group word in ``pattern`` (``group="candidate"`` lists the ``"noc"`` namespace), and of
+            names given in full.
+        group: keep only this group: ``"benchmark"`` (the 15), ``"extra"`` (the 4), ``"candidate"``...
         family: keep only one family.
         edition: keep only corruptions defined for this edition.
     """
-    _ensure_loaded()
-    if group is not None and group not in GROUPS:
-        raise InvalidArgumentError("group", group, f"one of {GROUPS} or None")
+    spaces = list_namespaces()
+    groups = sorted({c.group for c in _REGISTRY.values()})
+    if namespace is not None and namespace != "all" and namespace not in spaces:
+        raise UnknownNameError("namespace", namespace, [*spaces, "all"], suggest(str(namespace), spaces))
+    if group is not None and group not in groups:
+        raise InvalidArgumentError("group", group, f"one of {tuple(groups)} or None")
     if family is not None and family not in FAMILIES:
         raise InvalidArgumentError("family", family, f"one of {FAMILIES} or None")
-    items = sorted(_REGISTRY.values(), key=lambda c: c.order)
-    raw = [pattern] if isinstance(pattern, str) else list(pattern or [])
-    wanted_opt_in = {g for g in OPT_IN_GROUPS if g == group or g in [str(p).strip().lower() for p in raw]}
-    items = [c for c in items if c.group not in OPT_IN_GROUPS or c.group in wanted_opt_in]
     patterns = [pattern] if isinstance(pattern, str) else list(pattern or ["*"])
+    patterns = [str(p).strip().lower().replace("-", "_") for p in patterns]
+    if namespace is None:
+        asked = {group} | set(patterns)
+        wanted = {DEFAULT_NAMESPACE} | {c.namespace for c in _REGISTRY.values() if c.group in asked or c.name in asked}
+    else:
+        wanted = set(spaces) if namespace == "all" else {namespace}
+    items = sorted((c for c in _REGISTRY.values() if c.namespace in wanted), key=lambda c: c.order)
     selected: list[str] = []
     for pat in patterns:
-        pat = pat.strip().lower().replace("-", "_")
         if pat in ("all", "*"):
             hits = [c.name for c in items]
-        elif pat in GROUPS:
+        elif pat in groups:
             hits = [c.name for c in items if c.group == pat]
         elif pat in FAMILIES:
             hits = [c.name for c in items if c.family == pat]

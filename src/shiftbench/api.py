@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import corruptions  # noqa: F401  (registers every corruption)
 from ._images import Batch, Output, to_batch
 from ._registry import ApplyContext, Corruption, SampleContext, get_corruption
-from ._validate import check_severity
+from ._validate import check_seed, check_severity
 from .editions import Edition, edition_for_size, get_edition
 from .errors import InvalidArgumentError
 from .seeding import Draws, FastDraws, derive_generator, image_key, key_to_int
@@ -27,12 +28,6 @@ def _resolve_edition(spec: Corruption, edition: Any, h: int, w: int) -> Edition:
     if ed.name not in spec.params:
         raise InvalidArgumentError("edition", edition, f"one of {list(spec.params)} for {spec.name}")
     return ed
-
-
-def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
-        raise InvalidArgumentError("seed", seed, "a non-negative integer")
-    return int(seed)
 
 
 def _sample_one(
@@ -117,7 +112,7 @@ def sample_draws(
         return {}
     if source is None:
         k = key_to_int(key) if key is not None else image_key(b.canonical_uint8(0))
-        source = FastDraws(derive_generator(_check_seed(seed), k, spec.name, s))
+        source = FastDraws(derive_generator(check_seed(seed), k, spec.name, s))
     return _sample_one(spec, spec.severity_params(ed.name, s), ed, s, b, 0, source)
 
 
@@ -200,7 +195,7 @@ def corrupt(
     """
     spec = get_corruption(corruption)
     s = check_severity(severity)
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     b = to_batch(images, "images", device)
     n = b.n
     h, w = b.size
@@ -274,7 +269,7 @@ class Corrupt:
     ) -> None:
         self.spec = get_corruption(corruption)
         self.severity = check_severity(severity)
-        self.seed = _check_seed(seed)
+        self.seed = check_seed(seed)
         self.edition = None if edition is None else get_edition(edition).name
         if self.edition is not None and self.edition not in self.spec.params:
             raise InvalidArgumentError("edition", edition, f"one of {list(self.spec.params)}")

@@ -1,3 +1,8 @@
-"""The 19 ImageNet-C corruptions (15 benchmark + 4 extra), registered on import."""
+"""The corruption engine's operations, registered on import.
 
-from . import blur, digital, elastic, noise, weather  # noqa: F401
+Namespace ``"imagenet_c"`` (the default): the 19 ImageNet-C corruptions (15 benchmark + 4 extra),
+in :mod:`.noise`, :mod:`.blur`, :mod:`.weather`, :mod:`.digital` and :mod:`.elastic`.
+Namespace ``"noc"``: the 25 candidate corruptions of the overlap study (:mod:`.candidates`).
+"""
+
+from . import blur, candidates, digital, elastic, noise, weather  # noqa: F401

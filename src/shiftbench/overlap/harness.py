@@ -40,7 +40,8 @@ from torch import nn
 
 from .._registry import get_corruption
 from ..errors import DataError, InvalidArgumentError, MissingDependencyError
-from .candidates import CANDIDATES, corrupt_candidate
+from ..corruptions.candidates import CANDIDATES
+from .sampling import corrupt_candidate
 from .scores import CLEAN, STANDARD, AccuracyMatrix, OverlapMatrix, overlap_matrix
 from .select import Selection, check_threshold, select_for_thresholds
 from .store import OverlapStore
