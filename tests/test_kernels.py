@@ -137,7 +137,7 @@ def test_ziggurat_normals_follow_the_normal_law(precision: str) -> None:
 
 
 def test_ziggurat_is_a_function_of_the_stream_and_refills() -> None:
-    from shiftbench._ziggurat import _halves, standard_normal32, standard_normal64, tables, ziggurat_fill, ziggurat_fill64
+    from shiftbench._ziggurat import halves, standard_normal32, standard_normal64, tables, ziggurat_fill, ziggurat_fill64
 
     a = standard_normal32(np.random.PCG64(7), 10_000)
     b = standard_normal32(np.random.PCG64(7), 10_000)
@@ -145,9 +145,9 @@ def test_ziggurat_is_a_function_of_the_stream_and_refills() -> None:
     # a buffer that runs short reports it; the longer buffer reproduces the same values
     raw = np.random.PCG64(7).random_raw(6_000)
     short = np.empty(10_000, dtype=np.float32)
-    assert ziggurat_fill(_halves(raw[:4_000]), short, *tables(), 3.6541528853610088) == -1
+    assert ziggurat_fill(halves(raw[:4_000]), short, *tables(), 3.6541528853610088) == -1
     full = np.empty(10_000, dtype=np.float32)
-    assert ziggurat_fill(_halves(raw), full, *tables(), 3.6541528853610088) > 0
+    assert ziggurat_fill(halves(raw), full, *tables(), 3.6541528853610088) > 0
     assert np.array_equal(full, a)
     a64 = standard_normal64(np.random.PCG64(7), 10_000)
     assert a64.dtype == np.float64 and np.array_equal(a64, standard_normal64(np.random.PCG64(7), 10_000))
@@ -542,7 +542,7 @@ def test_jpeg_colour_conversions_equal_libjpeg_tables_everywhere() -> None:
     """The compiled pipeline's 16-bit YCbCr -> RGB and 8-bit RGB -> Y equal libjpeg's table
     arithmetic (jdcolor.c / jccolor.c, 16-bit fixed point) on all 2**24 inputs."""
     from shiftbench.corruptions import _jpeg_cpu as J
-    from shiftbench.corruptions._jpeg_torch import _fix
+    from shiftbench.corruptions._jpeg_tables import fix as _fix
 
     a, b, c = (v.reshape(4096, 4096) for v in np.meshgrid(np.arange(256), np.arange(256), np.arange(256), indexing="ij"))
     a8, b8, c8 = (v.astype(np.uint8) for v in (a, b, c))
@@ -598,13 +598,13 @@ def test_fused_route_equals_sample_then_apply(name: str) -> None:
 
 
 def test_fused_noise_kernel_reports_a_short_stream() -> None:
-    from shiftbench._ziggurat import R, _halves, noise_image, standard_normal32, tables
+    from shiftbench._ziggurat import R, halves, noise_image, standard_normal32, tables
 
     x = photos("32", 1)[0].transpose(2, 0, 1).copy()
     out = np.empty(x.shape, dtype=np.float32)
     raw = np.random.PCG64(3).random_raw(2_000)
-    assert noise_image(_halves(raw[:500]), x, np.float32(0.1), False, out, *tables(), R) == -1
-    assert noise_image(_halves(raw), x, np.float32(0.1), False, out, *tables(), R) > 0
+    assert noise_image(halves(raw[:500]), x, np.float32(0.1), False, out, *tables(), R) == -1
+    assert noise_image(halves(raw), x, np.float32(0.1), False, out, *tables(), R) > 0
     z = standard_normal32(np.random.PCG64(3), x.size).reshape(32, 32, 3).transpose(2, 0, 1)
     want = np.clip(x.astype(np.float32) / np.float32(255) + np.float32(0.1) * z, 0, 1) * np.float32(255)
     assert np.array_equal(out, want.astype(np.float32))

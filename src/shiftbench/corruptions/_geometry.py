@@ -247,12 +247,13 @@ def zoom_axis_table(n: int, zoom: float) -> tuple[np.ndarray, np.ndarray, np.nda
     ``i0[j]`` and ``i1[j]`` (absolute indices into the uncropped axis) with
     weight ``t[j]`` on ``i1``, i.e. ``a + (b - a) * t``.
     """
-    i0, i1, t = _zoom_axis_table(int(n), float(zoom))
+    i0, i1, t = cached_zoom_axis_table(int(n), float(zoom))
     return i0.copy(), i1.copy(), t.copy()
 
 
 @lru_cache(maxsize=512)
-def _zoom_axis_table(n: int, zoom: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def cached_zoom_axis_table(n: int, zoom: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`zoom_axis_table` as shared, cached arrays: read them, never write to them."""
     ch = int(math.ceil(n / zoom))
     start = (n - ch) // 2
     out = int(round(ch * zoom))  # scipy.ndimage.zoom's output length (round half even)
@@ -281,7 +282,7 @@ def _axis_tensors(
     if hit is None:
         if len(_TABLE_CACHE) > 1024:
             _TABLE_CACHE.clear()
-        i0, i1, t = _zoom_axis_table(n, zoom)
+        i0, i1, t = cached_zoom_axis_table(n, zoom)
         hit = (
             torch.tensor(i0, device=device),
             torch.tensor(i1, device=device),

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
-from ._geometry import _zoom_axis_table, clipped_zoom, run_threaded, use_numba
+from ._geometry import cached_zoom_axis_table, clipped_zoom, run_threaded, use_numba
 from ._geometry import motion_blur as _im_motion_blur
 from ._ops import extend_index, fdiv, gaussian_kernel1d
 
@@ -589,8 +589,8 @@ def motion_blur(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tens
 
 @lru_cache(maxsize=64)
 def _zoom_tables(h: int, w: int, zooms: tuple[float, ...]) -> tuple[np.ndarray, ...]:
-    rows = [_zoom_axis_table(h, z) for z in zooms]
-    cols = [_zoom_axis_table(w, z) for z in zooms]
+    rows = [cached_zoom_axis_table(h, z) for z in zooms]
+    cols = [cached_zoom_axis_table(w, z) for z in zooms]
     out = (
         np.stack([r[0] for r in rows]),
         np.stack([r[1] for r in rows]),

@@ -36,7 +36,7 @@ def _chw(a: torch.Tensor) -> torch.Tensor:
 def _noise_fused(multiplicative: bool) -> Any:
     def fused(x: torch.Tensor, c: float, generators: list[np.random.Generator], ctx: ApplyContext) -> torch.Tensor:
         """Draw (FastDraws.standard_normal32 of each generator) and apply in one compiled pass per image."""
-        from .._ziggurat import R, _halves, noise_image, tables
+        from .._ziggurat import R, halves, noise_image, tables
 
         xa = np.ascontiguousarray(x.detach().numpy())
         if xa.dtype not in (np.uint8, np.float32):
@@ -47,7 +47,7 @@ def _noise_fused(multiplicative: bool) -> Any:
         kt, wt, fo, fi = tables()
         for i, g in enumerate(generators):
             raw = raw_words(g.bit_generator, (n + n // 32 + 64 + 1) // 2)  # as standard_normal32 draws
-            while noise_image(_halves(raw), xa[i], np.float32(c), multiplicative, out[i], kt, wt, fo, fi, R) < 0:
+            while noise_image(halves(raw), xa[i], np.float32(c), multiplicative, out[i], kt, wt, fo, fi, R) < 0:
                 raw = np.concatenate([raw, raw_words(g.bit_generator, n // 16 + 64)])
         return torch.from_numpy(out)
 

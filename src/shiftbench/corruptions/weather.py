@@ -114,10 +114,10 @@ def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     generator = getattr(draws, "generator", None)
     if isinstance(generator, np.random.Generator):
         # FastDraws: compiled, on 32-bit uniforms (see _fog_cpu); the window as float32
-        from .._ziggurat import _halves
+        from .._ziggurat import halves
         from ._fog_cpu import plasma_map
 
-        words = _halves(raw_words(generator.bit_generator, size * size // 2))[: size * size - 1]
+        words = halves(raw_words(generator.bit_generator, size * size // 2))[: size * size - 1]
         return {"plasma": plasma_map(words, size, float(ctx.params[1]), ctx.height, ctx.width)}
     pmap = plasma_fractal(draws, size, float(ctx.params[1]))
     return {"plasma": np.ascontiguousarray(pmap[: ctx.height, : ctx.width])}
