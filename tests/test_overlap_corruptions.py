@@ -58,28 +58,22 @@ def test_papers_ranges_and_alexnet_errors() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_candidate_invariants(name: str) -> None:
+def test_full_range_driver(name: str) -> None:
+    """The overlap study's mode (one value from the whole range per image). The engine's contract
+    (tests/test_contracts.py) covers each candidate at severities 1..5, with every backend."""
     x = photos()
-    before = x.clone()
     out = corrupt_candidate(x, name, seed=3)
-    assert out.shape == x.shape and out.dtype == torch.uint8 and torch.equal(x, before)
+    assert out.shape == x.shape and out.dtype == torch.uint8
     assert torch.equal(out, corrupt_candidate(x, name, seed=3))
     for i in range(len(x)):  # an image's corruption does not depend on its batch
         assert torch.equal(corrupt_candidate(x[i], name, seed=3), out[i])
     assert not torch.equal(corrupt_candidate(x, name, seed=4), out)
     assert not torch.equal(out, x)
-    xf = x.to(torch.float32) / 255.0
-    of = corrupt_candidate(xf, name, seed=3)
+    of = corrupt_candidate(x.to(torch.float32) / 255.0, name, seed=3)
     assert of.dtype == torch.float32 and float(of.min()) >= 0.0 and float(of.max()) <= 1.0
-    q = torch.floor(of.to(torch.float64) * 255 + 1e-3).to(torch.int16)
-    assert float(((q - out.to(torch.int16)).abs() <= 1).to(torch.float64).mean()) >= 0.99
     # keys replace the pixel digest
     k1 = corrupt_candidate(x, name, seed=3, keys=["a", "b", "c"])
     assert torch.equal(k1[0], corrupt_candidate(x[:1], name, seed=3, keys=["a"])[0])
-    # the five severities of shiftbench.corrupt also work (fifths of the range)
-    for sev in (1, 5):
-        y = shiftbench.corrupt(x, name, sev, seed=3)
-        assert y.shape == x.shape and y.dtype == torch.uint8
 
 
 @pytest.mark.parametrize("name", ["noc_gaussian_noise", "noc_rotation", "noc_obstruction", "noc_brightness"])

@@ -32,6 +32,9 @@ from ._validate import suggest
 from .errors import InvalidArgumentError, UnknownCorruptionError, UnknownNameError
 
 __all__ = [
+    "Backend",
+    "TENSOR",
+    "compiled_backend",
     "Corruption",
     "SampleContext",
     "ApplyContext",
@@ -46,6 +49,40 @@ __all__ = [
 FAMILIES = ("noise", "blur", "weather", "digital", "occlusion", "geometric", "color")
 DEFAULT_NAMESPACE = "imagenet_c"
 """The namespace :func:`list_corruptions` lists unless told otherwise: the 19 ImageNet-C corruptions."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One implementation of a corruption's ``apply``.
+
+    Every corruption has the ``"tensor"`` backend (:data:`TENSOR`: torch operations on any device,
+    the path the others must equal bit for bit in 8-bit output); some add a compiled CPU path
+    (``"compiled"``, see :func:`compiled_backend`) or a reference route (``"pillow"``). ``apply``
+    reads the selected one from ``ApplyContext.backend``.
+    """
+
+    name: str
+    description: str
+    devices: tuple[str, ...] | None = None  # device types it runs on; None: any
+    dtypes: tuple[torch.dtype, ...] | None = None  # dtypes of x it takes; None: any
+
+    def supports(self, device: torch.device | str, dtype: torch.dtype) -> bool:
+        """Whether a batch of ``dtype`` on ``device`` can take this backend."""
+        kind = torch.device(device).type
+        return (self.devices is None or kind in self.devices) and (self.dtypes is None or dtype in self.dtypes)
+
+    def describe_support(self) -> str:
+        devs = "any device" if self.devices is None else "/".join(self.devices) + " tensors"
+        dts = "" if self.dtypes is None else " of dtype " + "/".join(str(d).replace("torch.", "") for d in self.dtypes)
+        return devs + dts
+
+
+TENSOR = Backend("tensor", "torch operations on any device (the reference path of every corruption)")
+
+
+def compiled_backend(*dtypes: torch.dtype) -> Backend:
+    """The compiled (Numba) CPU backend, for ``x`` of these dtypes (none given: any)."""
+    return Backend("compiled", "Numba kernels compiled for the CPU", ("cpu",), tuple(dtypes) or None)
 
 
 @dataclass
@@ -83,6 +120,8 @@ class ApplyContext:
     them itself as uint8 (``uint8(clip(y, 0, 255))``, the same values) instead of floats.
     ``out``: where the caller keeps the 8-bit result (B x 3 x H x W uint8, CPU), or None; an
     ``apply`` that produces uint8 levels may write them there and return it, saving a copy.
+    ``backend``: the implementation to run, one of the corruption's :attr:`Corruption.backends`
+    (:func:`shiftbench.corrupt` picks it with :meth:`Corruption.select_backend`).
     """
 
     edition: str
@@ -90,6 +129,7 @@ class ApplyContext:
     extra: dict[str, Any] = field(default_factory=dict)
     levels: bool = False
     out: torch.Tensor | None = None
+    backend: str = "tensor"
 
     def result_array(self, shape: tuple[int, ...], float_dtype: Any) -> np.ndarray:
         """Where a compiled kernel writes its result: the caller's 8-bit buffer (``out``, viewed as
@@ -123,14 +163,53 @@ class Corruption:
     description: str = ""
     order: int = 0
     accepts_levels: bool = False  # apply() also takes the raw uint8 levels (of 8-bit inputs) for x
-    # optional CPU route that draws and applies in one pass: fused(x, params, generators, ctx) must
-    # equal apply(x, params, <the sampler's draws from those generators>, ctx) (tested per corruption)
-    fused: Callable[..., torch.Tensor] | None = None
+    # optional route of the compiled backend that draws and applies in one pass:
+    # draw_apply(x, params, generators, ctx) must equal apply(x, params, <the sampler's draws from
+    # those generators>, ctx) (tested per corruption by the contract tests)
+    draw_apply: Callable[..., torch.Tensor] | None = None
     # values per batch chunk on the CPU (corrupt() splits larger batches); None: the default, which
     # keeps a chunk's intermediates in cache. Kernels that work image by image set a larger one:
     # they gain nothing from small chunks and lose a call per chunk
     chunk_values: int | None = None
     namespace: str = DEFAULT_NAMESPACE
+    implementations: tuple[Backend, ...] = (TENSOR,)
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """Names of this corruption's implementations, ``"tensor"`` first."""
+        return tuple(b.name for b in self.implementations)
+
+    def backend(self, name: str) -> Backend:
+        """The implementation called ``name`` (:class:`~shiftbench.errors.UnknownNameError` if none)."""
+        for b in self.implementations:
+            if b.name == name:
+                return b
+        raise UnknownNameError("backend", name, ["auto", *self.backends], suggest(str(name), self.backends))
+
+    def select_backend(self, device: torch.device | str, dtype: torch.dtype, backend: str = "auto") -> str:
+        """The backend that runs a batch of ``dtype`` on ``device``.
+
+        ``"auto"``: the first non-tensor backend that supports the batch, else ``"tensor"``.
+        A named backend must exist for this corruption and support the batch, else
+        :class:`~shiftbench.errors.InvalidArgumentError` (``UnknownNameError`` for a name it lacks).
+        """
+        if backend == "auto":
+            for b in self.implementations[1:]:
+                if b.supports(device, dtype):
+                    return b.name
+            return TENSOR.name
+        if not isinstance(backend, str):
+            raise InvalidArgumentError("backend", backend, f"one of {['auto', *self.backends]}")
+        b = self.backend(backend)
+        if not b.supports(device, dtype):
+            raise InvalidArgumentError(
+                "backend",
+                backend,
+                f"a backend of {self.name} that runs this batch ({torch.device(device).type}, "
+                f"{str(dtype).replace('torch.', '')}): {[n for n in self.backends if self.backend(n).supports(device, dtype)]}",
+                f"{backend!r} runs on {b.describe_support()}.",
+            )
+        return b.name
 
     def input_dtype(self, float_input: bool) -> torch.dtype:
         """The dtype ``apply`` receives: 8-bit inputs stay uint8 where the functional accepts levels
@@ -164,16 +243,19 @@ def register(
     description: str = "",
     params: Mapping[str, tuple[Any, ...]] | None = None,
     accepts_levels: bool = False,
-    fused: Callable[..., torch.Tensor] | None = None,
+    draw_apply: Callable[..., torch.Tensor] | None = None,
     chunk_values: int | None = None,
     namespace: str = DEFAULT_NAMESPACE,
+    backends: tuple[Backend, ...] = (),
 ) -> Callable[[ApplyFn], ApplyFn]:
     """Decorator registering ``apply`` under ``name`` in ``namespace``.
 
     Parameters come from package data (``imagenet_c_params.json``) unless ``params``
     gives the per-edition table of 5 severity entries directly. Names are unique across
     namespaces (:func:`get_corruption` finds a name in any namespace); ``group`` is a free
-    label inside the namespace (ImageNet-C: ``"benchmark"`` and ``"extra"``).
+    label inside the namespace (ImageNet-C: ``"benchmark"`` and ``"extra"``). ``backends``: the
+    implementations ``apply`` has besides :data:`TENSOR` (which every corruption has), in the
+    order ``backend="auto"`` tries them; ``draw_apply`` belongs to the ``"compiled"`` one.
     """
     from ._params import imagenet_c_params
 
@@ -182,6 +264,12 @@ def register(
     for label, value in (("group", group), ("namespace", namespace)):
         if not isinstance(value, str) or not value.isidentifier():
             raise ValueError(f"{label}={value!r} must be a lower-case identifier")
+
+    impls = (TENSOR, *backends)
+    if len({b.name for b in impls}) != len(impls):
+        raise ValueError(f"backends of {name!r} must have distinct names, got {[b.name for b in impls]}")
+    if draw_apply is not None and "compiled" not in {b.name for b in impls}:
+        raise ValueError(f"draw_apply of {name!r} belongs to a 'compiled' backend, which it does not declare")
 
     def deco(fn: ApplyFn) -> ApplyFn:
         if name in _REGISTRY:
@@ -200,9 +288,10 @@ def register(
             description=description or (fn.__doc__ or "").strip().split("\n")[0],
             order=_paper_order(name),
             accepts_levels=accepts_levels,
-            fused=fused,
+            draw_apply=draw_apply,
             chunk_values=chunk_values,
             namespace=namespace,
+            implementations=impls,
         )
         return fn
 

@@ -170,6 +170,7 @@ def corrupt(
     draws: Sequence[dict[str, Any]] | None = None,
     device: torch.device | str | None = None,
     quantize: bool = False,
+    backend: str = "auto",
 ) -> Any:
     """Apply an ImageNet-C corruption to one image or a batch.
 
@@ -189,6 +190,11 @@ def corrupt(
         draws: replay previously sampled draws (one dict per image, see :func:`sample_draws`).
         device: run on this device (default: the input's device).
         quantize: for float inputs, truncate the result to 8-bit levels as the reference does.
+        backend: which implementation runs (``get_corruption(name).backends``): ``"auto"`` (the
+            compiled CPU kernels for CPU batches where the corruption has them, else the tensor
+            path), ``"tensor"`` (torch operations, any device), ``"compiled"``... All give the same
+            8-bit output; a backend the corruption lacks, or one that cannot run the batch (e.g.
+            ``"compiled"`` on a GPU), raises :class:`~shiftbench.errors.InvalidArgumentError`.
 
     Returns:
         The corrupted image(s) in the input's type, dtype, layout and device.
@@ -205,19 +211,20 @@ def corrupt(
         raise InvalidArgumentError("keys", f"{len(keys)} keys", f"exactly one key per image ({n})")
     if draws is not None and len(draws) != n:
         raise InvalidArgumentError("draws", f"{len(draws)} dicts", f"exactly one dict per image ({n})")
+    chosen = spec.select_backend(b.raw.device, spec.input_dtype(b.float_input), backend)
     out = Output(b, quantize=quantize or release)
-    ctx = ApplyContext(edition=ed.name, severity=s, levels=out.to_uint8 and b.raw.device.type == "cpu")
+    ctx = ApplyContext(edition=ed.name, severity=s, levels=out.to_uint8 and b.raw.device.type == "cpu", backend=chosen)
     step = _chunk_size(b, spec)
     for a in range(0, n, step):
         e = min(n, a + step)
         ctx.out = None if release else out.levels_view(a, e)
         stacked: dict[str, torch.Tensor] = {}
-        if spec.fused is not None and draws is None and b.raw.device.type == "cpu":
+        if spec.draw_apply is not None and draws is None and chosen == "compiled":
             gens = [
                 derive_generator(seed, key_to_int(keys[i]) if keys is not None else image_key(b.canonical_uint8(i)), spec.name, s)
                 for i in range(a, e)
             ]
-            y = spec.fused(b.rgb(a, e, spec.input_dtype(b.float_input)), params, gens, ctx)
+            y = spec.draw_apply(b.rgb(a, e, spec.input_dtype(b.float_input)), params, gens, ctx)
             if release:
                 y = release_jpeg(y.clamp(0, 255).to(torch.uint8))
             out.put(a, e, y)
@@ -266,6 +273,7 @@ class Corrupt:
         edition: str | int | None = None,
         release: bool = False,
         quantize: bool = False,
+        backend: str = "auto",
     ) -> None:
         self.spec = get_corruption(corruption)
         self.severity = check_severity(severity)
@@ -275,6 +283,9 @@ class Corrupt:
             raise InvalidArgumentError("edition", edition, f"one of {list(self.spec.params)}")
         self.release = release
         self.quantize = quantize
+        if backend != "auto":
+            self.spec.backend(backend)  # an unknown name fails here, not at the first image
+        self.backend = backend
 
     def __call__(self, image: Any, key: Any = None) -> Any:
         keys = None if key is None else [key]
@@ -289,6 +300,7 @@ class Corrupt:
             keys=keys,
             release=self.release,
             quantize=self.quantize,
+            backend=self.backend,
         )
 
     def __repr__(self) -> str:

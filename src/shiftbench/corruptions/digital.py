@@ -13,38 +13,41 @@ import torch
 from PIL import Image
 
 from .._images import hwc_uint8
-from .._registry import IMAGE_BY_IMAGE, ApplyContext, register
+from .._registry import IMAGE_BY_IMAGE, ApplyContext, Backend, compiled_backend, register
 from ._hsv_cpu import hsv_edit_cpu
 from ._ops import fdiv, hsv_to_rgb, rgb_to_hsv
 from ._resample import PRECISION_BITS, box_coefficients
 
 
-@register("brightness", family="weather", group="benchmark", sample=None)
+@register("brightness", family="weather", group="benchmark", sample=None, backends=(compiled_backend(torch.float64),))
 def brightness(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Add c to the HSV value channel (scikit-image HSV, float64)."""
-    if x.device.type == "cpu" and x.dtype == torch.float64:
+    if ctx.backend == "compiled":
         return hsv_edit_cpu(x, 0, c)
     hsv = rgb_to_hsv(fdiv(x, 255.0))
     hsv = torch.stack([hsv[:, 0], hsv[:, 1], torch.clamp(hsv[:, 2] + c, 0, 1)], dim=1)
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
 
 
-@register("saturate", family="digital", group="extra", sample=None)
+@register("saturate", family="digital", group="extra", sample=None, backends=(compiled_backend(torch.float64),))
 def saturate(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Scale and shift the HSV saturation channel: S * c0 + c1."""
-    if x.device.type == "cpu" and x.dtype == torch.float64:
+    if ctx.backend == "compiled":
         return hsv_edit_cpu(x, 1, c[0], c[1])
     hsv = rgb_to_hsv(fdiv(x, 255.0))
     hsv = torch.stack([hsv[:, 0], torch.clamp(hsv[:, 1] * c[0] + c[1], 0, 1), hsv[:, 2]], dim=1)
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
 
 
-@register("contrast", family="digital", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE)
+@register(
+    "contrast", family="digital", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
+    backends=(compiled_backend(torch.uint8, torch.float64),),
+)
 def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Shrink each channel towards its spatial mean by the factor c (float64, as the reference)."""
     # channel means: the sum of the levels (exact for 8-bit inputs, in any order) / 255 / pixels
     count = int(x.shape[-2]) * int(x.shape[-1])
-    if x.device.type == "cpu" and x.dtype in (torch.uint8, torch.float64) and ctx.extra.get("fused", True):
+    if ctx.backend == "compiled":
         from ._blend_cpu import contrast_kernel
 
         xa = np.ascontiguousarray(x.detach().numpy())
@@ -108,15 +111,23 @@ def pillow_box_resize(x: torch.Tensor, height: int, width: int) -> torch.Tensor:
     return y
 
 
-@register("pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8, chunk_values=IMAGE_BY_IMAGE)
+_PILLOW = Backend("pillow", "Pillow itself, image by image (the reference's route)", ("cpu",), (torch.uint8,))
+
+
+@register(
+    "pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8, chunk_values=IMAGE_BY_IMAGE,
+    backends=(compiled_backend(torch.uint8), _PILLOW),
+)
 def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Box-downsample to (W*c, H*c) and box-upsample back (Pillow's BOX filter, 8-bit).
 
-    On the CPU compiled passes over the channel planes (:mod:`._resample_cpu`); elsewhere
-    the same arithmetic runs as batched tensor ops on the device.
+    Backends: ``"tensor"``, the arithmetic as batched tensor ops on any device; ``"compiled"``,
+    passes over the channel planes (:mod:`._resample_cpu`); ``"pillow"``, Pillow image by image.
     """
     h, w = int(x.shape[-2]), int(x.shape[-1])
-    if x.device.type != "cpu" or not ctx.extra.get("fused", True):
+    if ctx.backend == "pillow":
+        return _pillow_pixelate(x, c)
+    if ctx.backend == "tensor":
         small = pillow_box_resize(x, int(h * c), int(w * c))
         return pillow_box_resize(small, h, w).to(torch.uint8)
     if h > 2 * w:
@@ -181,7 +192,14 @@ def jpeg_round_trip(x: torch.Tensor, quality: int, compiled: bool = True, out: t
     return _chw_tensor(res, x)
 
 
-@register("jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8, chunk_values=IMAGE_BY_IMAGE)
+@register(
+    "jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8,
+    chunk_values=IMAGE_BY_IMAGE, backends=(compiled_backend(torch.uint8), _PILLOW),
+)
 def jpeg_compression(x: torch.Tensor, c: int, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Encode as JPEG at quality c (4:2:0 chroma subsampling) and decode, as Pillow (libjpeg-turbo) does."""
-    return jpeg_round_trip(x, int(c), compiled=bool(ctx.extra.get("fused", True)), out=ctx.out)
+    if ctx.backend == "tensor":
+        from ._jpeg_torch import jpeg_round_trip_tensor
+
+        return jpeg_round_trip_tensor(x, int(c))
+    return jpeg_round_trip(x, int(c), compiled=ctx.backend == "compiled", out=ctx.out)
