@@ -61,12 +61,16 @@ def check_corruption(
     backend: str = "tensor",
     severities: tuple[int, ...] = (1, 2, 3, 4, 5),
     float_agreement: float = 0.999,
+    same_as: tuple[str, ...] | None = None,
 ) -> list[float]:
     """Check the contract for corruption ``name`` run by ``backend`` on ``x`` (B x 3 x H x W uint8,
-    B >= 2). Returns the mean absolute distortion of the uint8 output at each severity."""
+    B >= 2). ``same_as``: the backends whose output this one must equal (default: the tensor path,
+    for any other backend). Returns the mean absolute distortion of the uint8 output at each severity."""
     spec = shiftbench.get_corruption(name)
     assert backend in spec.backends, (name, backend, spec.backends)
     assert x.dtype == torch.uint8 and x.ndim == 4 and len(x) >= 2
+    if same_as is None:
+        same_as = () if backend == "tensor" else ("tensor",)
     xf = x.to(torch.float32) / 255.0
     x_before, xf_before = x.clone(), xf.clone()
     dists: list[float] = []
@@ -97,12 +101,12 @@ def check_corruption(
         q = torch.floor(of.to(torch.float64) * 255 + 1e-3).to(torch.int16)
         close = float(((q - out.to(torch.int16)).abs() <= 1).to(torch.float64).mean())
         assert close >= float_agreement, f"float/uint8 paths disagree at severity {s}: {close}"
-        if backend != "tensor":
-            tensor = shiftbench.corrupt(x, name, s, seed=SEED, edition=edition, backend="tensor")
-            assert torch.equal(out, tensor), f"backend {backend!r} differs from the tensor path at severity {s}"
-            ft = shiftbench.corrupt(xf, name, s, seed=SEED, edition=edition, backend="tensor")
+        for other in same_as:
+            want = shiftbench.corrupt(x, name, s, seed=SEED, edition=edition, backend=other)
+            assert torch.equal(out, want), f"backend {backend!r} differs from {other!r} at severity {s}"
+            ft = shiftbench.corrupt(xf, name, s, seed=SEED, edition=edition, backend=other)
             gap = float((of - ft).abs().max())  # float results: summation order may differ
-            assert gap <= 1e-5, f"backend {backend!r} differs from the tensor path on float input at severity {s}: {gap}"
+            assert gap <= 1e-5, f"backend {backend!r} differs from {other!r} on float input at severity {s}: {gap}"
         if s in (1, 5):
             check_levels_output(spec, x, edition, s, backend)
         dists.append(float((out.to(torch.float64) - x.to(torch.float64)).abs().mean()))
