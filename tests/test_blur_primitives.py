@@ -337,7 +337,14 @@ def test_cpu_kernels_equal_torch_paths(name: str, edition: str) -> None:
         fast = spec.apply(x, params, draws, ApplyContext(edition, sev, backend="compiled"))
         slow = spec.apply(x, params, draws, ApplyContext(edition, sev, backend="tensor"))
         assert fast.shape == x.shape and fast.dtype == x.dtype
-        assert torch.equal(fast, slow), (name, edition, sev)
+        if name == "defocus_blur":  # the tensor path is an FFT: its float sums round differently
+            assert float((fast - slow).abs().max()) < 1e-3, (name, edition, sev)
+            levels = x.to(torch.uint8)
+            fast8 = spec.apply(levels, params, draws, ApplyContext(edition, sev, backend="compiled"))
+            slow8 = spec.apply(levels, params, draws, ApplyContext(edition, sev, backend="tensor"))
+            assert torch.equal(fast8.clamp(0, 255).to(torch.uint8), slow8.clamp(0, 255).to(torch.uint8)), (name, edition, sev)
+        else:
+            assert torch.equal(fast, slow), (name, edition, sev)
 
 
 def test_zoom_blur_matches_reference_formula_on_a_photo() -> None:
