@@ -57,22 +57,6 @@ def test_tensor_box_resize_equals_pillow(edition: str, height: int, width: int) 
         assert np.array_equal(back[0].permute(1, 2, 0).numpy(), back_ref), c
 
 
-@pytest.mark.parametrize(("edition", "severity"), [("224", 3), ("299", 1), ("64", 2), ("64", 5), ("32", 1), ("32", 4)])
-def test_fused_elastic_equals_tensor_path(edition: str, severity: int) -> None:
-    from shiftbench._registry import ApplyContext
-    from shiftbench.api import sample_draws
-
-    spec = shiftbench.get_corruption("elastic_transform")
-    x = torch.from_numpy(photos(edition, 2)).permute(0, 3, 1, 2).contiguous().to(torch.float32)
-    draws = [sample_draws(x[i].to(torch.uint8), spec.name, severity, seed=5, edition=edition) for i in range(2)]
-    stacked = {k: torch.stack([torch.as_tensor(np.asarray(d[k])) for d in draws]) for k in draws[0]}
-    params = spec.severity_params(edition, severity)
-    fused = spec.apply(x, params, stacked, ApplyContext(edition, severity, {"fused": True}))
-    tensor = spec.apply(x, params, stacked, ApplyContext(edition, severity, {"fused": False}))
-    assert fused.dtype == tensor.dtype == torch.float32
-    assert torch.equal(fused, tensor)
-
-
 @pytest.mark.parametrize(("level", "scale"), [(0, 60.0), (1, 60.0), (128, 60.0), (255, 3.0), (200, 300.0)])
 def test_alias_poisson_draws_follow_the_poisson_law(level: int, scale: float) -> None:
     from scipy.stats import poisson
@@ -91,24 +75,6 @@ def test_alias_poisson_draws_follow_the_poisson_law(level: int, scale: float) ->
     # total variation distance of 10^6 draws: sampling noise alone stays far below 0.01
     assert 0.5 * np.abs(emp - pmf).sum() < 0.01
     assert abs(float(draws.mean()) - lam) < 0.01 * max(1.0, lam**0.5)
-
-
-@pytest.mark.parametrize("name", ["gaussian_noise", "speckle_noise", "impulse_noise"])
-@pytest.mark.parametrize("severity", [1, 5])
-def test_fused_noise_equals_tensor_path(name: str, severity: int) -> None:
-    from shiftbench._registry import ApplyContext
-    from shiftbench.api import sample_draws
-
-    spec = shiftbench.get_corruption(name)
-    x = torch.from_numpy(photos("224", 2)).permute(0, 3, 1, 2).contiguous()
-    draws = [sample_draws(x[i], name, severity, seed=9, edition="224") for i in range(2)]
-    stacked = {k: torch.stack([torch.as_tensor(np.asarray(d[k])) for d in draws]) for k in draws[0]}
-    params = spec.severity_params("224", severity)
-    xf = x.to(torch.float32)
-    fused = spec.apply(xf, params, stacked, ApplyContext("224", severity, {"fused": True}))
-    tensor = spec.apply(xf, params, stacked, ApplyContext("224", severity, {"fused": False}))
-    assert fused.dtype == tensor.dtype == torch.float32
-    assert torch.equal(fused, tensor)
 
 
 @pytest.mark.parametrize("precision", ["float32", "float64"])
@@ -137,7 +103,7 @@ def test_ziggurat_normals_follow_the_normal_law(precision: str) -> None:
 
 
 def test_ziggurat_is_a_function_of_the_stream_and_refills() -> None:
-    from shiftbench._ziggurat import _halves, standard_normal32, standard_normal64, tables, ziggurat_fill, ziggurat_fill64
+    from shiftbench._ziggurat import halves, standard_normal32, standard_normal64, tables, ziggurat_fill, ziggurat_fill64
 
     a = standard_normal32(np.random.PCG64(7), 10_000)
     b = standard_normal32(np.random.PCG64(7), 10_000)
@@ -145,9 +111,9 @@ def test_ziggurat_is_a_function_of_the_stream_and_refills() -> None:
     # a buffer that runs short reports it; the longer buffer reproduces the same values
     raw = np.random.PCG64(7).random_raw(6_000)
     short = np.empty(10_000, dtype=np.float32)
-    assert ziggurat_fill(_halves(raw[:4_000]), short, *tables(), 3.6541528853610088) == -1
+    assert ziggurat_fill(halves(raw[:4_000]), short, *tables(), 3.6541528853610088) == -1
     full = np.empty(10_000, dtype=np.float32)
-    assert ziggurat_fill(_halves(raw), full, *tables(), 3.6541528853610088) > 0
+    assert ziggurat_fill(halves(raw), full, *tables(), 3.6541528853610088) > 0
     assert np.array_equal(full, a)
     a64 = standard_normal64(np.random.PCG64(7), 10_000)
     assert a64.dtype == np.float64 and np.array_equal(a64, standard_normal64(np.random.PCG64(7), 10_000))
@@ -355,10 +321,10 @@ def test_disk_defocus_equals_opencv_to_the_level(edition: str, severity: int) ->
     want = np.stack([[cv2.filter2D(im[..., ch] / 255.0, -1, k) for ch in range(3)] for im in imgs])
     want = (np.clip(want, 0, 1) * 255).astype(np.uint8)
     for xin in (x, x.to(torch.float64)):  # 8-bit levels and float values take the same kernel
-        got = spec.apply(xin, params, {}, ApplyContext(edition, severity))
+        got = spec.apply(xin, params, {}, ApplyContext(edition, severity, backend="compiled"))
         assert got.dtype == torch.float64 and tuple(got.shape) == tuple(x.shape)
         assert np.array_equal(got.numpy().astype(np.uint8), want), (edition, severity)
-        fft = spec.apply(x.to(torch.float64), params, {}, ApplyContext(edition, severity, {"fused": False}))
+        fft = spec.apply(x.to(torch.float64), params, {}, ApplyContext(edition, severity, backend="tensor"))
         assert float((got - fft).abs().max()) < 1e-3
 
 
@@ -381,10 +347,10 @@ def test_compiled_pixelate_equals_pillow(h: int, w: int) -> None:
         for s in (1, 2, 3, 4, 5):
             c = spec.severity_params(ed, s)
             want = np.stack([np.asarray(Image.fromarray(a).resize((int(w * c), int(h * c)), Image.BOX).resize((w, h), Image.BOX)) for a in imgs])
-            got = spec.apply(x, c, {}, ApplyContext(ed, s))
+            got = spec.apply(x, c, {}, ApplyContext(ed, s, backend="compiled"))
             assert got.dtype == torch.uint8 and np.array_equal(got.permute(0, 2, 3, 1).numpy(), want), (ed, s)
             if h <= 2 * w:
-                tensor = spec.apply(x, c, {}, ApplyContext(ed, s, {"fused": False}))
+                tensor = spec.apply(x, c, {}, ApplyContext(ed, s, backend="tensor"))
                 assert torch.equal(tensor, got)
 
 
@@ -402,9 +368,9 @@ def test_compiled_blends_equal_tensor_path(name: str, edition: str) -> None:
         params = spec.severity_params(edition, severity)
         draws = [sample_draws(imgs[i], name, severity, seed=4, edition=edition) for i in range(2)]
         stacked = {k: torch.stack([torch.as_tensor(np.asarray(d[k])) for d in draws]) for k in draws[0]} if draws[0] else {}
-        tensor = spec.apply(x.to(torch.float64), params, stacked, ApplyContext(edition, severity, {"fused": False}))
+        tensor = spec.apply(x.to(torch.float64), params, stacked, ApplyContext(edition, severity, backend="tensor"))
         for xin in (x, x.to(torch.float64)):
-            fused = spec.apply(xin, params, stacked, ApplyContext(edition, severity))
+            fused = spec.apply(xin, params, stacked, ApplyContext(edition, severity, backend="compiled"))
             assert fused.dtype == torch.float64 and torch.equal(fused, tensor), (severity, xin.dtype)
 
 
@@ -542,7 +508,7 @@ def test_jpeg_colour_conversions_equal_libjpeg_tables_everywhere() -> None:
     """The compiled pipeline's 16-bit YCbCr -> RGB and 8-bit RGB -> Y equal libjpeg's table
     arithmetic (jdcolor.c / jccolor.c, 16-bit fixed point) on all 2**24 inputs."""
     from shiftbench.corruptions import _jpeg_cpu as J
-    from shiftbench.corruptions._jpeg_torch import _fix
+    from shiftbench.corruptions._jpeg_tables import fix as _fix
 
     a, b, c = (v.reshape(4096, 4096) for v in np.meshgrid(np.arange(256), np.arange(256), np.arange(256), indexing="ij"))
     a8, b8, c8 = (v.astype(np.uint8) for v in (a, b, c))
@@ -579,8 +545,8 @@ def test_compiled_jpeg_writes_into_the_callers_buffer() -> None:
     assert jpeg_round_trip(x, 15, out=other).data_ptr() != other.data_ptr() and not other.any()
 
 
-@pytest.mark.parametrize("name", [n for n in shiftbench.list_corruptions() if shiftbench.get_corruption(n).fused is not None])
-def test_fused_route_equals_sample_then_apply(name: str) -> None:
+@pytest.mark.parametrize("name", [n for n in shiftbench.list_corruptions() if shiftbench.get_corruption(n).draw_apply is not None])
+def test_draw_apply_route_equals_sample_then_apply(name: str) -> None:
     """Corruptions that draw and apply in one CPU pass give exactly what replaying their sampled
     draws through the functional gives, for 8-bit and float inputs, in every output form."""
     from shiftbench.api import sample_draws
@@ -598,13 +564,13 @@ def test_fused_route_equals_sample_then_apply(name: str) -> None:
 
 
 def test_fused_noise_kernel_reports_a_short_stream() -> None:
-    from shiftbench._ziggurat import R, _halves, noise_image, standard_normal32, tables
+    from shiftbench._ziggurat import R, halves, noise_image, standard_normal32, tables
 
     x = photos("32", 1)[0].transpose(2, 0, 1).copy()
     out = np.empty(x.shape, dtype=np.float32)
     raw = np.random.PCG64(3).random_raw(2_000)
-    assert noise_image(_halves(raw[:500]), x, np.float32(0.1), False, out, *tables(), R) == -1
-    assert noise_image(_halves(raw), x, np.float32(0.1), False, out, *tables(), R) > 0
+    assert noise_image(halves(raw[:500]), x, np.float32(0.1), False, out, *tables(), R) == -1
+    assert noise_image(halves(raw), x, np.float32(0.1), False, out, *tables(), R) > 0
     z = standard_normal32(np.random.PCG64(3), x.size).reshape(32, 32, 3).transpose(2, 0, 1)
     want = np.clip(x.astype(np.float32) / np.float32(255) + np.float32(0.1) * z, 0, 1) * np.float32(255)
     assert np.array_equal(out, want.astype(np.float32))

@@ -182,9 +182,9 @@ def test_fog_kernel_equals_tensor_path(severity: int) -> None:
     params = spec.severity_params("224", severity)
     ctx = SampleContext(params=params, height=224, width=224, edition="224", severity=severity)
     plasma = torch.from_numpy(np.stack([spec.sample(FastDraws(np.random.default_rng(i)), ctx)["plasma"] for i in range(3)]))
-    tensor = spec.apply(x.to(torch.float64), params, {"plasma": plasma}, ApplyContext("224", severity, {"fused": False}))
+    tensor = spec.apply(x.to(torch.float64), params, {"plasma": plasma}, ApplyContext("224", severity, backend="tensor"))
     for xin in (x, x.to(torch.float64)):
-        fused = spec.apply(xin, params, {"plasma": plasma}, ApplyContext("224", severity))
+        fused = spec.apply(xin, params, {"plasma": plasma}, ApplyContext("224", severity, backend="compiled"))
         assert fused.dtype == torch.float64 and torch.equal(fused, tensor)
 
 

@@ -100,7 +100,7 @@ _BOUNDS: dict[str, Callable[..., Bounds]] = {
 def _candidate_value(name: str) -> tuple[float, float] | None:
     """The range of a candidate's value ``v``: the candidate's whole range (replays of full-range
     draws, :func:`~shiftbench.overlap.corrupt_candidate`, use any value in it at any severity)."""
-    from .overlap import CANDIDATES
+    from .corruptions.candidates import CANDIDATES
 
     spec = CANDIDATES.get(name)
     if spec is None:

@@ -1,4 +1,10 @@
-"""Registry of image operations (ImageNet-C corruptions and, later, other families).
+"""Registry of image operations: a leaf module that imports no corruption.
+
+The corruption modules register themselves on import (``shiftbench.corruptions``, imported by
+:mod:`shiftbench.api`), as timm's model files fill its registry. Every corruption lives in a
+*namespace*: ``"imagenet_c"`` (the default: the 19 ImageNet-C corruptions) and ``"noc"`` (the 25
+candidate corruptions of the non-overlapping-corruptions papers); a new family of operations is
+one ``register(..., namespace="...")`` argument away.
 
 Each operation has two layers:
 
@@ -23,26 +29,60 @@ import numpy as np
 import torch
 
 from ._validate import suggest
-from .errors import InvalidArgumentError, UnknownCorruptionError
+from .errors import InvalidArgumentError, UnknownCorruptionError, UnknownNameError
 
 __all__ = [
+    "Backend",
+    "TENSOR",
+    "compiled_backend",
     "Corruption",
     "SampleContext",
     "ApplyContext",
     "register",
     "get_corruption",
     "list_corruptions",
+    "list_namespaces",
     "FAMILIES",
-    "GROUPS",
+    "DEFAULT_NAMESPACE",
 ]
 
 FAMILIES = ("noise", "blur", "weather", "digital", "occlusion", "geometric", "color", "style")
-GROUPS = ("benchmark", "extra", "candidate", "style")
-# Groups left out of list_corruptions() unless asked for by group (group="candidate" or the
-# pattern "candidate"): the overlap study's candidate corruptions (shiftbench.overlap), which
-# draw one value from a continuous range per image instead of following the ImageNet-C tables.
-# "style": style transfer as a corruption (shiftbench.style), which needs a style folder and networks.
-OPT_IN_GROUPS = ("candidate", "style")
+DEFAULT_NAMESPACE = "imagenet_c"
+"""The namespace :func:`list_corruptions` lists unless told otherwise: the 19 ImageNet-C corruptions."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One implementation of a corruption's ``apply``.
+
+    Every corruption has the ``"tensor"`` backend (:data:`TENSOR`: torch operations on any device,
+    the path the others must equal bit for bit in 8-bit output); some add a compiled CPU path
+    (``"compiled"``, see :func:`compiled_backend`) or a reference route (``"pillow"``). ``apply``
+    reads the selected one from ``ApplyContext.backend``.
+    """
+
+    name: str
+    description: str
+    devices: tuple[str, ...] | None = None  # device types it runs on; None: any
+    dtypes: tuple[torch.dtype, ...] | None = None  # dtypes of x it takes; None: any
+
+    def supports(self, device: torch.device | str, dtype: torch.dtype) -> bool:
+        """Whether a batch of ``dtype`` on ``device`` can take this backend."""
+        kind = torch.device(device).type
+        return (self.devices is None or kind in self.devices) and (self.dtypes is None or dtype in self.dtypes)
+
+    def describe_support(self) -> str:
+        devs = "any device" if self.devices is None else "/".join(self.devices) + " tensors"
+        dts = "" if self.dtypes is None else " of dtype " + "/".join(str(d).replace("torch.", "") for d in self.dtypes)
+        return devs + dts
+
+
+TENSOR = Backend("tensor", "torch operations on any device (the reference path of every corruption)")
+
+
+def compiled_backend(*dtypes: torch.dtype) -> Backend:
+    """The compiled (Numba) CPU backend, for ``x`` of these dtypes (none given: any)."""
+    return Backend("compiled", "Numba kernels compiled for the CPU", ("cpu",), tuple(dtypes) or None)
 
 
 @dataclass
@@ -80,6 +120,8 @@ class ApplyContext:
     them itself as uint8 (``uint8(clip(y, 0, 255))``, the same values) instead of floats.
     ``out``: where the caller keeps the 8-bit result (B x 3 x H x W uint8, CPU), or None; an
     ``apply`` that produces uint8 levels may write them there and return it, saving a copy.
+    ``backend``: the implementation to run, one of the corruption's :attr:`Corruption.backends`
+    (:func:`shiftbench.corrupt` picks it with :meth:`Corruption.select_backend`).
     """
 
     edition: str
@@ -87,6 +129,7 @@ class ApplyContext:
     extra: dict[str, Any] = field(default_factory=dict)
     levels: bool = False
     out: torch.Tensor | None = None
+    backend: str = "tensor"
 
     def result_array(self, shape: tuple[int, ...], float_dtype: Any) -> np.ndarray:
         """Where a compiled kernel writes its result: the caller's 8-bit buffer (``out``, viewed as
@@ -120,13 +163,53 @@ class Corruption:
     description: str = ""
     order: int = 0
     accepts_levels: bool = False  # apply() also takes the raw uint8 levels (of 8-bit inputs) for x
-    # optional CPU route that draws and applies in one pass: fused(x, params, generators, ctx) must
-    # equal apply(x, params, <the sampler's draws from those generators>, ctx) (tested per corruption)
-    fused: Callable[..., torch.Tensor] | None = None
+    # optional route of the compiled backend that draws and applies in one pass:
+    # draw_apply(x, params, generators, ctx) must equal apply(x, params, <the sampler's draws from
+    # those generators>, ctx) (tested per corruption by the contract tests)
+    draw_apply: Callable[..., torch.Tensor] | None = None
     # values per batch chunk on the CPU (corrupt() splits larger batches); None: the default, which
     # keeps a chunk's intermediates in cache. Kernels that work image by image set a larger one:
     # they gain nothing from small chunks and lose a call per chunk
     chunk_values: int | None = None
+    namespace: str = DEFAULT_NAMESPACE
+    implementations: tuple[Backend, ...] = (TENSOR,)
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """Names of this corruption's implementations, ``"tensor"`` first."""
+        return tuple(b.name for b in self.implementations)
+
+    def backend(self, name: str) -> Backend:
+        """The implementation called ``name`` (:class:`~shiftbench.errors.UnknownNameError` if none)."""
+        for b in self.implementations:
+            if b.name == name:
+                return b
+        raise UnknownNameError("backend", name, ["auto", *self.backends], suggest(str(name), self.backends))
+
+    def select_backend(self, device: torch.device | str, dtype: torch.dtype, backend: str = "auto") -> str:
+        """The backend that runs a batch of ``dtype`` on ``device``.
+
+        ``"auto"``: the first non-tensor backend that supports the batch, else ``"tensor"``.
+        A named backend must exist for this corruption and support the batch, else
+        :class:`~shiftbench.errors.InvalidArgumentError` (``UnknownNameError`` for a name it lacks).
+        """
+        if backend == "auto":
+            for b in self.implementations[1:]:
+                if b.supports(device, dtype):
+                    return b.name
+            return TENSOR.name
+        if not isinstance(backend, str):
+            raise InvalidArgumentError("backend", backend, f"one of {['auto', *self.backends]}")
+        b = self.backend(backend)
+        if not b.supports(device, dtype):
+            raise InvalidArgumentError(
+                "backend",
+                backend,
+                f"a backend of {self.name} that runs this batch ({torch.device(device).type}, "
+                f"{str(dtype).replace('torch.', '')}): {[n for n in self.backends if self.backend(n).supports(device, dtype)]}",
+                f"{backend!r} runs on {b.describe_support()}.",
+            )
+        return b.name
 
     def input_dtype(self, float_input: bool) -> torch.dtype:
         """The dtype ``apply`` receives: 8-bit inputs stay uint8 where the functional accepts levels
@@ -160,20 +243,33 @@ def register(
     description: str = "",
     params: Mapping[str, tuple[Any, ...]] | None = None,
     accepts_levels: bool = False,
-    fused: Callable[..., torch.Tensor] | None = None,
+    draw_apply: Callable[..., torch.Tensor] | None = None,
     chunk_values: int | None = None,
+    namespace: str = DEFAULT_NAMESPACE,
+    backends: tuple[Backend, ...] = (),
 ) -> Callable[[ApplyFn], ApplyFn]:
-    """Decorator registering ``apply`` under ``name``.
+    """Decorator registering ``apply`` under ``name`` in ``namespace``.
 
     Parameters come from package data (``imagenet_c_params.json``) unless ``params``
-    gives the per-edition table of 5 severity entries directly.
+    gives the per-edition table of 5 severity entries directly. Names are unique across
+    namespaces (:func:`get_corruption` finds a name in any namespace); ``group`` is a free
+    label inside the namespace (ImageNet-C: ``"benchmark"`` and ``"extra"``). ``backends``: the
+    implementations ``apply`` has besides :data:`TENSOR` (which every corruption has), in the
+    order ``backend="auto"`` tries them; ``draw_apply`` belongs to the ``"compiled"`` one.
     """
     from ._params import imagenet_c_params
 
     if family not in FAMILIES:
         raise ValueError(f"family={family!r} must be one of {FAMILIES}")
-    if group not in GROUPS:
-        raise ValueError(f"group={group!r} must be one of {GROUPS}")
+    for label, value in (("group", group), ("namespace", namespace)):
+        if not isinstance(value, str) or not value.isidentifier():
+            raise ValueError(f"{label}={value!r} must be a lower-case identifier")
+
+    impls = (TENSOR, *backends)
+    if len({b.name for b in impls}) != len(impls):
+        raise ValueError(f"backends of {name!r} must have distinct names, got {[b.name for b in impls]}")
+    if draw_apply is not None and "compiled" not in {b.name for b in impls}:
+        raise ValueError(f"draw_apply of {name!r} belongs to a 'compiled' backend, which it does not declare")
 
     def deco(fn: ApplyFn) -> ApplyFn:
         if name in _REGISTRY:
@@ -192,8 +288,10 @@ def register(
             description=description or (fn.__doc__ or "").strip().split("\n")[0],
             order=_paper_order(name),
             accepts_levels=accepts_levels,
-            fused=fused,
+            draw_apply=draw_apply,
             chunk_values=chunk_values,
+            namespace=namespace,
+            implementations=impls,
         )
         return fn
 
@@ -214,14 +312,8 @@ def _paper_order(name: str) -> int:
     return _PAPER_ORDER.index(name) if name in _PAPER_ORDER else len(_PAPER_ORDER)
 
 
-def _ensure_loaded() -> None:
-    from . import corruptions  # noqa: F401  (registers everything)
-    from .overlap import candidates  # noqa: F401  (the overlap study's candidate corruptions)
-
-
 def get_corruption(name: str) -> Corruption:
-    """The registered corruption called ``name`` (hyphens and case are tolerated)."""
-    _ensure_loaded()
+    """The registered corruption called ``name``, in any namespace (hyphens and case are tolerated)."""
     if not isinstance(name, str):
         raise InvalidArgumentError("corruption", name, "a corruption name (str)")
     key = name.strip().lower().replace("-", "_").replace(" ", "_")
@@ -231,9 +323,16 @@ def get_corruption(name: str) -> Corruption:
     raise UnknownCorruptionError("corruption", name, names, suggest(key, names))
 
 
+def list_namespaces() -> list[str]:
+    """The namespaces that hold at least one corruption, the default one first."""
+    found = {c.namespace for c in _REGISTRY.values()}
+    return sorted(found, key=lambda n: (n != DEFAULT_NAMESPACE, n))
+
+
 def list_corruptions(
     pattern: str | list[str] | None = None,
     *,
+    namespace: str | None = None,
     group: str | None = None,
     family: str | None = None,
     edition: str | None = None,
@@ -242,36 +341,43 @@ def list_corruptions(
 
     Args:
         pattern: fnmatch wildcard(s) such as ``"*blur*"``; ``None`` means all.
-            The words ``"benchmark"``, ``"extra"``, ``"candidate"``, ``"all"`` and the family
-            names ``"noise"``, ``"blur"``, ``"weather"``, ``"digital"``... select groups.
-        group: keep only ``"benchmark"`` (the 15), ``"extra"`` (the 4) or ``"candidate"``
-            (the overlap study's candidates, see :mod:`shiftbench.overlap`).
-
-    The ``"candidate"`` group is opt-in: it is listed only with ``group="candidate"`` or
-    the pattern ``"candidate"``, so that the default listing stays the 19 ImageNet-C ones.
+            The word ``"all"``, group names (``"benchmark"``, ``"extra"``, ``"candidate"``) and
+            family names (``"noise"``, ``"blur"``, ``"weather"``, ``"digital"``...) select groups.
+        namespace: ``"imagenet_c"`` (the 19 ImageNet-C corruptions), ``"noc"`` (the 25
+            candidate corruptions of the overlap study, see :mod:`shiftbench.corruptions.candidates`),
+            any other registered namespace (:func:`list_namespaces`), or ``"all"``. ``None``:
+            the default namespace, plus the namespaces of a group asked for by ``group`` or by a
+            group word in ``pattern`` (``group="candidate"`` lists the ``"noc"`` namespace), and of
+            names given in full.
+        group: keep only this group: ``"benchmark"`` (the 15), ``"extra"`` (the 4), ``"candidate"``...
         family: keep only one family.
         edition: keep only corruptions defined for this edition.
     """
-    _ensure_loaded()
     if edition is not None:
         from .editions import get_edition
 
         edition = get_edition(edition).name  # 224, "224", an Edition; unknown ones raise
-    if group is not None and group not in GROUPS:
-        raise InvalidArgumentError("group", group, f"one of {GROUPS} or None")
+    spaces = list_namespaces()
+    groups = sorted({c.group for c in _REGISTRY.values()})
+    if namespace is not None and namespace != "all" and namespace not in spaces:
+        raise UnknownNameError("namespace", namespace, [*spaces, "all"], suggest(str(namespace), spaces))
+    if group is not None and group not in groups:
+        raise InvalidArgumentError("group", group, f"one of {tuple(groups)} or None")
     if family is not None and family not in FAMILIES:
         raise InvalidArgumentError("family", family, f"one of {FAMILIES} or None")
-    items = sorted(_REGISTRY.values(), key=lambda c: c.order)
-    raw = [pattern] if isinstance(pattern, str) else list(pattern or [])
-    wanted_opt_in = {g for g in OPT_IN_GROUPS if g == group or g in [str(p).strip().lower() for p in raw]}
-    items = [c for c in items if c.group not in OPT_IN_GROUPS or c.group in wanted_opt_in]
     patterns = [pattern] if isinstance(pattern, str) else list(pattern or ["*"])
+    patterns = [str(p).strip().lower().replace("-", "_") for p in patterns]
+    if namespace is None:
+        asked = {group} | set(patterns)
+        wanted = {DEFAULT_NAMESPACE} | {c.namespace for c in _REGISTRY.values() if c.group in asked or c.name in asked}
+    else:
+        wanted = set(spaces) if namespace == "all" else {namespace}
+    items = sorted((c for c in _REGISTRY.values() if c.namespace in wanted), key=lambda c: c.order)
     selected: list[str] = []
     for pat in patterns:
-        pat = pat.strip().lower().replace("-", "_")
         if pat in ("all", "*"):
             hits = [c.name for c in items]
-        elif pat in GROUPS:
+        elif pat in groups:
             hits = [c.name for c in items if c.group == pat]
         elif pat in FAMILIES:
             hits = [c.name for c in items if c.family == pat]

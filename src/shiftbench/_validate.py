@@ -6,7 +6,9 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import InvalidSeverityError
+import numpy as np
+
+from .errors import InvalidArgumentError, InvalidSeverityError
 
 
 def suggest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
@@ -32,3 +34,13 @@ def check_severity(severity: Any, argument: str = "severity", low: int = 1, high
     if not low <= s <= high:
         raise InvalidSeverityError(argument, severity, f"an integer in {low}..{high}")
     return s
+
+
+def check_seed(seed: Any, argument: str = "seed") -> int:
+    """Return seed as int after checking it is an integer in 0..2**64-1.
+
+    The generators take 64 bits of the seed: larger seeds would alias smaller ones.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
+        raise InvalidArgumentError(argument, seed, "an integer in 0..2**64-1")
+    return int(seed)

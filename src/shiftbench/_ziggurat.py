@@ -72,7 +72,7 @@ def tables(bits: int = 23) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
 @numba.njit(cache=True, nogil=True)
 def _word(raw: np.ndarray, p: int) -> np.uint64:  # pragma: no cover - compiled
     """Word p of the stream: ``raw`` holds 64-bit words, or 32-bit words (the halves of the
-    64-bit output, low half first: see :func:`_halves`)."""
+    64-bit output, low half first: see :func:`halves`)."""
     return np.uint64(raw[p])
 
 
@@ -157,7 +157,7 @@ def ziggurat_fill(
     raw: np.ndarray, out: np.ndarray, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float
 ) -> int:  # pragma: no cover - compiled
     """Fill ``out`` (1-D float32) with standard normal values from 32-bit words ``raw`` (uint32;
-    :func:`_halves` of the generator's 64-bit output).
+    :func:`halves` of the generator's 64-bit output).
 
     Returns the number of words used, or -1 when ``raw`` ran out (draw more and call again
     with the longer buffer: the values depend only on the words, so the prefix is reproduced).
@@ -192,13 +192,13 @@ def standard_normal32(bit_generator: np.random.BitGenerator, n: int) -> np.ndarr
     # one word per value plus ~1.3 % for wedges and the tail; rarely, more is drawn and the fill redone
     raw = raw_words(bit_generator, (n + n // 32 + 64 + 1) // 2)
     while True:
-        used = ziggurat_fill(_halves(raw), out, k, w, fo, fi, R)
+        used = ziggurat_fill(halves(raw), out, k, w, fo, fi, R)
         if used >= 0:
             return out
         raw = np.concatenate([raw, raw_words(bit_generator, n // 16 + 64)])
 
 
-def _halves(raw: np.ndarray) -> np.ndarray:
+def halves(raw: np.ndarray) -> np.ndarray:
     """64-bit words as their 32-bit halves, low half first (a view on little-endian machines)."""
     if sys.byteorder == "little":
         return raw.view(np.uint32)

@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import corruptions  # noqa: F401  (registers every corruption)
 from ._images import Batch, Output, to_batch
 from ._drawcheck import validate_draws
 from ._registry import ApplyContext, Corruption, SampleContext, get_corruption
-from ._validate import check_severity
+from ._validate import check_seed, check_severity
 from .editions import Edition, edition_for_size, get_edition
 from .errors import InvalidArgumentError
 from .seeding import Draws, FastDraws, derive_generator, image_key, key_to_int
@@ -28,13 +29,6 @@ def _resolve_edition(spec: Corruption, edition: Any, h: int, w: int) -> Edition:
     if ed.name not in spec.params:
         raise InvalidArgumentError("edition", edition, f"one of {list(spec.params)} for {spec.name}")
     return ed
-
-
-def _check_seed(seed: Any) -> int:
-    # the generators take 64 bits of the seed: larger seeds would alias smaller ones
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
-        raise InvalidArgumentError("seed", seed, "an integer in 0..2**64-1")
-    return int(seed)
 
 
 def _sample_one(
@@ -119,7 +113,7 @@ def sample_draws(
         return {}
     if source is None:
         k = key_to_int(key) if key is not None else image_key(b.canonical_uint8(0))
-        source = FastDraws(derive_generator(_check_seed(seed), k, spec.name, s))
+        source = FastDraws(derive_generator(check_seed(seed), k, spec.name, s))
     return _sample_one(spec, spec.severity_params(ed.name, s), ed, s, b, 0, source)
 
 
@@ -177,6 +171,7 @@ def corrupt(
     draws: Sequence[dict[str, Any]] | None = None,
     device: torch.device | str | None = None,
     quantize: bool = False,
+    backend: str = "auto",
 ) -> Any:
     """Apply an ImageNet-C corruption to one image or a batch.
 
@@ -196,13 +191,18 @@ def corrupt(
         draws: replay previously sampled draws (one dict per image, see :func:`sample_draws`).
         device: run on this device (default: the input's device).
         quantize: for float inputs, truncate the result to 8-bit levels as the reference does.
+        backend: which implementation runs (``get_corruption(name).backends``): ``"auto"`` (the
+            compiled CPU kernels for CPU batches where the corruption has them, else the tensor
+            path), ``"tensor"`` (torch operations, any device), ``"compiled"``... All give the same
+            8-bit output; a backend the corruption lacks, or one that cannot run the batch (e.g.
+            ``"compiled"`` on a GPU), raises :class:`~shiftbench.errors.InvalidArgumentError`.
 
     Returns:
         The corrupted image(s) in the input's type, dtype, layout and device.
     """
     spec = get_corruption(corruption)
     s = check_severity(severity)
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     b = to_batch(images, "images", device)
     n = b.n
     h, w = b.size
@@ -212,19 +212,20 @@ def corrupt(
         raise InvalidArgumentError("keys", f"{len(keys)} keys", f"exactly one key per image ({n})")
     if draws is not None:  # before any kernel runs: kernels index by the draws
         draws = validate_draws(spec, draws, n, h, w, ed.name, s, params)
+    chosen = spec.select_backend(b.raw.device, spec.input_dtype(b.float_input), backend)
     out = Output(b, quantize=quantize or release)
-    ctx = ApplyContext(edition=ed.name, severity=s, levels=out.to_uint8 and b.raw.device.type == "cpu")
+    ctx = ApplyContext(edition=ed.name, severity=s, levels=out.to_uint8 and b.raw.device.type == "cpu", backend=chosen)
     step = _chunk_size(b, spec)
     for a in range(0, n, step):
         e = min(n, a + step)
         ctx.out = None if release else out.levels_view(a, e)
         stacked: dict[str, torch.Tensor] = {}
-        if spec.fused is not None and draws is None and b.raw.device.type == "cpu":
+        if spec.draw_apply is not None and draws is None and chosen == "compiled":
             gens = [
                 derive_generator(seed, key_to_int(keys[i]) if keys is not None else image_key(b.canonical_uint8(i)), spec.name, s)
                 for i in range(a, e)
             ]
-            y = spec.fused(b.rgb(a, e, spec.input_dtype(b.float_input)), params, gens, ctx)
+            y = spec.draw_apply(b.rgb(a, e, spec.input_dtype(b.float_input)), params, gens, ctx)
             if release:
                 y = release_jpeg(y.clamp(0, 255).to(torch.uint8))
             out.put(a, e, y)
@@ -273,15 +274,19 @@ class Corrupt:
         edition: str | int | None = None,
         release: bool = False,
         quantize: bool = False,
+        backend: str = "auto",
     ) -> None:
         self.spec = get_corruption(corruption)
         self.severity = check_severity(severity)
-        self.seed = _check_seed(seed)
+        self.seed = check_seed(seed)
         self.edition = None if edition is None else get_edition(edition).name
         if self.edition is not None and self.edition not in self.spec.params:
             raise InvalidArgumentError("edition", edition, f"one of {list(self.spec.params)}")
         self.release = release
         self.quantize = quantize
+        if backend != "auto":
+            self.spec.backend(backend)  # an unknown name fails here, not at the first image
+        self.backend = backend
 
     def __call__(self, image: Any, key: Any = None) -> Any:
         keys = None if key is None else [key]
@@ -296,6 +301,7 @@ class Corrupt:
             keys=keys,
             release=self.release,
             quantize=self.quantize,
+            backend=self.backend,
         )
 
     def __repr__(self) -> str:

@@ -103,9 +103,9 @@ class FastDraws:
         n = int(np.prod(shape))
         if not 0.0 <= float(amount) <= 1.0:
             raise ValueError(f"amount={amount!r} must lie in [0, 1]")
-        from ._ziggurat import _halves
+        from ._ziggurat import halves
 
-        words = _halves(raw_words(self.generator.bit_generator, (n + 1) // 2))
+        words = halves(raw_words(self.generator.bit_generator, (n + 1) // 2))
         flipped, salted = salt_pepper_masks(words, n, int(round(float(amount) * 2.0**31)))
         return flipped.reshape(shape), salted.reshape(shape)
 

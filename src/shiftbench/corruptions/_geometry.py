@@ -65,14 +65,15 @@ def run_threaded(n: int, fn: Callable[[int, int], None], min_per_thread: int = 1
         raise errors[0]
 
 
-# CPU tensors go through the Numba kernels; tests switch this off to exercise
-# the torch implementations (used on other devices) on the CPU.
-USE_NUMBA = True
-
-
-def use_numba(x: torch.Tensor) -> bool:
-    """Whether ``x`` is processed by the compiled CPU kernels."""
-    return USE_NUMBA and x.device.type == "cpu"
+def use_compiled(x: torch.Tensor, compiled: bool | None) -> bool:
+    """Whether a primitive runs its compiled CPU kernel on ``x``: ``compiled=None`` means for CPU
+    tensors (the torch implementation elsewhere); True asks for the kernel (CPU tensors only),
+    False for the torch implementation on any device. Corruptions pass their selected backend."""
+    if compiled is None:
+        return x.device.type == "cpu"
+    if compiled and x.device.type != "cpu":
+        raise ValueError(f"the compiled kernels run on CPU tensors, not {x.device.type} ones")
+    return bool(compiled)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -201,8 +202,10 @@ def _motion_blur_torch(x: torch.Tensor, k: np.ndarray, dxs: np.ndarray, dys: np.
     return torch.div(q, _Q16_SCALE, rounding_mode="floor")
 
 
-def motion_blur(x: torch.Tensor, radius: float, sigma: float, angle_deg: torch.Tensor) -> torch.Tensor:
-    """ImageMagick motion blur of a batch.
+def motion_blur(
+    x: torch.Tensor, radius: float, sigma: float, angle_deg: torch.Tensor, *, compiled: bool | None = None
+) -> torch.Tensor:
+    """ImageMagick motion blur of a batch (``compiled``: see :func:`use_compiled`).
 
     ImageMagick (Q16) accumulates ``weight * (257 v)`` in double precision tap
     by tap, rounds to a 16-bit quantum and the reference's PNG export keeps
@@ -229,7 +232,7 @@ def motion_blur(x: torch.Tensor, radius: float, sigma: float, angle_deg: torch.T
     offs = [motion_blur_offsets(len(k), float(a)) for a in angles]
     dxs = np.stack([o[0] for o in offs])
     dys = np.stack([o[1] for o in offs])
-    if not use_numba(x):
+    if not use_compiled(x, compiled):
         return _motion_blur_torch(x, k, dxs, dys)
     xa = x.detach().to(torch.float64).contiguous().numpy()
     out = np.empty(xa.shape, dtype=np.float64)
@@ -247,12 +250,13 @@ def zoom_axis_table(n: int, zoom: float) -> tuple[np.ndarray, np.ndarray, np.nda
     ``i0[j]`` and ``i1[j]`` (absolute indices into the uncropped axis) with
     weight ``t[j]`` on ``i1``, i.e. ``a + (b - a) * t``.
     """
-    i0, i1, t = _zoom_axis_table(int(n), float(zoom))
+    i0, i1, t = cached_zoom_axis_table(int(n), float(zoom))
     return i0.copy(), i1.copy(), t.copy()
 
 
 @lru_cache(maxsize=512)
-def _zoom_axis_table(n: int, zoom: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def cached_zoom_axis_table(n: int, zoom: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`zoom_axis_table` as shared, cached arrays: read them, never write to them."""
     ch = int(math.ceil(n / zoom))
     start = (n - ch) // 2
     out = int(round(ch * zoom))  # scipy.ndimage.zoom's output length (round half even)
@@ -281,7 +285,7 @@ def _axis_tensors(
     if hit is None:
         if len(_TABLE_CACHE) > 1024:
             _TABLE_CACHE.clear()
-        i0, i1, t = _zoom_axis_table(n, zoom)
+        i0, i1, t = cached_zoom_axis_table(n, zoom)
         hit = (
             torch.tensor(i0, device=device),
             torch.tensor(i1, device=device),

@@ -41,21 +41,21 @@ from numba.extending import intrinsic
 from .._simd import mul_high
 from .._simd import wide_vectors as _wide
 from . import _jpeg_vec as _V
-from ._jpeg_torch import (
-    _F0_298,
-    _F0_390,
-    _F0_541,
-    _F0_765,
-    _F0_899,
-    _F1_175,
-    _F1_501,
-    _F1_847,
-    _F1_961,
-    _F2_053,
-    _F2_562,
-    _F3_072,
-    _divisors,
-    _fix,
+from ._jpeg_tables import (
+    F0_298,
+    F0_390,
+    F0_541,
+    F0_765,
+    F0_899,
+    F1_175,
+    F1_501,
+    F1_847,
+    F1_961,
+    F2_053,
+    F2_562,
+    F3_072,
+    divisors,
+    fix,
     quant_tables,
 )
 
@@ -154,33 +154,33 @@ _EVEN_BYTE, _ODD_BYTE = (0, 8) if sys.byteorder == "little" else (8, 0)
 # into word multiply-adds (vpmaddwd); luma and the decoding run in 16-bit lanes with high and low
 # product words (vpmulhw, vpmullw), twice as many lanes.
 _HALF = 1 << 15
-_Y_R, _Y_G16, _Y_B = _fix(0.299), _fix(0.587) - (1 << 16), _fix(0.114)  # Y: + (G << 16)
-_CB_R, _CB_G = -_fix(0.16874), -_fix(0.33126)  # Cb: + (B << 15), _fix(0.5) = 2**15
-_CR_G, _CR_B = -_fix(0.41869), -_fix(0.08131)  # Cr: + (R << 15)
+_Y_R, _Y_G16, _Y_B = fix(0.299), fix(0.587) - (1 << 16), fix(0.114)  # Y: + (G << 16)
+_CB_R, _CB_G = -fix(0.16874), -fix(0.33126)  # Cb: + (B << 15), fix(0.5) = 2**15
+_CR_G, _CR_B = -fix(0.41869), -fix(0.08131)  # Cr: + (R << 15)
 _C_OFF = (128 << 16) + _HALF - 1
 # Decoding in 16-bit words: (c x + 2**15) >> 16 is the product's high word plus the top bit of its
 # low word, so R = Y + Cr + rnd(Cr x (1.402 - 1)) and B = Y + 2 Cb + rnd(Cb x (1.772 - 2)); G sums two
 # products before its one rounding: G = Y - Cr + hi(Cb g) + hi(Cr g') + the carry out of the low words
 # (+ 2**15), with g' = 2**16 - FIX(0.71414) so that both constants fit 16 bits.
-_R_CR = _fix(1.40200) - (1 << 16)
-_B_CB = _fix(1.77200) - (1 << 17)
-_G_CB, _G_CR = -_fix(0.34414), (1 << 16) - _fix(0.71414)
+_R_CR = fix(1.40200) - (1 << 16)
+_B_CB = fix(1.77200) - (1 << 17)
+_G_CB, _G_CR = -fix(0.34414), (1 << 16) - fix(0.71414)
 assert max(abs(c) for c in (_Y_R, _Y_G16, _Y_B, _CB_R, _CB_G, _CR_G, _CR_B, _R_CR, _B_CB, _G_CB, _G_CR)) < 1 << 15
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _odd(t0, t1, t2, t3):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     """The islow DCTs' odd part (forward and inverse), in libjpeg's order."""
-    z5 = _mul(_add(_add(t0, t2), _add(t1, t3)), _F1_175)
-    z1 = _mul(_add(t0, t3), -_F0_899)
-    z2 = _mul(_add(t1, t2), -_F2_562)
-    z3 = _add(_mul(_add(t0, t2), -_F1_961), z5)
-    z4 = _add(_mul(_add(t1, t3), -_F0_390), z5)
+    z5 = _mul(_add(_add(t0, t2), _add(t1, t3)), F1_175)
+    z1 = _mul(_add(t0, t3), -F0_899)
+    z2 = _mul(_add(t1, t2), -F2_562)
+    z3 = _add(_mul(_add(t0, t2), -F1_961), z5)
+    z4 = _add(_mul(_add(t1, t3), -F0_390), z5)
     return (
-        _add(_add(_mul(t0, _F0_298), z1), z3),
-        _add(_add(_mul(t1, _F2_053), z2), z4),
-        _add(_add(_mul(t2, _F3_072), z2), z3),
-        _add(_add(_mul(t3, _F1_501), z1), z4),
+        _add(_add(_mul(t0, F0_298), z1), z3),
+        _add(_add(_mul(t1, F2_053), z2), z4),
+        _add(_add(_mul(t2, F3_072), z2), z3),
+        _add(_add(_mul(t3, F1_501), z1), z4),
     )
 
 
@@ -202,9 +202,9 @@ def _fdct(d0, d1, d2, d3, d4, d5, d6, d7, dc_bits, dc_shift, n):  # type: ignore
     else:
         o0 = _shl(_add(tmp10, tmp11), dc_bits)
         o4 = _shl(_sub(tmp10, tmp11), dc_bits)
-    z1 = _mul(_add(tmp12, tmp13), _F0_541)
-    o2 = _shr(_add(_add(z1, _mul(tmp13, _F0_765)), r), n)
-    o6 = _shr(_add(_sub(z1, _mul(tmp12, _F1_847)), r), n)
+    z1 = _mul(_add(tmp12, tmp13), F0_541)
+    o2 = _shr(_add(_add(z1, _mul(tmp13, F0_765)), r), n)
+    o6 = _shr(_add(_sub(z1, _mul(tmp12, F1_847)), r), n)
     o7, o5, o3, o1 = _odd(tmp4, tmp5, tmp6, tmp7)
     return o0, _shr(_add(o1, r), n), o2, _shr(_add(o3, r), n), o4, _shr(_add(o5, r), n), o6, _shr(_add(o7, r), n)
 
@@ -212,9 +212,9 @@ def _fdct(d0, d1, d2, d3, d4, d5, d6, d7, dc_bits, dc_shift, n):  # type: ignore
 @numba.njit(cache=True, nogil=True, inline="always")
 def _idct(d0, d1, d2, d3, d4, d5, d6, d7):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     """One islow inverse DCT pass before its descale (libjpeg's all-zero shortcuts give the same numbers)."""
-    z1 = _mul(_add(d2, d6), _F0_541)
-    tmp3 = _add(z1, _mul(d2, _F0_765))
-    tmp2 = _sub(z1, _mul(d6, _F1_847))
+    z1 = _mul(_add(d2, d6), F0_541)
+    tmp3 = _add(z1, _mul(d2, F0_765))
+    tmp2 = _sub(z1, _mul(d6, F1_847))
     tmp0 = _shl(_add(d0, d4), 13)
     tmp1 = _shl(_sub(d0, d4), 13)
     tmp10, tmp13 = _add(tmp0, tmp3), _sub(tmp0, tmp3)
@@ -501,7 +501,7 @@ def _tables(quality: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarr
     the word rows of :func:`._jpeg_vec.word_table`."""
 
     def rows(table: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-        recip, corr, shift = _divisors(table)
+        recip, corr, shift = divisors(table)
         t = np.array([table, recip, corr, shift], dtype=np.int32)
         return t, _V.word_table(t)
 

@@ -21,91 +21,29 @@ tensor ops without leaving the device.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import torch
 
-# Annex K of the JPEG standard (ITU-T T.81), natural (row-major) order.
-_STD_LUMA = (
-    16, 11, 10, 16, 24, 40, 51, 61,
-    12, 12, 14, 19, 26, 58, 60, 55,
-    14, 13, 16, 24, 40, 57, 69, 56,
-    14, 17, 22, 29, 51, 87, 80, 62,
-    18, 22, 37, 56, 68, 109, 103, 77,
-    24, 35, 55, 64, 81, 104, 113, 92,
-    49, 64, 78, 87, 103, 121, 120, 101,
-    72, 92, 95, 98, 112, 100, 103, 99,
-)  # fmt: skip
-_STD_CHROMA = (
-    17, 18, 24, 47, 99, 99, 99, 99,
-    18, 21, 26, 66, 99, 99, 99, 99,
-    24, 26, 56, 99, 99, 99, 99, 99,
-    47, 66, 99, 99, 99, 99, 99, 99,
-    99, 99, 99, 99, 99, 99, 99, 99,
-    99, 99, 99, 99, 99, 99, 99, 99,
-    99, 99, 99, 99, 99, 99, 99, 99,
-    99, 99, 99, 99, 99, 99, 99, 99,
-)  # fmt: skip
-
-# islow DCT constants: round(x * 2**13)
-_CONST_BITS = 13
-_PASS1_BITS = 2
-_F0_298 = 2446
-_F0_390 = 3196
-_F0_541 = 4433
-_F0_765 = 6270
-_F0_899 = 7373
-_F1_175 = 9633
-_F1_501 = 12299
-_F1_847 = 15137
-_F1_961 = 16069
-_F2_053 = 16819
-_F2_562 = 20995
-_F3_072 = 25172
-
-_SCALE = 16  # colour conversion fixed point
-_HALF = 1 << (_SCALE - 1)
-
-
-def _fix(x: float) -> int:
-    return int(x * (1 << _SCALE) + 0.5)
-
-
-@lru_cache(maxsize=64)
-def quant_tables(quality: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """libjpeg's ``jpeg_set_quality(quality, force_baseline=TRUE)``: the Annex K tables scaled
-    (5000 / q below 50, 200 - 2 q from 50) and clipped to 1..255."""
-    q = min(100, max(1, int(quality)))
-    scale = 5000 // q if q < 50 else 200 - 2 * q
-
-    def scaled(table: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(min(255, max(1, (v * scale + 50) // 100)) for v in table)
-
-    return scaled(_STD_LUMA), scaled(_STD_CHROMA)
-
-
-def _divisors(table: tuple[int, ...]) -> tuple[list[int], list[int], list[int]]:
-    """libjpeg-turbo's quantisation by multiplication: per coefficient a 16-bit reciprocal, a
-    rounding correction and a shift, for the divisor 8 * q (the DCT output carries a factor 8)."""
-    recip, corr, shift = [], [], []
-    for q in table:
-        d = 8 * q
-        b = d.bit_length() - 1
-        r = 16 + b
-        fq, fr = divmod(1 << r, d)
-        c = d // 2
-        if fr == 0:
-            fq >>= 1
-            r -= 1
-        elif fr <= d // 2:
-            c += 1
-        else:
-            fq += 1
-        recip.append(fq)
-        corr.append(c)
-        shift.append(r)
-    return recip, corr, shift
-
+from ._jpeg_tables import (
+    CONST_BITS,
+    F0_298,
+    F0_390,
+    F0_541,
+    F0_765,
+    F0_899,
+    F1_175,
+    F1_501,
+    F1_847,
+    F1_961,
+    F2_053,
+    F2_562,
+    F3_072,
+    HALF,
+    PASS1_BITS,
+    SCALE,
+    divisors,
+    fix,
+    quant_tables,
+)
 
 def _descale(x: torch.Tensor, n: int) -> torch.Tensor:
     return (x + (1 << (n - 1))) >> n
@@ -114,8 +52,8 @@ def _descale(x: torch.Tensor, n: int) -> torch.Tensor:
 def _even_rotation(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The islow DCTs' even-part rotation (shared by the forward and inverse transforms):
     (a, b) -> (z1 + a cos-term, z1 - b sin-term), z1 = (a + b) * 0.541196100."""
-    z1 = (a + b) * _F0_541
-    return z1 + a * _F0_765, z1 - b * _F1_847
+    z1 = (a + b) * F0_541
+    return z1 + a * F0_765, z1 - b * F1_847
 
 
 def _odd_rotation(
@@ -123,10 +61,10 @@ def _odd_rotation(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The islow DCTs' odd part (shared by the forward and inverse transforms), in libjpeg's order."""
     z1, z2, z3, z4 = t0 + t3, t1 + t2, t0 + t2, t1 + t3
-    z5 = (z3 + z4) * _F1_175
-    z1, z2 = z1 * -_F0_899, z2 * -_F2_562
-    z3, z4 = z3 * -_F1_961 + z5, z4 * -_F0_390 + z5
-    return t0 * _F0_298 + z1 + z3, t1 * _F2_053 + z2 + z4, t2 * _F3_072 + z2 + z3, t3 * _F1_501 + z1 + z4
+    z5 = (z3 + z4) * F1_175
+    z1, z2 = z1 * -F0_899, z2 * -F2_562
+    z3, z4 = z3 * -F1_961 + z5, z4 * -F0_390 + z5
+    return t0 * F0_298 + z1 + z3, t1 * F2_053 + z2 + z4, t2 * F3_072 + z2 + z3, t3 * F1_501 + z1 + z4
 
 
 def _fdct_1d(v: torch.Tensor, dim: int, first: bool) -> torch.Tensor:
@@ -137,11 +75,11 @@ def _fdct_1d(v: torch.Tensor, dim: int, first: bool) -> torch.Tensor:
     tmp3, tmp4 = d[3] + d[4], d[3] - d[4]
     tmp10, tmp13 = tmp0 + tmp3, tmp0 - tmp3
     tmp11, tmp12 = tmp1 + tmp2, tmp1 - tmp2
-    n = _CONST_BITS - _PASS1_BITS if first else _CONST_BITS + _PASS1_BITS
+    n = CONST_BITS - PASS1_BITS if first else CONST_BITS + PASS1_BITS
     if first:
-        o0, o4 = (tmp10 + tmp11) << _PASS1_BITS, (tmp10 - tmp11) << _PASS1_BITS
+        o0, o4 = (tmp10 + tmp11) << PASS1_BITS, (tmp10 - tmp11) << PASS1_BITS
     else:
-        o0, o4 = _descale(tmp10 + tmp11, _PASS1_BITS), _descale(tmp10 - tmp11, _PASS1_BITS)
+        o0, o4 = _descale(tmp10 + tmp11, PASS1_BITS), _descale(tmp10 - tmp11, PASS1_BITS)
     o2, o6 = (_descale(o, n) for o in _even_rotation(tmp13, tmp12))
     o7, o5, o3, o1 = (_descale(o, n) for o in _odd_rotation(tmp4, tmp5, tmp6, tmp7))
     return torch.stack([o0, o1, o2, o3, o4, o5, o6, o7], dim)
@@ -152,8 +90,8 @@ def _idct_1d(v: torch.Tensor, dim: int, n: int) -> torch.Tensor:
     libjpeg give the same numbers, so they need no separate path)."""
     d = v.unbind(dim)
     tmp3, tmp2 = _even_rotation(d[2], d[6])
-    tmp0 = (d[0] + d[4]) << _CONST_BITS
-    tmp1 = (d[0] - d[4]) << _CONST_BITS
+    tmp0 = (d[0] + d[4]) << CONST_BITS
+    tmp1 = (d[0] - d[4]) << CONST_BITS
     tmp10, tmp13 = tmp0 + tmp3, tmp0 - tmp3
     tmp11, tmp12 = tmp1 + tmp2, tmp1 - tmp2
     t0, t1, t2, t3 = _odd_rotation(d[7], d[5], d[3], d[1])
@@ -177,12 +115,12 @@ def _coded_plane(plane: torch.Tensor, table: tuple[int, ...]) -> torch.Tensor:
     dev = plane.device
     blk = _blocks(plane - 128)
     coef = _fdct_1d(_fdct_1d(blk, -1, True), -2, False)  # rows, then columns
-    recip, corr, shift = (torch.tensor(v, dtype=torch.int64, device=dev).view(8, 8) for v in _divisors(table))
+    recip, corr, shift = (torch.tensor(v, dtype=torch.int64, device=dev).view(8, 8) for v in divisors(table))
     mag = ((coef.abs() + corr) * recip) >> shift
     qcoef = torch.where(coef < 0, -mag, mag)
     deq = qcoef * torch.tensor(table, dtype=torch.int64, device=dev).view(8, 8)
-    ws = _idct_1d(deq, -2, _CONST_BITS - _PASS1_BITS)  # columns, then rows
-    out = _idct_1d(ws, -1, _CONST_BITS + _PASS1_BITS + 3)
+    ws = _idct_1d(deq, -2, CONST_BITS - PASS1_BITS)  # columns, then rows
+    out = _idct_1d(ws, -1, CONST_BITS + PASS1_BITS + 3)
     # libjpeg's range limit: x + 128 clipped to 0..255 for x in -384..639 (masked to 10 bits)
     x = (out & 1023).where((out & 1023) < 512, (out & 1023) - 1024)
     return _unblocks((x + 128).clamp(0, 255))
@@ -226,10 +164,10 @@ def _round_trip(x: torch.Tensor, quality: int) -> torch.Tensor:
     cols = torch.arange(wp, device=dev).clamp_(max=w - 1)
     p = x.to(torch.int64).index_select(2, rows).index_select(3, cols)
     r, g, bl = p[:, 0], p[:, 1], p[:, 2]
-    y = (_fix(0.299) * r + _fix(0.587) * g + _fix(0.114) * bl + _HALF) >> _SCALE
-    off = (128 << _SCALE) + _HALF - 1
-    cb = (-_fix(0.16874) * r - _fix(0.33126) * g + _fix(0.5) * bl + off) >> _SCALE
-    cr = (_fix(0.5) * r - _fix(0.41869) * g - _fix(0.08131) * bl + off) >> _SCALE
+    y = (fix(0.299) * r + fix(0.587) * g + fix(0.114) * bl + HALF) >> SCALE
+    off = (128 << SCALE) + HALF - 1
+    cb = (-fix(0.16874) * r - fix(0.33126) * g + fix(0.5) * bl + off) >> SCALE
+    cr = (fix(0.5) * r - fix(0.41869) * g - fix(0.08131) * bl + off) >> SCALE
     bias = torch.tensor([1, 2], dtype=torch.int64, device=dev).repeat(wp // 4).view(1, 1, wp // 2)
     ch, cw = (h + 1) // 2, (w + 1) // 2
     cbh, cbw = -(-ch // 8) * 8, -(-cw // 8) * 8
@@ -248,7 +186,7 @@ def _round_trip(x: torch.Tensor, quality: int) -> torch.Tensor:
     cb_up = _fancy_up(cb_dec, h, w) - 128
     cr_up = _fancy_up(cr_dec, h, w) - 128
     # libjpeg's decoding tables: round(1.402 cr), round(1.772 cb), and the green sum shifted once
-    r_out = y_dec + ((_fix(1.40200) * cr_up + _HALF) >> _SCALE)
-    b_out = y_dec + ((_fix(1.77200) * cb_up + _HALF) >> _SCALE)
-    g_out = y_dec + ((-_fix(0.34414) * cb_up - _fix(0.71414) * cr_up + _HALF) >> _SCALE)
+    r_out = y_dec + ((fix(1.40200) * cr_up + HALF) >> SCALE)
+    b_out = y_dec + ((fix(1.77200) * cb_up + HALF) >> SCALE)
+    g_out = y_dec + ((-fix(0.34414) * cb_up - fix(0.71414) * cr_up + HALF) >> SCALE)
     return torch.stack([r_out, g_out, b_out], 1).clamp_(0, 255).to(torch.uint8)

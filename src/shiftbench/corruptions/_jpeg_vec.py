@@ -31,19 +31,19 @@ from numba.core import cgutils, config
 from numba.extending import intrinsic
 
 from ..errors import InvalidArgumentError
-from ._jpeg_torch import (
-    _F0_298,
-    _F0_390,
-    _F0_541,
-    _F0_765,
-    _F0_899,
-    _F1_175,
-    _F1_501,
-    _F1_847,
-    _F1_961,
-    _F2_053,
-    _F2_562,
-    _F3_072,
+from ._jpeg_tables import (
+    F0_298,
+    F0_390,
+    F0_541,
+    F0_765,
+    F0_899,
+    F1_175,
+    F1_501,
+    F1_847,
+    F1_961,
+    F2_053,
+    F2_562,
+    F3_072,
 )
 
 LANES = 32  # blocks per step: one 512-bit vector of 16-bit words
@@ -188,9 +188,9 @@ class _Emit:
     def odd(self, t0: ir.Value, t1: ir.Value, t2: ir.Value, t3: ir.Value) -> tuple[list[ir.Value], ...]:
         """The islow DCTs' odd part (forward and inverse) as four multiply-add pairs."""
         b = self.b
-        z3, z4 = self.pair(b.add(t0, t2), b.add(t1, t3), (_F1_175 - _F1_961, _F1_175), (_F1_175, _F1_175 - _F0_390))
-        p0, p3 = self.pair(t0, t3, (_F0_298 - _F0_899, -_F0_899), (-_F0_899, _F1_501 - _F0_899))
-        p1, p2 = self.pair(t1, t2, (_F2_053 - _F2_562, -_F2_562), (-_F2_562, _F3_072 - _F2_562))
+        z3, z4 = self.pair(b.add(t0, t2), b.add(t1, t3), (F1_175 - F1_961, F1_175), (F1_175, F1_175 - F0_390))
+        p0, p3 = self.pair(t0, t3, (F0_298 - F0_899, -F0_899), (-F0_899, F1_501 - F0_899))
+        p1, p2 = self.pair(t1, t2, (F2_053 - F2_562, -F2_562), (-F2_562, F3_072 - F2_562))
         return self.add2(p0, z3), self.add2(p1, z4), self.add2(p2, z3), self.add2(p3, z4)
 
     def splat(self, x: ir.Value) -> ir.Value:
@@ -232,14 +232,14 @@ def _fdct(e: _Emit, d: list[ir.Value], first: bool) -> list[ir.Value]:
         f0, f4, n = b.shl(b.add(tmp10, tmp11), two), b.shl(b.sub(tmp10, tmp11), two), 11
     else:
         f0, f4, n = b.ashr(b.add(b.add(tmp10, tmp11), two), two), b.ashr(b.add(b.sub(tmp10, tmp11), two), two), 15
-    o2, o6 = e.pair(tmp13, tmp12, (_F0_541 + _F0_765, _F0_541), (_F0_541, _F0_541 - _F1_847))
+    o2, o6 = e.pair(tmp13, tmp12, (F0_541 + F0_765, F0_541), (F0_541, F0_541 - F1_847))
     o7, o5, o3, o1 = e.odd(tmp4, tmp5, tmp6, tmp7)
     return [f0, e.descale(o1, n), e.descale(o2, n), e.descale(o3, n), f4, e.descale(o5, n), e.descale(o6, n), e.descale(o7, n)]
 
 
 def _idct(e: _Emit, d: list[ir.Value]) -> list[list[ir.Value]]:
     """One islow inverse DCT pass on eight word vectors, before its descale (double-word halves)."""
-    tmp3, tmp2 = e.pair(d[2], d[6], (_F0_541 + _F0_765, _F0_541), (_F0_541, _F0_541 - _F1_847))
+    tmp3, tmp2 = e.pair(d[2], d[6], (F0_541 + F0_765, F0_541), (F0_541, F0_541 - F1_847))
     tmp0, tmp1 = e.pair(d[0], d[4], (1 << 13, 1 << 13), (1 << 13, -(1 << 13)))  # (d0 +- d4) << 13
     t10, t13 = e.add2(tmp0, tmp3), e.sub2(tmp0, tmp3)
     t11, t12 = e.add2(tmp1, tmp2), e.sub2(tmp1, tmp2)

@@ -17,8 +17,7 @@ import numba
 import numpy as np
 
 from .._simd import wide_vectors
-
-_PRECISION_BITS = 22
+from ._resample import PRECISION_BITS, box_coefficients
 
 
 class Taps(NamedTuple):
@@ -32,9 +31,7 @@ class Taps(NamedTuple):
 
 @lru_cache(maxsize=256)
 def box_taps(in_size: int, out_size: int) -> Taps:
-    from .digital import _box_coefficients
-
-    idx, wts = _box_coefficients(in_size, out_size)
+    idx, wts = box_coefficients(in_size, out_size)
     start = [0]
     index: list[int] = []
     weight: list[int] = []
@@ -46,7 +43,7 @@ def box_taps(in_size: int, out_size: int) -> Taps:
         start.append(len(index))
     st = np.array(start, dtype=np.uintp)  # unsigned: indexing with them needs no wrap-around check
     wt = np.array(weight, dtype=np.int32)
-    gather = bool(np.all(np.diff(st.astype(np.int64)) == 1) and np.all(wt == 1 << _PRECISION_BITS))
+    gather = bool(np.all(np.diff(st.astype(np.int64)) == 1) and np.all(wt == 1 << PRECISION_BITS))
     counts = np.diff(st.astype(np.int64))
     k = max(1, int(counts.max()))
     dense_index = np.zeros((out_size, k), dtype=np.uintp)
@@ -62,7 +59,7 @@ def box_taps(in_size: int, out_size: int) -> Taps:
 @numba.njit(cache=True, nogil=True, inline="always")
 def _level(acc):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     """A pass's fixed-point sum (the half already added) as Pillow's 8-bit level: shifted, clipped to 0..255."""
-    v = acc >> _PRECISION_BITS
+    v = acc >> PRECISION_BITS
     return 0 if v < 0 else (255 if v > 255 else v)
 
 
@@ -75,7 +72,7 @@ def _rows_pass(src: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: b
     npl, nh, _ = src.shape
     nout = dst.shape[2]
     k = index.shape[1]
-    half = np.int32(1 << (_PRECISION_BITS - 1))
+    half = np.int32(1 << (PRECISION_BITS - 1))
     for p in range(npl):
         for y in range(nh):
             s = src[p, y]
@@ -98,7 +95,7 @@ def _cols_pass(src: np.ndarray, start: np.ndarray, index: np.ndarray, weight: np
     npl, _, nw = src.shape
     nout = dst.shape[1]
     acc = np.empty(nw, dtype=np.int32)
-    half = np.int32(1 << (_PRECISION_BITS - 1))
+    half = np.int32(1 << (PRECISION_BITS - 1))
     for p in range(npl):
         for i in range(nout):
             d = dst[p, i]
@@ -126,7 +123,7 @@ def _reduce_rows_k(src: np.ndarray, wts: np.ndarray, k: int, dst: np.ndarray) ->
     wide_vectors()
     npl, nh, _ = src.shape
     nout = dst.shape[2]
-    half = np.int32(1 << (_PRECISION_BITS - 1))
+    half = np.int32(1 << (PRECISION_BITS - 1))
     for p in range(npl):
         for y in range(nh):
             s = src[p, y]

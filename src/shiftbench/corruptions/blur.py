@@ -29,8 +29,8 @@ import numba
 import numpy as np
 import torch
 
-from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
-from ._geometry import _zoom_axis_table, clipped_zoom, run_threaded, use_numba
+from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
+from ._geometry import cached_zoom_axis_table, clipped_zoom, run_threaded, use_compiled
 from ._geometry import motion_blur as _im_motion_blur
 from ._ops import extend_index, fdiv, gaussian_kernel1d
 
@@ -263,14 +263,15 @@ def _gaussian_nearest_torch(x: torch.Tensor, sigma: float) -> torch.Tensor:
     return x
 
 
-def gaussian_nearest(x: torch.Tensor, sigma: float) -> torch.Tensor:
+def gaussian_nearest(x: torch.Tensor, sigma: float, *, compiled: bool | None = None) -> torch.Tensor:
     """``scipy.ndimage.gaussian_filter`` (mode ``nearest``, truncate 4) over the last two dims.
 
     Channels and leading dims are independent. Both implementations (a Numba
     kernel for CPU tensors, torch ops elsewhere) perform SciPy's operations in
-    SciPy's order, so results are bit-identical to SciPy's on every device.
+    SciPy's order, so results are bit-identical to SciPy's on every device. ``compiled``: see
+    :func:`~._geometry.use_compiled`.
     """
-    if not use_numba(x):
+    if not use_compiled(x, compiled):
         return _gaussian_nearest_torch(x, float(sigma))
     shape = x.shape
     h, w = int(shape[-2]), int(shape[-1])
@@ -285,11 +286,11 @@ def gaussian_nearest(x: torch.Tensor, sigma: float) -> torch.Tensor:
 # --------------------------------------------------------------------------- gaussian
 
 
-@register("gaussian_blur", family="blur", group="extra", sample=None)
+@register("gaussian_blur", family="blur", group="extra", sample=None, backends=(compiled_backend(),))
 def gaussian_blur(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Gaussian blur of standard deviation c (per channel, nearest-edge boundary)."""
     sigma = float(c)
-    if not use_numba(x):
+    if ctx.backend == "tensor":
         return torch.clamp(_gaussian_nearest_torch(fdiv(x, 255.0), sigma), 0, 1) * 255
     xa = _cpu_array(x)
     out = np.empty_like(xa)
@@ -389,13 +390,13 @@ def glass_shuffle_torch(u: torch.Tensor, offsets: torch.Tensor, delta: int) -> t
     return u
 
 
-@register("glass_blur", family="blur", group="benchmark", sample=_sample_glass)
+@register("glass_blur", family="blur", group="benchmark", sample=_sample_glass, backends=(compiled_backend(),))
 def glass_blur(x: torch.Tensor, c: tuple[float, int, int], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Gaussian blur, local pixel shuffling by up to d pixels (iters sweeps), Gaussian blur."""
     sigma, delta = float(c[0]), int(c[1])
     offsets = d["offsets"]
     _check_offsets(x, offsets, delta)
-    if not use_numba(x):
+    if ctx.backend == "tensor":
         g = _gaussian_nearest_torch(fdiv(x, 255.0), sigma)
         u = torch.clamp(torch.trunc(g * 255), 0, 255)  # np.uint8(...) of values within 0..255
         u = glass_shuffle_torch(u, offsets, delta)
@@ -546,12 +547,15 @@ def _defocus_disk_cpu(x: torch.Tensor, plan: Any, ctx: ApplyContext) -> torch.Te
     return torch.from_numpy(out.reshape(b, c, h, w))
 
 
-@register("defocus_blur", family="blur", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE)
+@register(
+    "defocus_blur", family="blur", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
+    backends=(compiled_backend(torch.float64, torch.uint8),),
+)
 def defocus_blur(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Defocus: correlation with an anti-aliased disk of the given radius."""
     k = _disk_kernel(float(c[0]), float(c[1]))
     b = int(x.shape[0])
-    if x.device.type == "cpu" and x.dtype in (torch.float64, torch.uint8) and ctx.extra.get("fused", True):
+    if ctx.backend == "compiled":
         from ._defocus_cpu import disk_plan
 
         plan = disk_plan(float(c[0]), float(c[1]), k.tobytes(), int(k.shape[0]))
@@ -577,11 +581,11 @@ def _sample_motion(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"angle": np.asarray(draws.uniform(-45, 45), dtype=np.float64)}
 
 
-@register("motion_blur", family="blur", group="benchmark", sample=_sample_motion, quantized_output=True)
+@register("motion_blur", family="blur", group="benchmark", sample=_sample_motion, quantized_output=True, backends=(compiled_backend(),))
 def motion_blur(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """ImageMagick motion blur (radius, sigma) at a random angle in [-45, 45) degrees."""
     # the reference blurs the 8-bit image; the primitive rounds float input to 8 bits
-    return _im_motion_blur(x, float(c[0]), float(c[1]), d["angle"].reshape(-1))
+    return _im_motion_blur(x, float(c[0]), float(c[1]), d["angle"].reshape(-1), compiled=ctx.backend == "compiled")
 
 
 # --------------------------------------------------------------------------- zoom
@@ -589,8 +593,8 @@ def motion_blur(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tens
 
 @lru_cache(maxsize=64)
 def _zoom_tables(h: int, w: int, zooms: tuple[float, ...]) -> tuple[np.ndarray, ...]:
-    rows = [_zoom_axis_table(h, z) for z in zooms]
-    cols = [_zoom_axis_table(w, z) for z in zooms]
+    rows = [cached_zoom_axis_table(h, z) for z in zooms]
+    cols = [cached_zoom_axis_table(w, z) for z in zooms]
     out = (
         np.stack([r[0] for r in rows]),
         np.stack([r[1] for r in rows]),
@@ -616,11 +620,11 @@ def _zoom_blur_torch(x: torch.Tensor, zooms: list[float]) -> torch.Tensor:
     return torch.clamp(y, 0, 1) * 255
 
 
-@register("zoom_blur", family="blur", group="benchmark", sample=None, dtype=torch.float32)
+@register("zoom_blur", family="blur", group="benchmark", sample=None, dtype=torch.float32, backends=(compiled_backend(),))
 def zoom_blur(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Average of the image and its centre zooms by each factor in the list (float32)."""
     zooms = tuple(float(z) for z in c)
-    if not use_numba(x):
+    if ctx.backend == "tensor":
         return _zoom_blur_torch(x, list(zooms)).to(x.dtype)
     h, w = int(x.shape[-2]), int(x.shape[-1])
     tables = _zoom_tables(h, w, zooms)

@@ -7,45 +7,47 @@ saturate because both are the same HSV edit. (elastic_transform: see ``elastic.p
 from __future__ import annotations
 
 import io
-import math
-from functools import lru_cache
 
 import numpy as np
 import torch
 from PIL import Image
 
 from .._images import hwc_uint8
-from .._registry import IMAGE_BY_IMAGE, ApplyContext, register
+from .._registry import IMAGE_BY_IMAGE, ApplyContext, Backend, compiled_backend, register
 from ._hsv_cpu import hsv_edit_cpu
 from ._ops import fdiv, hsv_to_rgb, rgb_to_hsv
+from ._resample import PRECISION_BITS, box_coefficients
 
 
-@register("brightness", family="weather", group="benchmark", sample=None)
+@register("brightness", family="weather", group="benchmark", sample=None, backends=(compiled_backend(torch.float64),))
 def brightness(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Add c to the HSV value channel (scikit-image HSV, float64)."""
-    if x.device.type == "cpu" and x.dtype == torch.float64:
+    if ctx.backend == "compiled":
         return hsv_edit_cpu(x, 0, c)
     hsv = rgb_to_hsv(fdiv(x, 255.0))
     hsv = torch.stack([hsv[:, 0], hsv[:, 1], torch.clamp(hsv[:, 2] + c, 0, 1)], dim=1)
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
 
 
-@register("saturate", family="digital", group="extra", sample=None)
+@register("saturate", family="digital", group="extra", sample=None, backends=(compiled_backend(torch.float64),))
 def saturate(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Scale and shift the HSV saturation channel: S * c0 + c1."""
-    if x.device.type == "cpu" and x.dtype == torch.float64:
+    if ctx.backend == "compiled":
         return hsv_edit_cpu(x, 1, c[0], c[1])
     hsv = rgb_to_hsv(fdiv(x, 255.0))
     hsv = torch.stack([hsv[:, 0], torch.clamp(hsv[:, 1] * c[0] + c[1], 0, 1), hsv[:, 2]], dim=1)
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
 
 
-@register("contrast", family="digital", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE)
+@register(
+    "contrast", family="digital", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
+    backends=(compiled_backend(torch.uint8, torch.float64),),
+)
 def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Shrink each channel towards its spatial mean by the factor c (float64, as the reference)."""
     # channel means: the sum of the levels (exact for 8-bit inputs, in any order) / 255 / pixels
     count = int(x.shape[-2]) * int(x.shape[-1])
-    if x.device.type == "cpu" and x.dtype in (torch.uint8, torch.float64) and ctx.extra.get("fused", True):
+    if ctx.backend == "compiled":
         from ._blend_cpu import contrast_kernel
 
         xa = np.ascontiguousarray(x.detach().numpy())
@@ -74,53 +76,18 @@ def _chw_tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(a).permute(0, 3, 1, 2).to(like.device)
 
 
-# Pillow's 8-bit two-pass resampling, re-expressed as batched integer tensor ops so
-# that pixelate runs on whole batches, on any device, with Pillow's exact output.
-# Pillow (Resample.c) computes, per output position, the input span of a filter of
-# support 0.5 * max(scale, 1) around the centre (i + 0.5) * scale, weights
-# box((j - centre + 0.5) / max(scale, 1)) normalised to sum 1, then to fixed point
-# with 22 fraction bits (rounded half away from zero). A pass adds 2^21 to the
-# integer weighted sum and shifts right by 22, clipping to 0..255. The horizontal
-# pass runs first, then the vertical pass on its 8-bit result.
-_PRECISION_BITS = 22
-
-
-@lru_cache(maxsize=256)
-def _box_coefficients(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Input indices and fixed-point weights (out_size x taps) of Pillow's BOX filter."""
-    scale = in_size / out_size
-    filterscale = max(scale, 1.0)
-    support = 0.5 * filterscale
-    taps = int(math.ceil(support)) * 2 + 1
-    idx = np.zeros((out_size, taps), dtype=np.int64)
-    wts = np.zeros((out_size, taps), dtype=np.int64)
-    for i in range(out_size):
-        centre = (i + 0.5) * scale
-        lo = max(int(centre - support + 0.5), 0)
-        hi = min(int(centre + support + 0.5), in_size)
-        # Pillow evaluates the filter at (j - centre + 0.5) * (1 / filterscale): a product with the
-        # reciprocal, which rounds differently from a division at the box's edges
-        ss = 1.0 / filterscale
-        w = np.array([1.0 if -0.5 < (j + 0.5 - centre) * ss <= 0.5 else 0.0 for j in range(lo, hi)])
-        if w.sum() != 0.0:
-            w = w / w.sum()
-        n = hi - lo
-        idx[i, :n] = np.arange(lo, hi)
-        idx[i, n:] = lo
-        wts[i, :n] = np.floor(w * (1 << _PRECISION_BITS) + 0.5).astype(np.int64)  # weights are >= 0
-    return idx, wts
-
-
+# Pillow's 8-bit two-pass resampling (coefficients: ._resample), re-expressed as batched integer
+# tensor ops so that pixelate runs on whole batches, on any device, with Pillow's exact output.
 def _resample_rows(x: torch.Tensor, out_size: int) -> torch.Tensor:
     """One Pillow BOX pass along dim -2 (whole rows are gathered: contiguous copies)."""
-    idx_np, w_np = _box_coefficients(int(x.shape[-2]), out_size)
+    idx_np, w_np = box_coefficients(int(x.shape[-2]), out_size)
     idx = torch.from_numpy(idx_np).to(x.device)
     w = torch.from_numpy(w_np).to(device=x.device, dtype=torch.int32)
-    acc = torch.full((*x.shape[:-2], out_size, x.shape[-1]), 1 << (_PRECISION_BITS - 1), dtype=torch.int32, device=x.device)
+    acc = torch.full((*x.shape[:-2], out_size, x.shape[-1]), 1 << (PRECISION_BITS - 1), dtype=torch.int32, device=x.device)
     for t in range(idx.shape[1]):
         if w_np[:, t].any():  # decided on the host: no device sync
             acc += x.index_select(-2, idx[:, t]) * w[:, t, None]
-    return (acc >> _PRECISION_BITS).clamp_(0, 255)
+    return (acc >> PRECISION_BITS).clamp_(0, 255)
 
 
 def pillow_box_resize(x: torch.Tensor, height: int, width: int) -> torch.Tensor:
@@ -144,15 +111,23 @@ def pillow_box_resize(x: torch.Tensor, height: int, width: int) -> torch.Tensor:
     return y
 
 
-@register("pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8, chunk_values=IMAGE_BY_IMAGE)
+_PILLOW = Backend("pillow", "Pillow itself, image by image (the reference's route)", ("cpu",), (torch.uint8,))
+
+
+@register(
+    "pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8, chunk_values=IMAGE_BY_IMAGE,
+    backends=(compiled_backend(torch.uint8), _PILLOW),
+)
 def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Box-downsample to (W*c, H*c) and box-upsample back (Pillow's BOX filter, 8-bit).
 
-    On the CPU compiled passes over the channel planes (:mod:`._resample_cpu`); elsewhere
-    the same arithmetic runs as batched tensor ops on the device.
+    Backends: ``"tensor"``, the arithmetic as batched tensor ops on any device; ``"compiled"``,
+    passes over the channel planes (:mod:`._resample_cpu`); ``"pillow"``, Pillow image by image.
     """
     h, w = int(x.shape[-2]), int(x.shape[-1])
-    if x.device.type != "cpu" or not ctx.extra.get("fused", True):
+    if ctx.backend == "pillow":
+        return _pillow_pixelate(x, c)
+    if ctx.backend == "tensor":
         small = pillow_box_resize(x, int(h * c), int(w * c))
         return pillow_box_resize(small, h, w).to(torch.uint8)
     if h > 2 * w:
@@ -217,7 +192,14 @@ def jpeg_round_trip(x: torch.Tensor, quality: int, compiled: bool = True, out: t
     return _chw_tensor(res, x)
 
 
-@register("jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8, chunk_values=IMAGE_BY_IMAGE)
+@register(
+    "jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8,
+    chunk_values=IMAGE_BY_IMAGE, backends=(compiled_backend(torch.uint8), _PILLOW),
+)
 def jpeg_compression(x: torch.Tensor, c: int, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Encode as JPEG at quality c (4:2:0 chroma subsampling) and decode, as Pillow (libjpeg-turbo) does."""
-    return jpeg_round_trip(x, int(c), compiled=bool(ctx.extra.get("fused", True)), out=ctx.out)
+    if ctx.backend == "tensor":
+        from ._jpeg_torch import jpeg_round_trip_tensor
+
+        return jpeg_round_trip_tensor(x, int(c))
+    return jpeg_round_trip(x, int(c), compiled=ctx.backend == "compiled", out=ctx.out)

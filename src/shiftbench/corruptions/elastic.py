@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._registry import ApplyContext, SampleContext, register
+from .._registry import ApplyContext, SampleContext, compiled_backend, register
 from ._bounds import require_shape
 from ._ops import fdiv, gaussian_filter2d
 
@@ -265,7 +265,7 @@ def _affine_matrices(h: int, w: int, jitter: np.ndarray) -> np.ndarray:
     return out
 
 
-@register("elastic_transform", family="digital", group="benchmark", sample=_sample_elastic, dtype=torch.float32)
+@register("elastic_transform", family="digital", group="benchmark", sample=_sample_elastic, dtype=torch.float32, backends=(compiled_backend(),))
 def elastic_transform(x: torch.Tensor, c: tuple[float, float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Random affine warp of the control points by up to c2 px, then a Gaussian-smoothed (sigma c1) displacement field of size c0."""
     alpha, sigma = float(c[0]), float(c[1])
@@ -275,7 +275,7 @@ def elastic_transform(x: torch.Tensor, c: tuple[float, float, float], d: dict[st
     fields = torch.stack([d["ux"], d["uy"]], dim=1).to(torch.float64)
     fields = (gaussian_filter2d(fields, sigma, mode="reflect", truncate=3.0) * alpha).to(torch.float32)
     dx, dy = fields[:, 0], fields[:, 1]
-    if x.device.type == "cpu" and ctx.extra.get("fused", True):  # tests pass fused=False for the tensor path
+    if ctx.backend == "compiled":
         return _elastic_fused_cpu(x, mats, dx, dy)
     x = warp_affine(x, mats, mode="fixed")
     rows = torch.arange(h, dtype=torch.float64, device=x.device).view(1, h, 1) + dy.to(torch.float64)

@@ -14,15 +14,12 @@ import numpy as np
 import torch
 
 from .._pcg64 import raw_words
-from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
+from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
 from ._bounds import require_shape
 from ._ops import fdiv
 
 
-def _fused(x: torch.Tensor, ctx: ApplyContext) -> bool:
-    """CPU batches (float32 values or uint8 levels) take the compiled kernels (tests pass
-    fused=False for the tensor path)."""
-    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.uint8) and ctx.extra.get("fused", True)
+_COMPILED = compiled_backend(torch.float32, torch.uint8)  # CPU batches of float32 values or uint8 levels
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -34,10 +31,10 @@ def _chw(a: torch.Tensor) -> torch.Tensor:
     return a.permute(0, 3, 1, 2)
 
 
-def _noise_fused(multiplicative: bool) -> Any:
-    def fused(x: torch.Tensor, c: float, generators: list[np.random.Generator], ctx: ApplyContext) -> torch.Tensor:
+def _noise_draw_apply(multiplicative: bool) -> Any:
+    def draw_apply(x: torch.Tensor, c: float, generators: list[np.random.Generator], ctx: ApplyContext) -> torch.Tensor:
         """Draw (FastDraws.standard_normal32 of each generator) and apply in one compiled pass per image."""
-        from .._ziggurat import R, _halves, noise_image, tables
+        from .._ziggurat import R, halves, noise_image, tables
 
         xa = np.ascontiguousarray(x.detach().numpy())
         if xa.dtype not in (np.uint8, np.float32):
@@ -48,11 +45,11 @@ def _noise_fused(multiplicative: bool) -> Any:
         kt, wt, fo, fi = tables()
         for i, g in enumerate(generators):
             raw = raw_words(g.bit_generator, (n + n // 32 + 64 + 1) // 2)  # as standard_normal32 draws
-            while noise_image(_halves(raw), xa[i], np.float32(c), multiplicative, out[i], kt, wt, fo, fi, R) < 0:
+            while noise_image(halves(raw), xa[i], np.float32(c), multiplicative, out[i], kt, wt, fo, fi, R) < 0:
                 raw = np.concatenate([raw, raw_words(g.bit_generator, n // 16 + 64)])
         return torch.from_numpy(out)
 
-    return fused
+    return draw_apply
 
 
 def _sample_normal(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
@@ -61,13 +58,13 @@ def _sample_normal(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 
 
 @register(
-    "gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32, accepts_levels=True, fused=_noise_fused(False),
+    "gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32, accepts_levels=True, draw_apply=_noise_draw_apply(False), backends=(_COMPILED,),
     chunk_values=IMAGE_BY_IMAGE,
 )
 def gaussian_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Additive Gaussian noise of standard deviation c (image in [0, 1])."""
-    if _fused(x, ctx):
-        return _gaussian_fused(x, d["z"], c, False, ctx.levels)
+    if ctx.backend == "compiled":
+        return _gaussian_compiled(x, d["z"], c, False, ctx.levels)
     x = fdiv(x, 255.0)
     return torch.clamp(x + c * _chw(d["z"]).to(x.dtype), 0, 1) * 255
 
@@ -91,10 +88,10 @@ def _sample_impulse(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"flipped": flipped, "salted": salted}
 
 
-@register("impulse_noise", family="noise", group="benchmark", sample=_sample_impulse, dtype=torch.float32, accepts_levels=True)
+@register("impulse_noise", family="noise", group="benchmark", sample=_sample_impulse, dtype=torch.float32, accepts_levels=True, backends=(_COMPILED,))
 def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Salt-and-pepper noise: each value is replaced by 0 or 1 with probability c."""
-    if _fused(x, ctx):
+    if ctx.backend == "compiled":
         from ._noise_cpu import impulse_kernel
 
         b, _, h, w = (int(s) for s in x.shape)
@@ -111,16 +108,16 @@ def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
     return torch.clamp(out, 0, 1) * 255
 
 
-@register("speckle_noise", family="noise", group="extra", sample=_sample_normal, dtype=torch.float32, accepts_levels=True, fused=_noise_fused(True))
+@register("speckle_noise", family="noise", group="extra", sample=_sample_normal, dtype=torch.float32, accepts_levels=True, draw_apply=_noise_draw_apply(True), backends=(_COMPILED,))
 def speckle_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Multiplicative noise: x + x * N(0, c^2)."""
-    if _fused(x, ctx):
-        return _gaussian_fused(x, d["z"], c, True, ctx.levels)
+    if ctx.backend == "compiled":
+        return _gaussian_compiled(x, d["z"], c, True, ctx.levels)
     x = fdiv(x, 255.0)
     return torch.clamp(x + x * (c * _chw(d["z"]).to(x.dtype)), 0, 1) * 255
 
 
-def _gaussian_fused(x: torch.Tensor, z: torch.Tensor, c: float, multiplicative: bool, levels: bool) -> torch.Tensor:
+def _gaussian_compiled(x: torch.Tensor, z: torch.Tensor, c: float, multiplicative: bool, levels: bool) -> torch.Tensor:
     from ._noise_cpu import gaussian_kernel
 
     b, _, h, w = (int(s) for s in x.shape)

@@ -32,6 +32,7 @@ def _sample(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     "style_transfer",
     family="style",
     group="style",
+    namespace="style",
     sample=_sample,
     dtype=torch.float32,
     params=SHIPPED_SCHEDULE.params(),

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from .._pcg64 import raw_words
-from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
+from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
 from ..editions import get_edition
 from ._bounds import require_shape, require_within
 from ._geometry import clipped_zoom, motion_blur
@@ -115,19 +115,19 @@ def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     generator = getattr(draws, "generator", None)
     if isinstance(generator, np.random.Generator):
         # FastDraws: compiled, on 32-bit uniforms (see _fog_cpu); the window as float32
-        from .._ziggurat import _halves
+        from .._ziggurat import halves
         from ._fog_cpu import plasma_map
 
-        words = _halves(raw_words(generator.bit_generator, size * size // 2))[: size * size - 1]
+        words = halves(raw_words(generator.bit_generator, size * size // 2))[: size * size - 1]
         return {"plasma": plasma_map(words, size, float(ctx.params[1]), ctx.height, ctx.width)}
     pmap = plasma_fractal(draws, size, float(ctx.params[1]))
     return {"plasma": np.ascontiguousarray(pmap[: ctx.height, : ctx.width])}
 
 
-@register("fog", family="weather", group="benchmark", sample=_sample_fog, accepts_levels=True)
+@register("fog", family="weather", group="benchmark", sample=_sample_fog, accepts_levels=True, backends=(compiled_backend(torch.uint8, torch.float64),))
 def fog(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Add a gray plasma-fractal haze of strength c0 and renormalise by the image maximum."""
-    if x.device.type == "cpu" and x.dtype in (torch.uint8, torch.float64) and ctx.extra.get("fused", True):
+    if ctx.backend == "compiled":
         from ._fog_cpu import fog_blend, fog_levels
 
         xa = np.ascontiguousarray(x.detach().numpy())
@@ -232,14 +232,17 @@ def _sample_frost(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"index": np.int64(index), "top": np.int64(top), "left": np.int64(left)}
 
 
-@register("frost", family="weather", group="benchmark", sample=_sample_frost, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE)
+@register(
+    "frost", family="weather", group="benchmark", sample=_sample_frost, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
+    backends=(compiled_backend(torch.uint8, torch.float64),),
+)
 def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Blend a random crop of a frost texture: clip(c0 * x + c1 * frost, 0, 255) in the 0..255 domain."""
     h, w = int(x.shape[-2]), int(x.shape[-1])
     idx = d["index"].cpu().tolist()
     tops = d["top"].cpu().tolist()
     lefts = d["left"].cpu().tolist()
-    if x.device.type == "cpu" and x.dtype in (torch.uint8, torch.float64) and ctx.extra.get("fused", True):
+    if ctx.backend == "compiled":
         from ._blend_cpu import blend_crop
 
         xa = np.ascontiguousarray(x.detach().numpy())
@@ -288,7 +291,7 @@ def _sample_snow(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"layer": np.asarray(layer, dtype=np.float64), "angle": np.float64(angle)}
 
 
-@register("snow", family="weather", group="benchmark", sample=_sample_snow, dtype=torch.float32)
+@register("snow", family="weather", group="benchmark", sample=_sample_snow, dtype=torch.float32, backends=(compiled_backend(),))
 def snow(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Zoomed, thresholded, motion-blurred snow flakes over a brightened, washed-out image."""
     x = fdiv(x.to(torch.float32), 255.0)
@@ -296,7 +299,7 @@ def snow(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx:
     layer = torch.where(layer < c[3], torch.zeros_like(layer), layer)
     # the layer is stored as an 8-bit gray image (truncation) before the motion blur
     layer8 = torch.floor(torch.clamp(layer, 0, 1) * 255)
-    flakes = motion_blur(layer8[:, None], float(c[4]), float(c[5]), d["angle"].to(torch.float64))
+    flakes = motion_blur(layer8[:, None], float(c[4]), float(c[5]), d["angle"].to(torch.float64), compiled=ctx.backend == "compiled")
     flakes = fdiv(flakes.to(torch.float64), 255.0)
     bright = rgb_to_gray_f32(x)[:, None].mul_(1.5).add_(0.5)
     bright = torch.maximum(x, bright).mul_(1 - c[6])

@@ -4,8 +4,9 @@ Implements Laugros, Caplier & Ospici, *Increasing the coverage and balance of
 robustness benchmarks by using non-overlapping corruptions* (ICLR 2021 submission)
 and *Using the overlapping score to improve corruption benchmarks* (ICIP 2021):
 
-* :mod:`.candidates`: the candidate corruptions (registry group ``"candidate"``) and
-  :func:`corrupt_candidate` (one value per image drawn from the whole severity range);
+* :mod:`.sampling`: :func:`corrupt_candidate`, the papers' mode for the candidate corruptions
+  (one value per image drawn from the whole severity range); the candidates themselves are
+  operations of the corruption engine (namespace ``"noc"``, :mod:`shiftbench.corruptions.candidates`);
 * :mod:`.scores`: robustness score, overlapping score (eq. 2), overlap matrix;
 * :mod:`.select`: Algorithm 1 by maximum-clique search;
 * :mod:`.analysis`: CE/mCE, balance, coverage, heatmap;
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import candidates
+from . import sampling
 from .analysis import (
     Balance,
     Coverage,
@@ -29,7 +30,8 @@ from .analysis import (
     mean_corruption_error,
     plot_overlap_heatmap,
 )
-from .candidates import CANDIDATES, PAPER_CANDIDATES, candidate_names, corrupt_candidate
+from ..corruptions.candidates import CANDIDATES, PAPER_CANDIDATES, candidate_names
+from .sampling import corrupt_candidate
 from .noc import (
     IMAGENET_NOC,
     alexnet_noc_baseline,
@@ -50,7 +52,7 @@ from .scores import (
 from .select import Selection, select_benchmark, select_for_thresholds
 
 __all__ = [
-    "candidates",
+    "sampling",
     "CANDIDATES",
     "PAPER_CANDIDATES",
     "candidate_names",

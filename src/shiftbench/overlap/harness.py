@@ -39,9 +39,10 @@ from torch import nn
 
 from .._registry import get_corruption
 from ..errors import DataError, InvalidArgumentError, MissingDependencyError
+from ..corruptions.candidates import CANDIDATES
 from ..training.loop import EpochLog, Recipe, fit, load_checkpoint, stream_id
 from ..training.models import SmallCNN, build_network
-from .candidates import CANDIDATES, corrupt_candidate
+from .sampling import corrupt_candidate
 from .scores import CLEAN, STANDARD, AccuracyMatrix, OverlapMatrix, overlap_matrix
 from .select import Selection, check_threshold, select_for_thresholds
 from .store import OverlapStore

@@ -31,7 +31,8 @@ import torch
 
 from ..errors import DataError, InvalidArgumentError
 from .analysis import corruption_error, mean_corruption_error
-from .candidates import CANDIDATES, corrupt_candidate
+from ..corruptions.candidates import CANDIDATES
+from .sampling import corrupt_candidate
 from .select import Selection
 from ..evaluation.store import DEFAULT_STORE
 from .store import OverlapStore

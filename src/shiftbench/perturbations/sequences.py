@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._registry import ApplyContext, SampleContext, get_corruption
+from .._registry import ApplyContext, Corruption, SampleContext, get_corruption
 from ..corruptions._geometry import motion_blur as im_motion_blur
 from ..corruptions._ops import fdiv, gaussian_filter2d
 from ..errors import InvalidArgumentError
@@ -89,8 +89,9 @@ class _Job:
         for a in range(0, self.frames, self.chunk):
             yield a, min(self.frames, a + self.chunk)
 
-    def apply_ctx(self) -> ApplyContext:
-        return ApplyContext(edition=self.prepared.edition, severity=self.difficulty)
+    def apply_ctx(self, spec: Corruption, x: torch.Tensor) -> ApplyContext:
+        """The context of ``spec.apply`` on frames like ``x``, with the backend corrupt() would pick."""
+        return ApplyContext(edition=self.prepared.edition, severity=self.difficulty, backend=spec.select_backend(x.device, x.dtype))
 
 
 def _to_uint8(y: torch.Tensor) -> torch.Tensor:
@@ -137,7 +138,7 @@ def _noise(job: _Job) -> Iterator[torch.Tensor]:
             per_frame = [cspec.sample(job.draws[i], ctxs[i]) for i in range(job.n) for _ in range(t)]
             stacked = {k: torch.from_numpy(np.stack([np.asarray(d[k]) for d in per_frame])).to(job.device)
                        for k in per_frame[0]}
-            y = cspec.apply(_repeat_frames(x, t), level, stacked, job.apply_ctx())
+            y = cspec.apply(_repeat_frames(x, t), level, stacked, job.apply_ctx(cspec, x))
             out[:, first - a :] = _split(_to_uint8(y), job.n, t)
         yield out
 
@@ -186,7 +187,7 @@ def _snow(job: _Job) -> Iterator[torch.Tensor]:
     for a, b in job.ranges():
         t = b - a
         angles = torch.tensor(p["angle"][a:b], dtype=torch.float64, device=job.device).repeat(job.n)
-        y = cspec.apply(_repeat_frames(x, t), c, {"layer": _repeat_frames(layers, t), "angle": angles}, job.apply_ctx())
+        y = cspec.apply(_repeat_frames(x, t), c, {"layer": _repeat_frames(layers, t), "angle": angles}, job.apply_ctx(cspec, x))
         yield _split(_to_uint8(y), job.n, t)
 
 
@@ -194,7 +195,7 @@ def _brightness(job: _Job) -> Iterator[torch.Tensor]:
     cspec = get_corruption("brightness")
     x = job.crops(cspec.dtype)
     for a, b in job.ranges():
-        frames = [_to_uint8(cspec.apply(x, float(job.params["delta"][f]), {}, job.apply_ctx())) for f in range(a, b)]
+        frames = [_to_uint8(cspec.apply(x, float(job.params["delta"][f]), {}, job.apply_ctx(cspec, x))) for f in range(a, b)]
         yield torch.stack(frames, dim=1)
 
 
@@ -249,7 +250,7 @@ def _spatter(job: _Job) -> Iterator[torch.Tensor]:
     for a, b in job.ranges():
         frames = []
         for _ in range(a, b):
-            frames.append(_to_uint8(cspec.apply(x, c, {"layer": layer}, job.apply_ctx())))
+            frames.append(_to_uint8(cspec.apply(x, c, {"layer": layer}, job.apply_ctx(cspec, x))))
             layer = run_down(layer, p["kernel"])
         yield torch.stack(frames, dim=1)
 

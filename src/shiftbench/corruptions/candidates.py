@@ -1,4 +1,4 @@
-"""The candidate corruptions of the overlap study (group ``"candidate"`` of the registry).
+"""The candidate corruptions of the overlap study (namespace ``"noc"``, group ``"candidate"``).
 
 Sources (see ``docs/overlap.md``):
 
@@ -15,8 +15,8 @@ leaves a choice open, the choice is stated in :data:`CANDIDATES` (``reading``).
 
 Severity. The papers draw *one value uniformly from the whole range for each image*
 (the lower bound gives a robustness score of 0.95 for their standard ResNet-18, the
-upper bound 0.5). That is :func:`corrupt_candidate`, the mode every part of
-:mod:`shiftbench.overlap` uses. Through :func:`shiftbench.corrupt` a candidate also
+upper bound 0.5). That is :func:`shiftbench.overlap.sampling.corrupt_candidate`, the mode
+every part of :mod:`shiftbench.overlap` uses. Through :func:`shiftbench.corrupt` a candidate also
 accepts severities 1..5: severity ``s`` draws from the ``s``-th fifth of the range
 (mild to harsh), so mixing the five severities with equal weight is the papers'
 distribution again.
@@ -31,7 +31,6 @@ intensities are not. Images are in [0, 1] before any normalisation (the engine h
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,26 +38,21 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._images import to_batch
-from .._registry import ApplyContext, SampleContext, get_corruption, list_corruptions, register
-from ..corruptions._ops import hsv_to_rgb, rgb_to_hsv
+from .._registry import ApplyContext, SampleContext, list_corruptions, register
 from ..editions import EDITIONS
-from ..errors import InvalidArgumentError
-from ..seeding import FastDraws, derive_generator, image_key, key_to_int
+from ._ops import hsv_to_rgb, rgb_to_hsv
 
 __all__ = [
     "CandidateSpec",
     "CANDIDATES",
     "PAPER_CANDIDATES",
     "candidate_names",
-    "corrupt_candidate",
-    "candidate_draws",
-    "FULL_RANGE_LEVEL",
+    "NAMESPACE",
 ]
 
+NAMESPACE = "noc"
+"""The registry namespace of the candidates: ``list_corruptions(namespace="noc")``."""
 REFERENCE_SIZE = 224
-FULL_RANGE_LEVEL = 0
-"""The ``level`` of :func:`~shiftbench.seeding.derive_generator` used for full-range draws."""
 
 
 @dataclass(frozen=True)
@@ -407,7 +401,7 @@ PAPER_CANDIDATES: tuple[str, ...] = tuple(s.name for s in _SPECS if s.source.sta
 
 def candidate_names(*, paper_only: bool = False) -> list[str]:
     """Names of the registered candidates (the 23 of 003, then 002's border and obstruction)."""
-    names = list_corruptions(group="candidate")
+    names = list_corruptions(namespace=NAMESPACE)
     return [n for n in names if n in PAPER_CANDIDATES] if paper_only else names
 
 
@@ -536,6 +530,7 @@ def _reg(spec: CandidateSpec, sample: Any):  # type: ignore[no-untyped-def]
         spec.name,
         family=spec.family,
         group="candidate",
+        namespace=NAMESPACE,
         sample=sample,
         dtype=torch.float32,
         description=f"{spec.paper_name} ({spec.source}): {spec.reading}",
@@ -818,68 +813,3 @@ def noc_hue(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: ApplyConte
     h = torch.remainder(hsv[:, 0:1] + _per_image(d, "v", x), 1.0)
     rgb = hsv_to_rgb(torch.cat([h, hsv[:, 1:]], dim=1))
     return torch.clamp(rgb, 0, 1) * 255.0
-
-
-# ----------------------------------------------------------------------------------------------
-# the papers' mode: one value from the whole range per image
-
-
-def _check_candidate(name: str) -> CandidateSpec:
-    spec = get_corruption(name)
-    if spec.name not in CANDIDATES:
-        raise InvalidArgumentError(
-            "corruption", name, f"a candidate corruption of the overlap study: {', '.join(CANDIDATES)}"
-        )
-    return CANDIDATES[spec.name]
-
-
-def candidate_draws(
-    images: Any, corruption: str, *, seed: int = 0, keys: Sequence[Any] | None = None
-) -> list[dict[str, np.ndarray]]:
-    """Per-image draws of the papers' mode (a value uniform over the whole range).
-
-    Each image's draws come from the generator of ``(seed, key, corruption, level 0)``
-    (level 0 is reserved for this mode; severities 1..5 use their own levels), so an
-    image's corruption never depends on its batch.
-    """
-    from ..api import _check_seed
-
-    cand = _check_candidate(corruption)
-    reg = get_corruption(cand.name)
-    assert reg.sample is not None
-    seed = _check_seed(seed)
-    b = to_batch(images, "images")
-    h, w = b.size
-    if keys is not None and len(keys) != b.n:
-        raise InvalidArgumentError("keys", f"{len(keys)} keys", f"exactly one key per image ({b.n})")
-    out = []
-    for i in range(b.n):
-        k = key_to_int(keys[i]) if keys is not None else image_key(b.canonical_uint8(i))
-        src = FastDraws(derive_generator(seed, k, cand.name, FULL_RANGE_LEVEL))
-        ctx = SampleContext(params=cand.continuous_range(), height=h, width=w, edition="224", severity=0)
-        out.append(reg.sample(src, ctx))
-    return out
-
-
-def corrupt_candidate(
-    images: Any,
-    corruption: str,
-    *,
-    seed: int = 0,
-    keys: Sequence[Any] | None = None,
-    device: torch.device | str | None = None,
-) -> Any:
-    """Apply a candidate corruption as the papers do: one value drawn uniformly from its range per image.
-
-    Accepts everything :func:`shiftbench.corrupt` accepts (uint8 or [0, 1] float tensors,
-    arrays, PIL images; batched or not) and returns the same type.
-
-    Raises:
-        UnknownCorruptionError / InvalidArgumentError: not a candidate corruption, bad seed or keys.
-    """
-    from ..api import corrupt
-
-    cand = _check_candidate(corruption)
-    draws = candidate_draws(images, cand.name, seed=seed, keys=keys)
-    edition = "224"
-    return corrupt(images, cand.name, 1, seed=seed, keys=keys, draws=draws, device=device, edition=edition)
