@@ -133,7 +133,7 @@ def test_hand_edited_frost_top_does_not_crash_the_process() -> None:
 
 
 def _ctx(levels: bool = False) -> ApplyContext:
-    return ApplyContext(edition="64", severity=3, levels=levels)
+    return ApplyContext(edition="64", severity=3, levels=levels, backend="compiled")
 
 
 @pytest.mark.parametrize("name", ["gaussian_noise", "speckle_noise", "impulse_noise", "fog", "frost", "elastic_transform"])

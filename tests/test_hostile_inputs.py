@@ -141,7 +141,6 @@ def test_bad_keys_are_typed(key: object) -> None:
         (["--corruptions", ""], "--corruptions"),
         (["--severities", ""], "--severities"),
         (["--corruptions", "*zzz*"], "--corruptions"),
-        (["--corruptions", "border"], "--corruptions"),
         (["--seed", str(2**64)], "--seed"),
     ],
 )
@@ -155,3 +154,16 @@ def test_generate_empty_or_dropped_selections_are_errors(tmp_path, capsys, extra
     err = capsys.readouterr().err
     assert rc == 2 and option in err and "Traceback" not in err
     assert not list((tmp_path / "out").rglob("*.JPEG")) if (tmp_path / "out").exists() else True
+
+
+def test_generate_honours_a_corruption_named_outside_the_default_namespace(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--corruptions border`` (a candidate of the overlap study, namespace "noc") is generated, not dropped."""
+    from shiftbench.cli import main
+
+    src = tmp_path / "src" / "n0"
+    src.mkdir(parents=True)
+    Image.fromarray(RGB).save(src / "a.png")
+    args = ["generate", "imagenet-c", "--src", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--workers", "1"]
+    assert main([*args, "--corruptions", "border", "--severities", "2"]) == 0
+    written = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.JPEG"))
+    assert written == ["border/2/n0/a.JPEG"], written

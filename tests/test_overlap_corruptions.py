@@ -30,10 +30,11 @@ def test_candidates_live_in_their_own_namespace() -> None:
 
     assert len(shiftbench.list_corruptions()) == 19
     assert len(shiftbench.list_corruptions(namespace="imagenet_c")) == 19
-    assert list_namespaces()[:2] == ["imagenet_c", "noc"]
+    assert list_namespaces() == ["imagenet_c", "noc", "style"]
     assert len(NAMES) == 25 and len(PAPER_CANDIDATES) == 23
     assert shiftbench.list_corruptions(namespace="noc") == NAMES
-    assert shiftbench.list_corruptions(namespace="all") == shiftbench.list_corruptions() + NAMES
+    style = shiftbench.list_corruptions(namespace="style")
+    assert shiftbench.list_corruptions(namespace="all") == shiftbench.list_corruptions() + NAMES + style
     # naming the namespace's group (as `shiftbench list corruptions --group candidate` does) lists it too
     assert shiftbench.list_corruptions("candidate") == NAMES
     assert shiftbench.list_corruptions("*noise", group="candidate") == ["noc_gaussian_noise"]
