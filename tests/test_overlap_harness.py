@@ -139,8 +139,12 @@ def test_config_errors(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="noc_rotation"):
         config_from_dict(doc)
     doc = small(tmp_path)
-    doc["corruptions"]["train"] = ["fog"]
-    with pytest.raises(InvalidArgumentError, match="candidate"):
+    doc["corruptions"]["train"] = ["fog@6"]  # ImageNet-C corruptions are accepted, severities 1..5 only
+    with pytest.raises(InvalidArgumentError, match="corruptions.train.*severity in 1..5"):
+        config_from_dict(doc)
+    doc = small(tmp_path)
+    doc["mixtures"] = {"m": ["fog", "no_such_corruption"]}
+    with pytest.raises(InvalidArgumentError, match="mixtures.m"):
         config_from_dict(doc)
     doc = small(tmp_path)
     doc["train"]["epochs"] = 0

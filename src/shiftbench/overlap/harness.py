@@ -37,14 +37,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._registry import get_corruption
 from ..errors import DataError, InvalidArgumentError, MissingDependencyError
 from ..training.loop import EpochLog, Recipe, fit, load_checkpoint, stream_id
 from ..training.models import SmallCNN, build_network
-from .candidates import CANDIDATES, corrupt_candidate
+from . import PAPER_CANDIDATES
 from .scores import CLEAN, STANDARD, AccuracyMatrix, OverlapMatrix, overlap_matrix
 from .select import Selection, check_threshold, select_for_thresholds
 from .store import OverlapStore
+from .study_corruptions import StudyCorruption, apply_corruption, mixture, resolve
 
 __all__ = [
     "DataConfig",
@@ -135,6 +135,7 @@ class StudyConfig:
     seed: int = 0
     device: str = "cpu"
     thresholds: list[float] = field(default_factory=lambda: list(DEFAULT_THRESHOLDS))
+    mixtures: dict[str, Any] = field(default_factory=dict)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -142,6 +143,17 @@ class StudyConfig:
     @property
     def tests(self) -> list[str]:
         return list(self.test_corruptions) if self.test_corruptions else list(self.corruptions)
+
+    @property
+    def models(self) -> list[str]:
+        """Every model of the study: the standard one, one per corruption, one per mixture."""
+        return [STANDARD, *self.corruptions, *self.mixtures]
+
+    def study_corruption(self, name: str) -> StudyCorruption:
+        """The resolved corruption of a model or test set (a mixture's name gives the mixture)."""
+        if name in self.mixtures:
+            return mixture(name, self.mixtures[name])
+        return resolve(name)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -160,24 +172,22 @@ def _fill(cls: type, section: dict[str, Any], where: str) -> Any:
 
 
 def _validate(cfg: StudyConfig) -> StudyConfig:
-    from .._validate import suggest
-    from ..errors import UnknownCorruptionError
-
     if not cfg.name or not isinstance(cfg.name, str):
         raise _bad("study.name", cfg.name, "a non-empty name")
-    if not cfg.corruptions:
-        raise _bad("corruptions.train", cfg.corruptions, "at least one candidate corruption")
-    names = list(CANDIDATES)
+    if not cfg.corruptions and not cfg.mixtures:
+        raise _bad("corruptions.train", cfg.corruptions, "at least one corruption (or a mixture)")
+    if cfg.test_corruptions is not None:
+        cfg.test_corruptions = [resolve(c, where="corruptions.test").name for c in cfg.test_corruptions]
+    cfg.corruptions = [resolve(c, where="corruptions.train").name for c in cfg.corruptions]
     for key, lst in (("corruptions.train", cfg.corruptions), ("corruptions.test", cfg.tests)):
-        for c in lst:
-            if c not in CANDIDATES:
-                try:
-                    get_corruption(c)
-                except UnknownCorruptionError:
-                    raise UnknownCorruptionError(key, c, names, suggest(str(c), names)) from None
-                raise _bad(key, c, f"a candidate corruption ({', '.join(names)})")
         if len(set(lst)) != len(lst):
             raise _bad(key, lst, "names without duplicates")
+    if not isinstance(cfg.mixtures, dict):
+        raise _bad("mixtures", cfg.mixtures, "a table of name = [corruptions] or name = 'imagenet-c' / 'imagenet-noc'")
+    for mname, members in cfg.mixtures.items():
+        if mname in (STANDARD, CLEAN) or mname in cfg.corruptions or mname in cfg.tests or "@" in mname:
+            raise _bad(f"mixtures.{mname}", mname, "a model name that is not a corruption, 'standard' or 'clean'")
+        mixture(mname, members)  # resolves every member, with errors naming mixtures.<name>
     d = cfg.data
     if d.dataset not in DATASETS:
         from .._validate import suggest as sg
@@ -225,7 +235,7 @@ def _validate(cfg: StudyConfig) -> StudyConfig:
 def config_from_dict(doc: dict[str, Any], *, base: Path | None = None) -> StudyConfig:
     """Build and check a :class:`StudyConfig` from the TOML layout (see ``docs/overlap.md``)."""
     doc = copy.deepcopy(doc)
-    allowed = {"study", "data", "model", "train", "corruptions", "analysis"}
+    allowed = {"study", "data", "model", "train", "corruptions", "mixtures", "analysis"}
     for k in doc:
         if k not in allowed:
             raise _bad(k, "(section)", f"one of the sections {sorted(allowed)}")
@@ -244,14 +254,25 @@ def config_from_dict(doc: dict[str, Any], *, base: Path | None = None) -> StudyC
     for k in corr:
         if k not in ("train", "test"):
             raise _bad(f"corruptions.{k}", corr[k], "the keys train and test")
-    train_list = corr.get("train", [])
-    if train_list == "candidates":
-        train_list = [c for c in CANDIDATES if c.startswith("noc_")]
+    def named_list(v: Any, key: str) -> list[str]:
+        if isinstance(v, str):
+            if v == "candidates":
+                return list(PAPER_CANDIDATES)
+            from .study_corruptions import mixture_members
+
+            return mixture_members(v, where=key)
+        return list(v)
+
+    train_list = named_list(corr.get("train", []), "corruptions.train")
+    mixtures = doc.get("mixtures", {})
+    if not isinstance(mixtures, dict):
+        raise _bad("mixtures", mixtures, "a table of name = [corruptions] or name = 'imagenet-c' / 'imagenet-noc'")
     cfg = StudyConfig(
         name=str(study.get("name", "")),
         output=str(output),
         corruptions=list(train_list),
-        test_corruptions=list(corr["test"]) if "test" in corr else None,
+        test_corruptions=named_list(corr["test"], "corruptions.test") if "test" in corr else None,
+        mixtures={str(k): (v if isinstance(v, str) else list(v)) for k, v in mixtures.items()},
         seed=int(study.get("seed", 0)),
         device=str(study.get("device", "cpu")),
         thresholds=list(analysis.get("thresholds", DEFAULT_THRESHOLDS)),
@@ -510,7 +531,7 @@ def _train_one(
     finetune = tc.mode == "finetune" and model_name != STANDARD
     recipe = _recipe(tc, finetune)
     epochs = recipe.epochs
-    corruption = None if model_name == STANDARD else model_name
+    corruption = None if model_name == STANDARD else cfg.study_corruption(model_name)
     state = store.model_state(study_id, model_name)
     path = _ckpt_path(cfg, model_name)
     if state and state["status"] == "trained" and path.is_file():
@@ -534,7 +555,8 @@ def _train_one(
         # the first part of the shuffled batch is corrupted, one fresh value per image and epoch
         keys = [f"train:{epoch}:{int(i)}" for i in idx[:k]]
         xb = xb.clone()
-        xb[:k] = corrupt_candidate(xb[:k], corruption, seed=cfg.seed, keys=keys)
+        assert corruption is not None
+        xb[:k] = apply_corruption(xb[:k], corruption, seed=cfg.seed, keys=keys)
         return xb
 
     def epoch_done(ep: EpochLog) -> None:
@@ -612,7 +634,7 @@ def _test_one(
             elif cache is not None and key in cache:
                 x = cache[key].to(dev)
             else:
-                x = corrupt_candidate(xb, t, seed=cfg.seed, keys=[f"test:{int(i)}" for i in idx])
+                x = apply_corruption(xb, resolve(t), seed=cfg.seed, keys=[f"test:{int(i)}" for i in idx])
                 if cache is not None:
                     cache[key] = x.cpu()
             ok[t] += int((net(_normalise(x)).argmax(1) == yb).sum())
@@ -713,7 +735,7 @@ def run_study(
             say(
                 f"note: the config differs from the one stored for this study ({', '.join(changed)}); stored results are reused"
             )
-        models = [STANDARD, *cfg.corruptions]
+        models = cfg.models
         # the corrupted test sets are the same for every model: keep them when they are small
         cache = {} if ds.test_x is not None and ds.test_x.numel() * len(cfg.tests) <= 2e8 else None
         if cfg.train.cpu_threads:
