@@ -65,7 +65,8 @@ def test_smoke_study_resume_and_cli_select(tmp_path: Path, capsys: pytest.Captur
     assert res.heatmap is not None and res.heatmap.stat().st_size > 1000
     summary = json.loads((tmp_path / "out" / "overlap_result.json").read_text())
     assert summary["models"] == res.accuracy.models
-    assert summary["analyses"][-1]["benchmark"] == "all defined candidates"
+    assert summary["analyses"][-1]["benchmark"] == "all defined corruptions"
+    assert set(summary["mean_overlap"]) == {"noc_rotation", "noc_obstruction"}
     # a third run does nothing but read the store
     logs.clear()
     again = run_study(cfg, log=logs.append, heatmap=False)

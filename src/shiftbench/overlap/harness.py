@@ -59,6 +59,7 @@ __all__ = [
     "load_dataset",
     "build_model",
     "config_from_dict",
+    "calibrate_study_corruption",
     "SmallCNN",
 ]
 
@@ -668,7 +669,7 @@ class StudyResult:
         defined = [n for n in self.overlaps.names if n not in self.overlaps.undefined]
         rows: list[dict[str, Any]] = []
         sets = [(f"threshold {s.threshold:g}", list(s.names)) for s in self.selections]
-        sets.append(("all defined candidates", defined))
+        sets.append(("all defined corruptions", defined))
         for label, names in sets:
             row: dict[str, Any] = {"benchmark": label, "corruptions": names}
             if len(names) >= 2:
@@ -677,11 +678,35 @@ class StudyResult:
                     row.update(mce_std=b.std, mce_spread=b.spread, mce_mean=b.mean, mces=b.mces)
                 except InvalidArgumentError as e:  # e.g. the standard model makes no error on a corruption
                     row["balance_note"] = str(e)
-            if label != "all defined candidates":
+            if label != "all defined corruptions":
                 cov = coverage(self.overlaps, names, [n for n in defined if n not in names], level=level)
                 row.update(covered=sorted(cov.covered), uncovered=sorted(cov.uncovered), coverage_level=level)
             rows.append(row)
         return rows
+
+    def mean_overlaps(self) -> dict[str, float]:
+        """Each corruption's mean overlap with the others (002 Section 4.2)."""
+        from .analysis import mean_overlaps
+
+        return mean_overlaps(self.overlaps)
+
+    def mixture_coverages(self) -> dict[str, Any]:
+        """003 Section 5.2 / Table 1 for every mixture model: its CE and the standard model's on the test
+        corruptions outside the mixture (all test corruptions when none is outside)."""
+        from .analysis import mixture_coverage
+
+        out: dict[str, Any] = {}
+        tests = [t for t in self.accuracy.tests if t != CLEAN]
+        for m in self.config.mixtures:
+            if m not in self.accuracy.models:
+                continue
+            members = {sc.name for sc in self.config.study_corruption(m).members}
+            outside = [t for t in tests if t not in members] or tests
+            try:
+                out[m] = mixture_coverage(self.accuracy, m, outside)
+            except InvalidArgumentError as e:  # e.g. the standard model makes no error on a test set
+                out[m] = str(e)
+        return out
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -693,6 +718,11 @@ class StudyResult:
             "overlaps": self.overlaps.to_dict(),
             "selections": [s.to_dict() for s in self.selections],
             "analyses": self.analyses(),
+            "mean_overlap": {k: (None if v != v else round(v, 4)) for k, v in self.mean_overlaps().items()},
+            "mixture_coverage": {
+                k: (v if isinstance(v, str) else v.to_dict()) for k, v in self.mixture_coverages().items()
+            },
+            "protocols": {m: self.config.study_corruption(m).protocol for m in self.accuracy.models if m != STANDARD},
             "heatmap": None if self.heatmap is None else str(self.heatmap),
             "seconds": round(self.seconds, 1),
             "training_seconds": {k: round(v, 1) for k, v in self.training_seconds.items()},
@@ -725,7 +755,9 @@ def run_study(
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     ds = load_dataset(cfg.data, cfg.seed, dataset)
-    say(f"study {cfg.name}: {ds.describe()}; {len(cfg.corruptions)} corruption models + standard; device {cfg.device}")
+    say(f"study {cfg.name}: {ds.describe()}; {len(cfg.corruptions)} corruption models + standard"
+        + (f" + {len(cfg.mixtures)} mixture models" if cfg.mixtures else "")
+        + f"; device {cfg.device}")
     store = OverlapStore(out / "overlap.sqlite")
     try:
         sid = store.study(cfg.name, cfg.to_dict())
@@ -761,12 +793,80 @@ def run_study(
             try:
                 from .analysis import plot_overlap_heatmap
 
-                hm = plot_overlap_heatmap(om, out / "overlap_heatmap.png", title=f"Overlapping scores: {cfg.name}")
+                hm = plot_overlap_heatmap(
+                    om, out / "overlap_heatmap.png", title=f"Overlapping scores: {cfg.name}", means=True
+                )
             except MissingDependencyError as e:
                 say(f"heatmap skipped: {e}")
         secs = {m: float((store.model_state(sid, m) or {}).get("seconds") or 0.0) for m in models}
         res = StudyResult(cfg, store.path, sid, acc, om, sels, hm, time.perf_counter() - t0, secs)
-        (out / "overlap_result.json").write_text(json.dumps(res.summary(), indent=1), encoding="utf-8")
+        summ = res.summary()
+        for kind in ("analyses", "mean_overlap", "mixture_coverage", "overlaps", "selections"):
+            store.put_analysis(sid, kind, {"value": summ[kind]})
+        (out / "overlap_result.json").write_text(json.dumps(summ, indent=1), encoding="utf-8")
         return res
+    finally:
+        store.close()
+
+
+def calibrate_study_corruption(
+    config: StudyConfig,
+    corruption: str,
+    *,
+    search: tuple[float, float] | None = None,
+    targets: Sequence[float] = (0.95, 0.5),
+    grid: int = 7,
+    tolerance: float | None = None,
+    limit: int | None = None,
+    dataset: Dataset | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Any:
+    """Calibrate a corruption's range with the study's standard model on its test images (003 Appendix A).
+
+    The standard model is trained first when the study has none (resumable, as in :func:`run_study`).
+    The result is also stored in the study's store (``overlap_calibrations``). Returns a
+    :class:`~shiftbench.overlap.calibrate.Calibration`.
+    """
+    from .calibrate import calibrate_model
+
+    say = log or (lambda s: None)
+    cfg = _validate(config)
+    out = Path(cfg.output)
+    out.mkdir(parents=True, exist_ok=True)
+    ds = load_dataset(cfg.data, cfg.seed, dataset)
+    if cfg.train.cpu_threads:
+        torch.set_num_threads(int(cfg.train.cpu_threads))
+    store = OverlapStore(out / "overlap.sqlite")
+    try:
+        sid = store.study(cfg.name, cfg.to_dict())
+        st = store.model_state(sid, STANDARD)
+        if not (st and st["status"] == "trained" and _ckpt_path(cfg, STANDARD).is_file()):
+            say(f"training {STANDARD} (the model the range is calibrated for)")
+            _train_one(cfg, ds, store, sid, STANDARD, say)
+        dev = _device(cfg.device)
+        net = build_model(cfg.model, ds.channels, len(ds.classes)).to(dev)
+        net.load_state_dict(load_checkpoint(_ckpt_path(cfg, STANDARD), dev)["model"])
+        n = len(ds.test_y) if limit is None else min(int(limit), len(ds.test_y))
+        if ds.test_x is not None:
+            x = ds.test_x[:n]
+        else:
+            assert ds.test_files is not None
+            x = _read_files(ds.test_files[:n], ds.image_size)
+        cal = calibrate_model(
+            net,
+            x.to(dev),
+            ds.test_y[:n].to(dev),
+            corruption,
+            search=search,
+            targets=targets,
+            seed=cfg.seed,
+            normalise=_normalise,
+            batch_size=cfg.train.eval_batch_size,
+            grid=grid,
+            tolerance=tolerance,
+            model_name=f"{STANDARD} model of study {cfg.name!r}",
+        )
+        store.put_calibration(cal.corruption, f"{cfg.name}:{STANDARD}", cal.to_dict())
+        return cal
     finally:
         store.close()

@@ -41,6 +41,7 @@ __all__ = [
     "register_corruption",
     "unregister_corruption",
     "user_corruptions",
+    "get_user_corruption",
     "resolve",
     "mixture",
     "mixture_members",
@@ -118,6 +119,15 @@ def register_corruption(
 def unregister_corruption(name: str) -> None:
     """Remove a user corruption (tests, notebooks)."""
     _USER.pop(name, None)
+
+
+def get_user_corruption(name: str) -> UserCorruption:
+    """The user corruption registered as ``name``."""
+    if name not in _USER:
+        from .._validate import suggest
+
+        raise UnknownCorruptionError("corruption", name, list(_USER), suggest(name, list(_USER)))
+    return _USER[name]
 
 
 def user_corruptions() -> list[str]:
