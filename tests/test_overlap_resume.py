@@ -28,7 +28,7 @@ def doc(out: Path) -> dict:
                   "eval_batch_size": 100, "num_workers": 0},
         "corruptions": {"train": ["gaussian_noise", "contrast@4"], "test": ["gaussian_noise", "contrast@4", "fog"]},
         "mixtures": {"mix": ["gaussian_noise", "fog"]},
-        "analysis": {"thresholds": [0.1]},
+        "analysis": {"thresholds": [0.1], "rows": ["gaussian_noise"], "columns": ["contrast@4"]},
     }
 
 
@@ -66,3 +66,7 @@ def test_kill9_mid_study_resumes_to_the_same_matrix(tmp_path: Path) -> None:
     assert np.array_equal(resumed.accuracy.values, straight.accuracy.values)
     assert resumed.overlaps.names == ["gaussian_noise", "contrast@4"]
     assert "mix" in resumed.mixture_coverages()
+    block = resumed.summary()["block"]
+    assert block["rows"] == ["gaussian_noise"] and block["columns"] == ["contrast@4"]
+    assert block["values"][0][0] == pytest.approx(resumed.overlaps.get("gaussian_noise", "contrast@4"), abs=1e-4)
+    assert (killed / "overlap_block.png").exists() is False  # heatmap=False

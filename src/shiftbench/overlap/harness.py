@@ -137,6 +137,8 @@ class StudyConfig:
     device: str = "cpu"
     thresholds: list[float] = field(default_factory=lambda: list(DEFAULT_THRESHOLDS))
     mixtures: dict[str, Any] = field(default_factory=dict)
+    block_rows: list[str] | None = None
+    block_columns: list[str] | None = None
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -230,6 +232,16 @@ def _validate(cfg: StudyConfig) -> StudyConfig:
     if cfg.seed < 0:
         raise _bad("study.seed", cfg.seed, "a non-negative integer")
     cfg.thresholds = [check_threshold(x, "analysis.thresholds") for x in cfg.thresholds]
+    if (cfg.block_rows is None) != (cfg.block_columns is None):
+        raise _bad("analysis.rows", cfg.block_rows, "both analysis.rows and analysis.columns, or neither")
+    if cfg.block_rows is not None and cfg.block_columns is not None:
+        both = [c for c in cfg.corruptions if c in cfg.tests]
+        for key, lst in (("analysis.rows", cfg.block_rows), ("analysis.columns", cfg.block_columns)):
+            names = [resolve(c, where=key).name for c in lst]
+            missing = [c for c in names if c not in both]
+            if missing:
+                raise _bad(key, missing[0], "corruptions that the study both trains and tests with")
+            setattr(cfg, "block_rows" if key == "analysis.rows" else "block_columns", names)
     return cfg
 
 
@@ -277,6 +289,8 @@ def config_from_dict(doc: dict[str, Any], *, base: Path | None = None) -> StudyC
         seed=int(study.get("seed", 0)),
         device=str(study.get("device", "cpu")),
         thresholds=list(analysis.get("thresholds", DEFAULT_THRESHOLDS)),
+        block_rows=named_list(analysis["rows"], "analysis.rows") if "rows" in analysis else None,
+        block_columns=named_list(analysis["columns"], "analysis.columns") if "columns" in analysis else None,
         data=data,
         model=_fill(ModelConfig, doc.get("model", {}), "model"),
         train=_fill(TrainConfig, doc.get("train", {}), "train"),
@@ -709,6 +723,8 @@ class StudyResult:
         return out
 
     def summary(self) -> dict[str, Any]:
+        from .analysis import overlap_block
+
         return {
             "study": self.config.name,
             "store": str(self.store_path),
@@ -721,6 +737,16 @@ class StudyResult:
             "mean_overlap": {k: (None if v != v else round(v, 4)) for k, v in self.mean_overlaps().items()},
             "mixture_coverage": {
                 k: (v if isinstance(v, str) else v.to_dict()) for k, v in self.mixture_coverages().items()
+            },
+            "block": None
+            if not (self.config.block_rows and self.config.block_columns)
+            else {
+                "rows": self.config.block_rows,
+                "columns": self.config.block_columns,
+                "values": [
+                    [None if v != v else round(float(v), 4) for v in row]
+                    for row in overlap_block(self.overlaps, self.config.block_rows, self.config.block_columns)
+                ],
             },
             "protocols": {m: self.config.study_corruption(m).protocol for m in self.accuracy.models if m != STANDARD},
             "heatmap": None if self.heatmap is None else str(self.heatmap),
@@ -796,6 +822,14 @@ def run_study(
                 hm = plot_overlap_heatmap(
                     om, out / "overlap_heatmap.png", title=f"Overlapping scores: {cfg.name}", means=True
                 )
+                if cfg.block_rows and cfg.block_columns:
+                    plot_overlap_heatmap(
+                        om,
+                        out / "overlap_block.png",
+                        title=f"Overlapping scores: {cfg.name}",
+                        rows=cfg.block_rows,
+                        columns=cfg.block_columns,
+                    )
             except MissingDependencyError as e:
                 say(f"heatmap skipped: {e}")
         secs = {m: float((store.model_state(sid, m) or {}).get("seconds") or 0.0) for m in models}
