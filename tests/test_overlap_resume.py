@@ -68,5 +68,6 @@ def test_kill9_mid_study_resumes_to_the_same_matrix(tmp_path: Path) -> None:
     assert "mix" in resumed.mixture_coverages()
     block = resumed.summary()["block"]
     assert block["rows"] == ["gaussian_noise"] and block["columns"] == ["contrast@4"]
-    assert block["values"][0][0] == pytest.approx(resumed.overlaps.get("gaussian_noise", "contrast@4"), abs=1e-4)
+    expected = resumed.overlaps.get("gaussian_noise", "contrast@4")  # NaN when a tiny model did not learn its own
+    assert block["values"][0][0] == (None if expected != expected else pytest.approx(expected, abs=1e-4))
     assert (killed / "overlap_block.png").exists() is False  # heatmap=False
