@@ -300,7 +300,7 @@ def plot_calibration(cal: Calibration, path: str | Path, *, dpi: int = 130) -> P
     if cal.search[0] > cal.search[1]:
         ax.invert_xaxis()
     ax.legend(fontsize=8)
-    ax.set_title(f"Severity calibration: {cal.corruption}" + (f" ({cal.model})" if cal.model else ""))
+    ax.set_title(f"Severity calibration: {cal.corruption}" + (f"\n{cal.model}" if cal.model else ""), fontsize=10)
     fig.tight_layout()
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(p, dpi=dpi)
