@@ -71,3 +71,11 @@ def test_kill9_mid_study_resumes_to_the_same_matrix(tmp_path: Path) -> None:
     expected = resumed.overlaps.get("gaussian_noise", "contrast@4")  # NaN when a tiny model did not learn its own
     assert block["values"][0][0] == (None if expected != expected else pytest.approx(expected, abs=1e-4))
     assert (killed / "overlap_block.png").exists() is False  # heatmap=False
+    # the analyses are stored with the study
+    import sqlite3
+
+    db = sqlite3.connect(str(killed / "overlap.sqlite"))
+    stored = {k: json.loads(v) for k, v in db.execute("SELECT kind, doc FROM overlap_analyses")}
+    db.close()
+    assert {"analyses", "mean_overlap", "mixture_coverage", "overlaps", "selections"} <= set(stored)
+    assert set(stored["mixture_coverage"]["value"]["mix"]["ces"]) == {"contrast@4"}  # outside the mixture

@@ -788,8 +788,10 @@ def run_study(
     try:
         sid = store.study(cfg.name, cfg.to_dict())
         stored = store.study_config(sid)
-        if stored and stored != json.loads(json.dumps(cfg.to_dict())):
-            changed = sorted(k for k in set(stored) | set(cfg.to_dict()) if stored.get(k) != cfg.to_dict().get(k))
+        changed = sorted(
+            k for k in set(stored) | set(cfg.to_dict()) if stored.get(k) != json.loads(json.dumps(cfg.to_dict())).get(k)
+        )
+        if stored and changed:
             say(
                 f"note: the config differs from the one stored for this study ({', '.join(changed)}); stored results are reused"
             )
