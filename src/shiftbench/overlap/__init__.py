@@ -10,6 +10,9 @@ and *Using the overlapping score to improve corruption benchmarks* (ICIP 2021):
 * :mod:`.scores`: robustness score, overlapping score (eq. 2), overlap matrix;
 * :mod:`.select`: Algorithm 1 by maximum-clique search;
 * :mod:`.analysis`: CE/mCE, balance, coverage, heatmap;
+* :mod:`.study_corruptions`: the corruptions of a study (ImageNet-C at drawn or fixed severities,
+  candidates, user corruptions) and mixtures;
+* :mod:`.calibrate`: severity calibration (the R = 0.95 / 0.5 endpoints of a parameter range);
 * :mod:`.harness`: training and testing a study (config, checkpoints, resume, store);
 * :mod:`.noc`: ImageNet-NOC and saved benchmarks, and their evaluation.
 
@@ -26,11 +29,16 @@ from .analysis import (
     Coverage,
     balance,
     corruption_error,
+    MixtureCoverage,
     coverage,
     mean_corruption_error,
+    mean_overlaps,
+    mixture_coverage,
+    overlap_block,
     plot_overlap_heatmap,
 )
 from ..corruptions.candidates import CANDIDATES, PAPER_CANDIDATES, candidate_names
+from .calibrate import Calibration, calibrate, calibrate_model, plot_calibration
 from .sampling import corrupt_candidate
 from .noc import (
     IMAGENET_NOC,
@@ -50,6 +58,14 @@ from .scores import (
     robustness_score,
 )
 from .select import Selection, select_benchmark, select_for_thresholds
+from .study_corruptions import (
+    StudyCorruption,
+    apply_corruption,
+    mixture,
+    register_corruption,
+    resolve,
+    unregister_corruption,
+)
 
 __all__ = [
     "sampling",
@@ -73,6 +89,20 @@ __all__ = [
     "corruption_error",
     "mean_corruption_error",
     "plot_overlap_heatmap",
+    "mean_overlaps",
+    "overlap_block",
+    "MixtureCoverage",
+    "mixture_coverage",
+    "Calibration",
+    "calibrate",
+    "calibrate_model",
+    "plot_calibration",
+    "StudyCorruption",
+    "apply_corruption",
+    "mixture",
+    "register_corruption",
+    "resolve",
+    "unregister_corruption",
     "IMAGENET_NOC",
     "alexnet_noc_baseline",
     "imagenet_noc",

@@ -22,6 +22,10 @@ __all__ = [
     "benchmark_mces",
     "Coverage",
     "coverage",
+    "mean_overlaps",
+    "overlap_block",
+    "MixtureCoverage",
+    "mixture_coverage",
     "plot_overlap_heatmap",
 ]
 
@@ -173,6 +177,92 @@ def coverage(
     return Coverage(tuple(bench), lv, covered, uncovered)
 
 
+def mean_overlaps(overlaps: OverlapMatrix) -> dict[str, float]:
+    """Mean overlapping score of each corruption with the others of the matrix (002 Section 4.2, Fig. 2).
+
+    002 reads a corruption with a higher mean as contributing more to the benchmark's total
+    overlapping, and a benchmark whose corruptions differ a lot in that mean as unbalanced.
+    Undefined (NaN) scores are left out of the means; a corruption with no defined score gets NaN.
+    """
+    out: dict[str, float] = {}
+    for i, name in enumerate(overlaps.names):
+        row = [float(v) for j, v in enumerate(overlaps.values[i]) if j != i and not math.isnan(float(v))]
+        out[name] = float(np.mean(row)) if row else float("nan")
+    return out
+
+
+def overlap_block(overlaps: OverlapMatrix, rows: Sequence[str], columns: Sequence[str]) -> np.ndarray:
+    """The ``rows x columns`` part of an overlap matrix (e.g. ImageNet-C x ImageNet-NOC, 003 Fig. 3)."""
+    ri = [overlaps._index(r) for r in rows]
+    ci = [overlaps._index(c) for c in columns]
+    return overlaps.values[np.ix_(ri, ci)].copy()
+
+
+@dataclass(frozen=True)
+class MixtureCoverage:
+    """How a model trained on a mixture of corruptions does on each test corruption (003 Section 5.2, Table 1).
+
+    Attributes:
+        model: the mixture model (003's m_IC or m_INOC).
+        ces: ``{corruption: (CE of the standard model, CE of the mixture model)}``, in % of the baseline errors
+            (003 uses AlexNet's; a study on other data uses its standard model's, so the standard's CEs are 100).
+        clean_error: ``(standard, mixture)`` clean errors.
+        covered: corruptions on which the mixture model's error is below the standard model's: training on the
+            mixture made the model more robust to them (003: "m_INOC is more robust than the standard model to
+            all the ImageNet-C corruptions").
+        uncovered: the others (003: m_IC "is not robust to the hue and border corruptions").
+    """
+
+    model: str
+    ces: dict[str, tuple[float, float]]
+    clean_error: tuple[float, float]
+    mce: tuple[float, float]
+    covered: tuple[str, ...]
+    uncovered: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "ces": {k: [round(a, 2), round(b, 2)] for k, (a, b) in self.ces.items()},
+            "clean_error": [round(v, 4) for v in self.clean_error],
+            "mce": [round(v, 2) for v in self.mce],
+            "covered": list(self.covered),
+            "uncovered": list(self.uncovered),
+        }
+
+
+def mixture_coverage(
+    accuracies: AccuracyMatrix,
+    model: str,
+    corruptions: Sequence[str],
+    baseline_errors: Mapping[str, float] | None = None,
+) -> MixtureCoverage:
+    """CE of the standard and of a mixture model on ``corruptions``, and which of them the mixture covers.
+
+    ``baseline_errors`` default to the standard model's errors (so its CEs are 100).
+    """
+    if model not in accuracies.models:
+        raise InvalidArgumentError("model", model, f"one of the models {accuracies.models}")
+    if STANDARD not in accuracies.models:
+        raise InvalidArgumentError("accuracies", accuracies.models, f"a {STANDARD!r} row")
+    cs = list(corruptions)
+    if not cs:
+        raise InvalidArgumentError("corruptions", cs, "at least one test corruption")
+    for c in cs:
+        if c not in accuracies.tests:
+            raise InvalidArgumentError("corruptions", c, f"one of the test sets {accuracies.tests}")
+    base = dict(baseline_errors) if baseline_errors is not None else {c: 1.0 - accuracies.get(STANDARD, c) for c in cs}
+    ces: dict[str, tuple[float, float]] = {}
+    for c in cs:
+        e_std, e_mix = 1.0 - accuracies.get(STANDARD, c), 1.0 - accuracies.get(model, c)
+        ces[c] = (100 * corruption_error(e_std, base[c]), 100 * corruption_error(e_mix, base[c]))
+    covered = tuple(c for c in cs if ces[c][1] < ces[c][0])
+    uncovered = tuple(c for c in cs if c not in covered)
+    mce = (mean_corruption_error([v[0] for v in ces.values()]), mean_corruption_error([v[1] for v in ces.values()]))
+    clean = (1.0 - accuracies.get(STANDARD, "clean"), 1.0 - accuracies.get(model, "clean"))
+    return MixtureCoverage(model, ces, clean, mce, covered, uncovered)
+
+
 def plot_overlap_heatmap(
     overlaps: OverlapMatrix,
     path: str | Path,
@@ -180,8 +270,14 @@ def plot_overlap_heatmap(
     title: str = "Overlapping scores",
     highlight: Sequence[str] = (),
     dpi: int = 150,
+    rows: Sequence[str] | None = None,
+    columns: Sequence[str] | None = None,
+    means: bool = False,
 ) -> Path:
     """Draw the overlap matrix as an annotated heatmap (PNG, SVG or PDF by the file suffix).
+
+    ``rows`` / ``columns`` draw a block of it (e.g. ImageNet-C x ImageNet-NOC); ``means`` adds each
+    row's mean overlap with the other corruptions (002 Fig. 2) as a last column.
 
     Needs matplotlib: ``pip install 'shiftbench[plot]'``.
     """
@@ -193,24 +289,35 @@ def plot_overlap_heatmap(
     except ImportError as e:
         raise MissingDependencyError("matplotlib", "the overlap heatmap", "plot") from e
     p = Path(path)
-    n = len(overlaps.names)
-    labels = [s.removeprefix("noc_") for s in overlaps.names]
-    size = max(4.0, 0.55 * n + 2.0)
-    fig, ax = plt.subplots(figsize=(size, size * 0.85))
-    v = np.ma.masked_invalid(overlaps.values)
+    rn = list(rows) if rows is not None else list(overlaps.names)
+    cn = list(columns) if columns is not None else list(overlaps.names)
+    vals = overlap_block(overlaps, rn, cn)
+    if means:
+        mo = mean_overlaps(overlaps)
+        vals = np.concatenate([vals, np.array([[mo[r]] for r in rn])], axis=1)
+    nr, nc = vals.shape
+    ylabels = [s.removeprefix("noc_") for s in rn]
+    xlabels = [s.removeprefix("noc_") for s in cn] + (["mean overlap"] if means else [])
+    size = max(4.0, 0.55 * max(nr, nc) + 2.0)
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * nc + 2.5), max(3.5, 0.55 * nr + 1.8) if rows or columns else size * 0.85))
+    v = np.ma.masked_invalid(vals)
     im = ax.imshow(v, vmin=0.0, vmax=1.0, cmap="viridis")
-    ax.set_xticks(range(n), labels, rotation=60, ha="right")
-    ax.set_yticks(range(n), labels)
-    for i in range(n):
-        for j in range(n):
-            val = overlaps.values[i, j]
+    ax.set_xticks(range(nc), xlabels, rotation=60, ha="right")
+    ax.set_yticks(range(nr), ylabels)
+    if means:
+        ax.axvline(nc - 1.5, color="white", linewidth=2)
+    for i in range(nr):
+        for j in range(nc):
+            val = vals[i, j]
             txt = "n/a" if math.isnan(val) else f"{val:.2f}"
             colour = "dimgray" if math.isnan(val) else ("white" if val < 0.6 else "black")
             ax.text(j, i, txt, ha="center", va="center", fontsize=7, color=colour)
     for k, lab in enumerate(ax.get_yticklabels()):
-        if overlaps.names[k] in highlight:
+        if rn[k] in highlight:
             lab.set_fontweight("bold")
-            ax.get_xticklabels()[k].set_fontweight("bold")
+    for k, lab in enumerate(ax.get_xticklabels()[: len(cn)]):
+        if cn[k] in highlight:
+            lab.set_fontweight("bold")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     ax.set_title(title)
     fig.tight_layout()

@@ -134,7 +134,8 @@ def overlap_group() -> None:
     "--config",
     "config",
     required=True,
-    help="Study config (TOML file) or a built-in name: mnist-digits, imagenet100-resnet18.",
+    help="Study config (TOML file) or a built-in name: mnist-digits, mnist-imagenet-c, imagenet100-resnet18, "
+    "imagenet100-resnet18-ic-noc.",
 )
 @click.option("--set", "overrides", multiple=True, help="Override a config value: section.key=value (repeatable).")
 @click.option("--heatmap/--no-heatmap", default=True, show_default=True, help="Draw <output>/overlap_heatmap.png.")
@@ -144,14 +145,17 @@ def overlap_group() -> None:
 def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out: str | None) -> None:
     """Train and test a corruption-overlap study, then run Algorithm 1.
 
-    Trains a standard model and one model per corruption (half of every batch
-    corrupted), tests each on the clean and every corrupted test set, stores the
-    accuracy matrix in <output>/overlap.sqlite, and prints the overlap matrix and
-    the benchmark Algorithm 1 builds for each threshold. Interrupted studies resume.
+    Trains a standard model, one model per corruption and one per mixture (half of
+    every batch corrupted), tests each on the clean and every corrupted test set,
+    stores the accuracy matrix in <output>/overlap.sqlite, and prints the overlap
+    matrix, each corruption's mean overlap, Algorithm 1's benchmarks, balance and
+    coverage. Interrupted studies resume. `overlap calibrate` calibrates a
+    corruption's severity range.
 
     \b
-      shiftbench overlap --config mnist-digits
+      shiftbench overlap --config mnist-imagenet-c
       shiftbench overlap --config imagenet100-resnet18 --set data.root=/data/imagenet
+      shiftbench overlap calibrate --config mnist-digits --corruption noc_rain
     """  # noqa: D301
     from .harness import load_config, run_study
 
@@ -173,6 +177,11 @@ def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out
         click.echo(
             f"Undefined (the model did not gain on its own corruption): {', '.join(res.overlaps.undefined)}\n"
         )
+    mo = res.mean_overlaps()
+    click.echo("Mean overlap of each corruption with the others (002 Section 4.2; higher: more redundant)")
+    for name in sorted(mo, key=lambda k: -mo[k] if mo[k] == mo[k] else 1.0):
+        click.echo(f"  {name.removeprefix('noc_'):<22} {'n/a' if mo[name] != mo[name] else f'{mo[name]:.3f}'}")
+    click.echo("")
     click.echo("Algorithm 1")
     click.echo(_fmt_selections(res.selections))
     click.echo("Balance (spread of the mCE of single-corruption models, CE normalised by the standard model) and")
@@ -187,11 +196,91 @@ def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out
                 cov += " (not: " + ", ".join(u.removeprefix("noc_") for u in row["uncovered"]) + ")"
         click.echo(f"  {row['benchmark']:<24} balance {bal}{cov}")
     click.echo("")
+    for mname, mc in res.mixture_coverages().items():
+        if isinstance(mc, str):
+            click.echo(f"Mixture {mname}: {mc}")
+            continue
+        click.echo(
+            f"Mixture model {mname} (003 Section 5.2, Table 1's layout; CE in % of the standard model's errors):"
+        )
+        click.echo(f"  {'':<22} {'standard':>9} {mname:>9}")
+        click.echo(f"  {'clean error':<22} {mc.clean_error[0]:9.3f} {mc.clean_error[1]:9.3f}")
+        for c, (a, b) in mc.ces.items():
+            click.echo(f"  {c.removeprefix('noc_'):<22} {a:9.0f} {b:9.0f}{'' if c in mc.covered else '   not covered'}")
+        click.echo(f"  {'mCE':<22} {mc.mce[0]:9.1f} {mc.mce[1]:9.1f}")
+        click.echo(f"  covers {len(mc.covered)} of {len(mc.ces)}")
     if res.heatmap:
         click.echo(f"Heatmap: {res.heatmap}")
     click.echo(f"Summary: {Path(cfg.output) / 'overlap_result.json'}  ({res.seconds:.0f} s this run)")
     if json_out:
         Path(json_out).write_text(json.dumps(res.summary(), indent=1), encoding="utf-8")
+
+@overlap_group.command("calibrate")
+@click.option("--config", "config", required=True, help="The study whose standard model and test images are used.")
+@click.option("--set", "overrides", multiple=True, help="Override a config value: section.key=value (repeatable).")
+@click.option("--corruption", required=True, help="A candidate corruption (e.g. noc_rain) or a user corruption.")
+@click.option("--range", "search", default=None, help="Search interval 'mild,harsh' (default: the published range).")
+@click.option("--targets", default="0.95,0.5", show_default=True, help="Robustness levels to find.")
+@click.option("--grid", default=7, show_default=True, help="Evaluations spread over the interval before bisecting.")
+@click.option("--tolerance", type=float, default=None, help="Bracket width where bisection stops.")
+@click.option("--limit", type=int, default=None, help="Use at most this many test images.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Where the JSON and the plot go (default: <study output>/calibration).")
+def calibrate_cmd(
+    config: str,
+    overrides: tuple[str, ...],
+    corruption: str,
+    search: str | None,
+    targets: str,
+    grid: int,
+    tolerance: float | None,
+    limit: int | None,
+    out_dir: str | None,
+) -> None:
+    """Find where the study's standard model keeps R = 0.95 and R = 0.5 under a corruption (003 Appendix A).
+
+    Trains the standard model first if the study has not (resumable). The search and every
+    evaluation go to <out>/<corruption>.json, the plot to <out>/<corruption>.png, and the
+    study's store (table overlap_calibrations).
+
+    \b
+      shiftbench overlap calibrate --config mnist-digits --corruption noc_rain
+      shiftbench overlap calibrate --config mnist-digits --corruption noc_blur --range 0,1
+    """  # noqa: D301
+    from .calibrate import plot_calibration
+    from .harness import calibrate_study_corruption, load_config
+
+    cfg = load_config(config, _parse_set(overrides))
+    rng = None
+    if search is not None:
+        try:
+            lo, hi = (float(v) for v in search.split(","))
+        except ValueError:
+            raise InvalidArgumentError("range", search, "two numbers 'mild,harsh', e.g. 12,120") from None
+        rng = (lo, hi)
+    cal = calibrate_study_corruption(
+        cfg, corruption, search=rng, targets=_thresholds(targets), grid=grid, tolerance=tolerance, limit=limit,
+        log=lambda s: click.echo(s, err=True),
+    )
+    out = Path(out_dir) if out_dir else Path(cfg.output) / "calibration"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{cal.corruption}.json").write_text(json.dumps(cal.to_dict(), indent=1), encoding="utf-8")
+    try:
+        png = plot_calibration(cal, out / f"{cal.corruption}.png")
+    except Exception as e:  # noqa: BLE001  (matplotlib missing: the JSON is still there)
+        png = None
+        click.echo(f"plot skipped: {e}", err=True)
+    click.echo(f"Calibration of {cal.corruption} for {cal.model} (clean accuracy {cal.clean_accuracy:.3f})")
+    click.echo("  value        R      accuracy")
+    for v, r, a in sorted(cal.evaluations):
+        click.echo(f"  {v:10.4g}  {r:6.3f}  {'' if a is None else f'{a:.3f}'}")
+    for t in cal.targets:
+        v = cal.endpoints[t]
+        click.echo(f"R = {t:g}: {'not reached' if v is None else f'{v:.4g}'}")
+    for n in cal.notes:
+        click.echo(f"note: {n}")
+    click.echo(f"Saved {out / (cal.corruption + '.json')}" + (f" and {png}" if png else ""))
+
 
 @overlap_group.command("select")
 @click.option(
@@ -224,7 +313,9 @@ def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out
     help="CE baseline of a saved benchmark: AlexNet's published ImageNet errors (003 Appendix A), or the "
     "errors of the study's standard model (needs --store). auto: standard with --store, else alexnet.",
 )
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--results-format", "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
 def select_cmd(
     matrix: str | None,
     store: str | None,

@@ -37,15 +37,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._registry import get_corruption
 from ..errors import DataError, InvalidArgumentError, MissingDependencyError
-from ..corruptions.candidates import CANDIDATES
+from ..corruptions.candidates import CANDIDATES, PAPER_CANDIDATES
 from ..training.loop import EpochLog, Recipe, fit, load_checkpoint, stream_id
 from ..training.models import SmallCNN, build_network
-from .sampling import corrupt_candidate
 from .scores import CLEAN, STANDARD, AccuracyMatrix, OverlapMatrix, overlap_matrix
 from .select import Selection, check_threshold, select_for_thresholds
 from .store import OverlapStore
+from .study_corruptions import StudyCorruption, apply_corruption, mixture, resolve
 
 __all__ = [
     "DataConfig",
@@ -60,6 +59,7 @@ __all__ = [
     "load_dataset",
     "build_model",
     "config_from_dict",
+    "calibrate_study_corruption",
     "SmallCNN",
 ]
 
@@ -136,6 +136,9 @@ class StudyConfig:
     seed: int = 0
     device: str = "cpu"
     thresholds: list[float] = field(default_factory=lambda: list(DEFAULT_THRESHOLDS))
+    mixtures: dict[str, Any] = field(default_factory=dict)
+    block_rows: list[str] | None = None
+    block_columns: list[str] | None = None
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -143,6 +146,17 @@ class StudyConfig:
     @property
     def tests(self) -> list[str]:
         return list(self.test_corruptions) if self.test_corruptions else list(self.corruptions)
+
+    @property
+    def models(self) -> list[str]:
+        """Every model of the study: the standard one, one per corruption, one per mixture."""
+        return [STANDARD, *self.corruptions, *self.mixtures]
+
+    def study_corruption(self, name: str) -> StudyCorruption:
+        """The resolved corruption of a model or test set (a mixture's name gives the mixture)."""
+        if name in self.mixtures:
+            return mixture(name, self.mixtures[name])
+        return resolve(name)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -161,24 +175,22 @@ def _fill(cls: type, section: dict[str, Any], where: str) -> Any:
 
 
 def _validate(cfg: StudyConfig) -> StudyConfig:
-    from .._validate import suggest
-    from ..errors import UnknownCorruptionError
-
     if not cfg.name or not isinstance(cfg.name, str):
         raise _bad("study.name", cfg.name, "a non-empty name")
-    if not cfg.corruptions:
-        raise _bad("corruptions.train", cfg.corruptions, "at least one candidate corruption")
-    names = list(CANDIDATES)
+    if not cfg.corruptions and not cfg.mixtures:
+        raise _bad("corruptions.train", cfg.corruptions, "at least one corruption (or a mixture)")
+    if cfg.test_corruptions is not None:
+        cfg.test_corruptions = [resolve(c, where="corruptions.test").name for c in cfg.test_corruptions]
+    cfg.corruptions = [resolve(c, where="corruptions.train").name for c in cfg.corruptions]
     for key, lst in (("corruptions.train", cfg.corruptions), ("corruptions.test", cfg.tests)):
-        for c in lst:
-            if c not in CANDIDATES:
-                try:
-                    get_corruption(c)
-                except UnknownCorruptionError:
-                    raise UnknownCorruptionError(key, c, names, suggest(str(c), names)) from None
-                raise _bad(key, c, f"a candidate corruption ({', '.join(names)})")
         if len(set(lst)) != len(lst):
             raise _bad(key, lst, "names without duplicates")
+    if not isinstance(cfg.mixtures, dict):
+        raise _bad("mixtures", cfg.mixtures, "a table of name = [corruptions] or name = 'imagenet-c' / 'imagenet-noc'")
+    for mname, members in cfg.mixtures.items():
+        if mname in (STANDARD, CLEAN) or mname in cfg.corruptions or mname in cfg.tests or "@" in mname:
+            raise _bad(f"mixtures.{mname}", mname, "a model name that is not a corruption, 'standard' or 'clean'")
+        mixture(mname, members)  # resolves every member, with errors naming mixtures.<name>
     d = cfg.data
     if d.dataset not in DATASETS:
         from .._validate import suggest as sg
@@ -220,13 +232,23 @@ def _validate(cfg: StudyConfig) -> StudyConfig:
     if cfg.seed < 0:
         raise _bad("study.seed", cfg.seed, "a non-negative integer")
     cfg.thresholds = [check_threshold(x, "analysis.thresholds") for x in cfg.thresholds]
+    if (cfg.block_rows is None) != (cfg.block_columns is None):
+        raise _bad("analysis.rows", cfg.block_rows, "both analysis.rows and analysis.columns, or neither")
+    if cfg.block_rows is not None and cfg.block_columns is not None:
+        both = [c for c in cfg.corruptions if c in cfg.tests]
+        for key, lst in (("analysis.rows", cfg.block_rows), ("analysis.columns", cfg.block_columns)):
+            names = [resolve(c, where=key).name for c in lst]
+            missing = [c for c in names if c not in both]
+            if missing:
+                raise _bad(key, missing[0], "corruptions that the study both trains and tests with")
+            setattr(cfg, "block_rows" if key == "analysis.rows" else "block_columns", names)
     return cfg
 
 
 def config_from_dict(doc: dict[str, Any], *, base: Path | None = None) -> StudyConfig:
     """Build and check a :class:`StudyConfig` from the TOML layout (see ``docs/overlap.md``)."""
     doc = copy.deepcopy(doc)
-    allowed = {"study", "data", "model", "train", "corruptions", "analysis"}
+    allowed = {"study", "data", "model", "train", "corruptions", "mixtures", "analysis"}
     for k in doc:
         if k not in allowed:
             raise _bad(k, "(section)", f"one of the sections {sorted(allowed)}")
@@ -245,17 +267,30 @@ def config_from_dict(doc: dict[str, Any], *, base: Path | None = None) -> StudyC
     for k in corr:
         if k not in ("train", "test"):
             raise _bad(f"corruptions.{k}", corr[k], "the keys train and test")
-    train_list = corr.get("train", [])
-    if train_list == "candidates":
-        train_list = [c for c in CANDIDATES if c.startswith("noc_")]
+    def named_list(v: Any, key: str) -> list[str]:
+        if isinstance(v, str):
+            if v == "candidates":
+                return list(PAPER_CANDIDATES)
+            from .study_corruptions import mixture_members
+
+            return mixture_members(v, where=key)
+        return list(v)
+
+    train_list = named_list(corr.get("train", []), "corruptions.train")
+    mixtures = doc.get("mixtures", {})
+    if not isinstance(mixtures, dict):
+        raise _bad("mixtures", mixtures, "a table of name = [corruptions] or name = 'imagenet-c' / 'imagenet-noc'")
     cfg = StudyConfig(
         name=str(study.get("name", "")),
         output=str(output),
         corruptions=list(train_list),
-        test_corruptions=list(corr["test"]) if "test" in corr else None,
+        test_corruptions=named_list(corr["test"], "corruptions.test") if "test" in corr else None,
+        mixtures={str(k): (v if isinstance(v, str) else list(v)) for k, v in mixtures.items()},
         seed=int(study.get("seed", 0)),
         device=str(study.get("device", "cpu")),
         thresholds=list(analysis.get("thresholds", DEFAULT_THRESHOLDS)),
+        block_rows=named_list(analysis["rows"], "analysis.rows") if "rows" in analysis else None,
+        block_columns=named_list(analysis["columns"], "analysis.columns") if "columns" in analysis else None,
         data=data,
         model=_fill(ModelConfig, doc.get("model", {}), "model"),
         train=_fill(TrainConfig, doc.get("train", {}), "train"),
@@ -511,7 +546,7 @@ def _train_one(
     finetune = tc.mode == "finetune" and model_name != STANDARD
     recipe = _recipe(tc, finetune)
     epochs = recipe.epochs
-    corruption = None if model_name == STANDARD else model_name
+    corruption = None if model_name == STANDARD else cfg.study_corruption(model_name)
     state = store.model_state(study_id, model_name)
     path = _ckpt_path(cfg, model_name)
     if state and state["status"] == "trained" and path.is_file():
@@ -535,7 +570,8 @@ def _train_one(
         # the first part of the shuffled batch is corrupted, one fresh value per image and epoch
         keys = [f"train:{epoch}:{int(i)}" for i in idx[:k]]
         xb = xb.clone()
-        xb[:k] = corrupt_candidate(xb[:k], corruption, seed=cfg.seed, keys=keys)
+        assert corruption is not None
+        xb[:k] = apply_corruption(xb[:k], corruption, seed=cfg.seed, keys=keys)
         return xb
 
     def epoch_done(ep: EpochLog) -> None:
@@ -613,7 +649,7 @@ def _test_one(
             elif cache is not None and key in cache:
                 x = cache[key].to(dev)
             else:
-                x = corrupt_candidate(xb, t, seed=cfg.seed, keys=[f"test:{int(i)}" for i in idx])
+                x = apply_corruption(xb, resolve(t), seed=cfg.seed, keys=[f"test:{int(i)}" for i in idx])
                 if cache is not None:
                     cache[key] = x.cpu()
             ok[t] += int((net(_normalise(x)).argmax(1) == yb).sum())
@@ -647,7 +683,7 @@ class StudyResult:
         defined = [n for n in self.overlaps.names if n not in self.overlaps.undefined]
         rows: list[dict[str, Any]] = []
         sets = [(f"threshold {s.threshold:g}", list(s.names)) for s in self.selections]
-        sets.append(("all defined candidates", defined))
+        sets.append(("all defined corruptions", defined))
         for label, names in sets:
             row: dict[str, Any] = {"benchmark": label, "corruptions": names}
             if len(names) >= 2:
@@ -656,13 +692,39 @@ class StudyResult:
                     row.update(mce_std=b.std, mce_spread=b.spread, mce_mean=b.mean, mces=b.mces)
                 except InvalidArgumentError as e:  # e.g. the standard model makes no error on a corruption
                     row["balance_note"] = str(e)
-            if label != "all defined candidates":
+            if label != "all defined corruptions":
                 cov = coverage(self.overlaps, names, [n for n in defined if n not in names], level=level)
                 row.update(covered=sorted(cov.covered), uncovered=sorted(cov.uncovered), coverage_level=level)
             rows.append(row)
         return rows
 
+    def mean_overlaps(self) -> dict[str, float]:
+        """Each corruption's mean overlap with the others (002 Section 4.2)."""
+        from .analysis import mean_overlaps
+
+        return mean_overlaps(self.overlaps)
+
+    def mixture_coverages(self) -> dict[str, Any]:
+        """003 Section 5.2 / Table 1 for every mixture model: its CE and the standard model's on the test
+        corruptions outside the mixture (all test corruptions when none is outside)."""
+        from .analysis import mixture_coverage
+
+        out: dict[str, Any] = {}
+        tests = [t for t in self.accuracy.tests if t != CLEAN]
+        for m in self.config.mixtures:
+            if m not in self.accuracy.models:
+                continue
+            members = {sc.name for sc in self.config.study_corruption(m).members}
+            outside = [t for t in tests if t not in members] or tests
+            try:
+                out[m] = mixture_coverage(self.accuracy, m, outside)
+            except InvalidArgumentError as e:  # e.g. the standard model makes no error on a test set
+                out[m] = str(e)
+        return out
+
     def summary(self) -> dict[str, Any]:
+        from .analysis import overlap_block
+
         return {
             "study": self.config.name,
             "store": str(self.store_path),
@@ -672,6 +734,21 @@ class StudyResult:
             "overlaps": self.overlaps.to_dict(),
             "selections": [s.to_dict() for s in self.selections],
             "analyses": self.analyses(),
+            "mean_overlap": {k: (None if v != v else round(v, 4)) for k, v in self.mean_overlaps().items()},
+            "mixture_coverage": {
+                k: (v if isinstance(v, str) else v.to_dict()) for k, v in self.mixture_coverages().items()
+            },
+            "block": None
+            if not (self.config.block_rows and self.config.block_columns)
+            else {
+                "rows": self.config.block_rows,
+                "columns": self.config.block_columns,
+                "values": [
+                    [None if v != v else round(float(v), 4) for v in row]
+                    for row in overlap_block(self.overlaps, self.config.block_rows, self.config.block_columns)
+                ],
+            },
+            "protocols": {m: self.config.study_corruption(m).protocol for m in self.accuracy.models if m != STANDARD},
             "heatmap": None if self.heatmap is None else str(self.heatmap),
             "seconds": round(self.seconds, 1),
             "training_seconds": {k: round(v, 1) for k, v in self.training_seconds.items()},
@@ -704,17 +781,21 @@ def run_study(
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     ds = load_dataset(cfg.data, cfg.seed, dataset)
-    say(f"study {cfg.name}: {ds.describe()}; {len(cfg.corruptions)} corruption models + standard; device {cfg.device}")
+    say(f"study {cfg.name}: {ds.describe()}; {len(cfg.corruptions)} corruption models + standard"
+        + (f" + {len(cfg.mixtures)} mixture models" if cfg.mixtures else "")
+        + f"; device {cfg.device}")
     store = OverlapStore(out / "overlap.sqlite")
     try:
         sid = store.study(cfg.name, cfg.to_dict())
         stored = store.study_config(sid)
-        if stored and stored != json.loads(json.dumps(cfg.to_dict())):
-            changed = sorted(k for k in set(stored) | set(cfg.to_dict()) if stored.get(k) != cfg.to_dict().get(k))
+        changed = sorted(
+            k for k in set(stored) | set(cfg.to_dict()) if stored.get(k) != json.loads(json.dumps(cfg.to_dict())).get(k)
+        )
+        if stored and changed:
             say(
                 f"note: the config differs from the one stored for this study ({', '.join(changed)}); stored results are reused"
             )
-        models = [STANDARD, *cfg.corruptions]
+        models = cfg.models
         # the corrupted test sets are the same for every model: keep them when they are small
         cache = {} if ds.test_x is not None and ds.test_x.numel() * len(cfg.tests) <= 2e8 else None
         if cfg.train.cpu_threads:
@@ -740,12 +821,88 @@ def run_study(
             try:
                 from .analysis import plot_overlap_heatmap
 
-                hm = plot_overlap_heatmap(om, out / "overlap_heatmap.png", title=f"Overlapping scores: {cfg.name}")
+                hm = plot_overlap_heatmap(
+                    om, out / "overlap_heatmap.png", title=f"Overlapping scores: {cfg.name}", means=True
+                )
+                if cfg.block_rows and cfg.block_columns:
+                    plot_overlap_heatmap(
+                        om,
+                        out / "overlap_block.png",
+                        title=f"Overlapping scores: {cfg.name}",
+                        rows=cfg.block_rows,
+                        columns=cfg.block_columns,
+                    )
             except MissingDependencyError as e:
                 say(f"heatmap skipped: {e}")
         secs = {m: float((store.model_state(sid, m) or {}).get("seconds") or 0.0) for m in models}
         res = StudyResult(cfg, store.path, sid, acc, om, sels, hm, time.perf_counter() - t0, secs)
-        (out / "overlap_result.json").write_text(json.dumps(res.summary(), indent=1), encoding="utf-8")
+        summ = res.summary()
+        for kind in ("analyses", "mean_overlap", "mixture_coverage", "overlaps", "selections"):
+            store.put_analysis(sid, kind, {"value": summ[kind]})
+        (out / "overlap_result.json").write_text(json.dumps(summ, indent=1), encoding="utf-8")
         return res
+    finally:
+        store.close()
+
+
+def calibrate_study_corruption(
+    config: StudyConfig,
+    corruption: str,
+    *,
+    search: tuple[float, float] | None = None,
+    targets: Sequence[float] = (0.95, 0.5),
+    grid: int = 7,
+    tolerance: float | None = None,
+    limit: int | None = None,
+    dataset: Dataset | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Any:
+    """Calibrate a corruption's range with the study's standard model on its test images (003 Appendix A).
+
+    The standard model is trained first when the study has none (resumable, as in :func:`run_study`).
+    The result is also stored in the study's store (``overlap_calibrations``). Returns a
+    :class:`~shiftbench.overlap.calibrate.Calibration`.
+    """
+    from .calibrate import calibrate_model
+
+    say = log or (lambda s: None)
+    cfg = _validate(config)
+    out = Path(cfg.output)
+    out.mkdir(parents=True, exist_ok=True)
+    ds = load_dataset(cfg.data, cfg.seed, dataset)
+    if cfg.train.cpu_threads:
+        torch.set_num_threads(int(cfg.train.cpu_threads))
+    store = OverlapStore(out / "overlap.sqlite")
+    try:
+        sid = store.study(cfg.name, cfg.to_dict())
+        st = store.model_state(sid, STANDARD)
+        if not (st and st["status"] == "trained" and _ckpt_path(cfg, STANDARD).is_file()):
+            say(f"training {STANDARD} (the model the range is calibrated for)")
+            _train_one(cfg, ds, store, sid, STANDARD, say)
+        dev = _device(cfg.device)
+        net = build_model(cfg.model, ds.channels, len(ds.classes)).to(dev)
+        net.load_state_dict(load_checkpoint(_ckpt_path(cfg, STANDARD), dev)["model"])
+        n = len(ds.test_y) if limit is None else min(int(limit), len(ds.test_y))
+        if ds.test_x is not None:
+            x = ds.test_x[:n]
+        else:
+            assert ds.test_files is not None
+            x = _read_files(ds.test_files[:n], ds.image_size)
+        cal = calibrate_model(
+            net,
+            x.to(dev),
+            ds.test_y[:n].to(dev),
+            corruption,
+            search=search,
+            targets=targets,
+            seed=cfg.seed,
+            normalise=_normalise,
+            batch_size=cfg.train.eval_batch_size,
+            grid=grid,
+            tolerance=tolerance,
+            model_name=f"{STANDARD} model of study {cfg.name!r}",
+        )
+        store.put_calibration(cal.corruption, f"{cfg.name}:{STANDARD}", cal.to_dict())
+        return cal
     finally:
         store.close()

@@ -47,6 +47,20 @@ CREATE TABLE IF NOT EXISTS overlap_accuracy (
     n_total INTEGER NOT NULL,
     PRIMARY KEY (study_id, model, test)
 );
+CREATE TABLE IF NOT EXISTS overlap_analyses (
+    study_id INTEGER NOT NULL REFERENCES overlap_studies(id),
+    kind TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (study_id, kind)
+);
+CREATE TABLE IF NOT EXISTS overlap_calibrations (
+    corruption TEXT NOT NULL,
+    model TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (corruption, model)
+);
 CREATE TABLE IF NOT EXISTS overlap_benchmarks (
     name TEXT PRIMARY KEY,
     doc TEXT NOT NULL,
@@ -208,6 +222,33 @@ class OverlapStore:
                 f"missing ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); run the study to completion"
             )
         return AccuracyMatrix(ms, ts, [[acc[m][t] for t in ts] for m in ms])
+
+    # analyses and calibrations ----------------------------------------------------------------
+
+    def put_analysis(self, study_id: int, kind: str, doc: dict[str, Any]) -> None:
+        """Store one analysis of a study (``balance``, ``coverage``, ``mean_overlap``...), replacing the last one."""
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO overlap_analyses (study_id, kind, doc, updated) VALUES (?, ?, ?, ?)",
+                (study_id, kind, json.dumps(doc, sort_keys=True), time.time()),
+            )
+
+    def analyses(self, study_id: int) -> dict[str, Any]:
+        rows = self.db.execute("SELECT kind, doc FROM overlap_analyses WHERE study_id = ? ORDER BY kind", (study_id,))
+        return {str(k): json.loads(d) for k, d in rows}
+
+    def put_calibration(self, corruption: str, model: str, doc: dict[str, Any]) -> None:
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO overlap_calibrations (corruption, model, doc, updated) VALUES (?, ?, ?, ?)",
+                (corruption, model, json.dumps(doc, sort_keys=True), time.time()),
+            )
+
+    def calibration(self, corruption: str, model: str) -> dict[str, Any] | None:
+        row = self.db.execute(
+            "SELECT doc FROM overlap_calibrations WHERE corruption = ? AND model = ?", (corruption, model)
+        ).fetchone()
+        return json.loads(row[0]) if row else None
 
     # saved benchmarks --------------------------------------------------------------------------
 
