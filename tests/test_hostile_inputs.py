@@ -11,6 +11,8 @@ from PIL import Image
 import shiftbench
 from shiftbench import errors
 
+from .conftest import unwritable_folder
+
 RNG = np.random.default_rng(3)
 RGB = RNG.integers(0, 256, (48, 40, 3), dtype=np.uint8)
 GRAY = RNG.integers(0, 256, (48, 40), dtype=np.uint8)
@@ -166,21 +168,6 @@ def _one_line_error(err: str) -> str:
     return lines[0]
 
 
-def _unwritable_folder(tmp_path):  # type: ignore[no-untyped-def]
-    """A folder this process cannot create files in (root ignores permission bits: use sysfs then)."""
-    import os
-    from pathlib import Path
-
-    if os.geteuid() != 0:
-        ro = tmp_path / "ro"
-        ro.mkdir()
-        ro.chmod(0o555)
-        return ro
-    if Path("/sys/kernel").is_dir():
-        return Path("/sys")
-    pytest.skip("running as root without sysfs: no folder is read-only to this process")
-
-
 @pytest.fixture
 def no_corrupting(monkeypatch):  # type: ignore[no-untyped-def]
     """Fail the test if any corruption work starts (the output checks come first)."""
@@ -284,7 +271,7 @@ def test_corrupt_output_paths_that_cannot_be_written(tmp_path, capsys, no_corrup
 
     Image.fromarray(RGB).save(tmp_path / "in.png")
     (tmp_path / "afile").write_bytes(b"x")
-    ro = _unwritable_folder(tmp_path)
+    ro = unwritable_folder(tmp_path)
     cases = [
         (tmp_path / "afile" / "out.png", "afile"),  # parent is a file
         (tmp_path / "afile" / "deeper" / "out.png", "afile"),  # an ancestor is a file
@@ -335,7 +322,7 @@ def test_generate_out_that_cannot_be_written(tmp_path, capsys, no_corrupting) ->
     src.mkdir(parents=True)
     Image.fromarray(RGB).save(src / "a.png")
     (tmp_path / "afile").write_bytes(b"x")
-    ro = _unwritable_folder(tmp_path)
+    ro = unwritable_folder(tmp_path)
     cases = [
         (tmp_path / "afile", "afile"),  # --out is a file
         (tmp_path / "afile" / "out", "afile"),  # its parent is a file
@@ -358,7 +345,7 @@ def test_generate_read_only_out_folder(tmp_path, capsys, no_corrupting) -> None:
     src = tmp_path / "src" / "n0"
     src.mkdir(parents=True)
     Image.fromarray(RGB).save(src / "a.png")
-    ro = _unwritable_folder(tmp_path)
+    ro = unwritable_folder(tmp_path)
     rc = main(["generate", "imagenet-c", "--src", str(tmp_path / "src"), "--out", str(ro), "--workers", "1", "--corruptions", "contrast"])
     line = _one_line_error(capsys.readouterr().err)
     assert rc == 2 and "--out" in line and str(ro) in line
