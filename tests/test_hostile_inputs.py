@@ -447,3 +447,33 @@ def test_corrupt_output_that_is_a_folder_is_one_line(tmp_path, capsys, no_corrup
     rc = main(["corrupt", str(tmp_path / "in.png"), str(tmp_path / "d.png"), "-c", "fog"])
     line = _one_line_error(capsys.readouterr().err)
     assert rc == 2 and "OUT_IMAGE" in line and "folder" in line
+
+
+def test_generate_disk_full_is_one_line_and_resumable(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    import shiftbench.generate as gen
+    from shiftbench.cli import main
+
+    src = tmp_path / "src" / "n0"
+    src.mkdir(parents=True)
+    Image.fromarray(RGB).save(src / "a.png")
+    argv = ["generate", "imagenet-c", "--src", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--workers", "1",
+            "--corruptions", "contrast", "--severities", "1,2", "--edition", "64"]
+    calls = {"n": 0}
+    real_fsync = os.fsync
+
+    def full_after_one(fd: int) -> None:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise OSError(28, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(gen.os, "fsync", full_after_one)
+    rc = main(argv)
+    line = _one_line_error(capsys.readouterr().err)
+    assert rc == 1 and "--out" in line and "No space left" in line
+    assert not list((tmp_path / "out").rglob("*.tmp"))
+    monkeypatch.setattr(gen.os, "fsync", real_fsync)
+    assert main(argv) == 0
+    assert len(list((tmp_path / "out").rglob("*.JPEG"))) == 2

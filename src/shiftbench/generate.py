@@ -194,13 +194,17 @@ def _sha256_file(path: Path) -> tuple[str, int]:
 
 
 def _atomic_write_bytes(path: Path, data: bytes, tmp_dir: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_dir / f"{os.getpid()}-{hashlib.md5(str(path).encode()).hexdigest()}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as e:  # disk full, folder removed or made read-only during the run: one line, resumable
+        tmp.unlink(missing_ok=True)
+        raise DataError(f"--out: {str(path)!r} could not be written: {e}. Rerun the same command to resume.") from None
 
 
 def _out_name(relpath: str) -> str:
