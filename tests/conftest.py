@@ -39,6 +39,19 @@ def photo_224() -> np.ndarray:
     return photos("224", 1)[0]
 
 
+def unwritable_folder(tmp: Path) -> Path:
+    """A folder this process cannot create files in: a read-only one under ``tmp``, or sysfs for root
+    (root ignores permission bits); skips where there is none."""
+    if os.geteuid() != 0:
+        ro = tmp / "ro"
+        ro.mkdir(exist_ok=True)
+        ro.chmod(0o555)
+        return ro
+    if Path("/sys/kernel").is_dir():
+        return Path("/sys")
+    pytest.skip("running as root without sysfs: no folder is read-only to this process")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not torch.cuda.is_available():
         skip = pytest.mark.skip(reason="needs a CUDA device")

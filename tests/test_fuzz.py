@@ -146,6 +146,87 @@ def test_fuzz_cli(tmp_path_factory: pytest.TempPathFactory, capsys: pytest.Captu
         assert "Traceback" not in err
 
 
+OUT_EXTS = [".png", ".PNG", ".jpg", ".JPEG", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".xyz", "", ".", ".png.part", ".tar.gz"]
+PLACES = ["here", "missing/parents", "below_file", "is_file", "is_folder", "unwritable", "unwritable/new"]
+IN_MODES = ["RGB", "RGBA", "LA", "L", "P", "I;16", "F"]
+
+
+def _place(tmp: Path, place: str, name: str) -> tuple[Path, bool]:
+    """An output path of a given kind under ``tmp``; True if it can be written."""
+    from .conftest import unwritable_folder
+
+    (tmp / "afile").write_bytes(b"x")
+    if place == "here":
+        return tmp / name, True
+    if place == "missing/parents":
+        return tmp / "new" / "deeper" / name, True
+    if place == "below_file":
+        return tmp / "afile" / name, False
+    if place == "is_file":
+        return tmp / "afile", False
+    if place == "is_folder":
+        (tmp / name).mkdir(exist_ok=True)
+        return tmp / name, False
+    ro = unwritable_folder(tmp)
+    return (ro / name if place == "unwritable" else ro / "new" / name), False
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {str(p): (p.read_bytes() if p.is_file() else None) for p in root.rglob("*")}
+
+
+@settings(settings.get_profile(PROFILE), max_examples=25 if not LONG else int(os.environ.get("SHIFTBENCH_FUZZ_EXAMPLES", "300")))
+@given(
+    ext=st.sampled_from(OUT_EXTS),
+    stem=st.sampled_from(["out", "a b", ".hidden", "x.y"]),
+    place=st.sampled_from(PLACES),
+    mode=st.sampled_from(IN_MODES),
+    command=st.sampled_from(["corrupt", "corrupt", "generate"]),
+)
+def test_fuzz_cli_outputs(
+    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str], ext: str, stem: str, place: str, mode: str, command: str
+) -> None:
+    """Output paths and extensions: a correct file, or one line naming the option with exit code 2 and
+    nothing written; which of the two is decided by the format table and the place."""
+    from PIL import Image
+
+    from shiftbench.outputs import IMAGE_FORMATS, corrupted_mode
+
+    CASES["count"] += 1
+    tmp = tmp_path_factory.mktemp("out")
+    rng = np.random.default_rng(len(ext) + len(stem))
+    im = Image.fromarray(rng.integers(0, 256, (40, 36, 4), dtype=np.uint8))
+    im = {"I;16": Image.fromarray(np.asarray(im.convert("L")).astype(np.uint16) * 257),
+          "F": Image.fromarray(np.asarray(im.convert("L")).astype(np.float32) / 255)}.get(mode) or im.convert(mode)
+    (tmp / "src" / "n0").mkdir(parents=True)
+    im.save(tmp / "src" / "n0" / "in.tif")
+    out, writable = _place(tmp, place, stem + (ext if command == "corrupt" else ""))
+    before = _tree(tmp)
+    if command == "corrupt":
+        option = "OUT_IMAGE"
+        fmt = IMAGE_FORMATS.get(Path(out).suffix.lower())
+        ok = writable and fmt is not None and corrupted_mode(mode) in fmt.modes
+        argv = ["corrupt", str(tmp / "src" / "n0" / "in.tif"), str(out), "-c", "contrast", "-s", "1"]
+    else:
+        option = "--out"
+        ok = writable or place == "is_folder"  # an existing --out folder is filled (or resumed)
+        argv = ["generate", "imagenet-c", "--src", str(tmp / "src"), "--out", str(out), "--corruptions", "contrast",
+                "--severities", "1", "--workers", "1", "--edition", "64"]
+    rc = main(argv)
+    err = capsys.readouterr().err
+    if ok:
+        assert rc == 0, (argv, err)
+        if command == "corrupt":
+            with Image.open(out) as got:
+                assert got.mode == corrupted_mode(mode) and got.size == im.size
+        else:
+            assert (Path(out) / "contrast" / "1" / "n0" / "in.JPEG").is_file()
+        return
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2 and len(lines) == 1 and option in lines[0] and "Traceback" not in err, (argv, rc, err)
+    assert _tree(tmp) == before  # nothing written, created or left half-done
+
+
 @pytest.mark.slow
 def test_fuzz_long_run_budget() -> None:
     """Run with SHIFTBENCH_FUZZ=long -m slow; reports the number of cases exercised."""

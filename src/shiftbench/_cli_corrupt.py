@@ -68,7 +68,7 @@ def list_corruptions_cmd(pattern: str, group: str | None, edition: str | None) -
 
 @click.command("corrupt")
 @click.argument("in_image", type=click.Path(dir_okay=False, path_type=Path))
-@click.argument("out_image", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("out_image", type=click.Path(path_type=Path))  # refused in one line by check_output_image
 @click.option("--corruption", "-c", required=True, help="Corruption name, e.g. fog (see `shiftbench list corruptions`).")
 @click.option("--severity", "-s", type=int, default=3, show_default=True, help="Severity 1..5.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Experiment seed (draws derive from seed and the image's pixels).")
@@ -78,13 +78,20 @@ def list_corruptions_cmd(pattern: str, group: str | None, edition: str | None) -
 def corrupt_cmd(
     in_image: Path, out_image: Path, corruption: str, severity: int, seed: int, edition: str | None, preprocess: bool, release: bool
 ) -> None:
-    """Corrupt one image file and write the result."""
+    """Corrupt one image file and write the result.
+
+    OUT_IMAGE's extension picks the format: .png, .tif/.tiff, .bmp, .webp (lossless) or .jpg/.jpeg
+    (quality 95). A format that cannot hold the image as it is (RGBA as .jpg, 16-bit or float as
+    .jpg) is refused, never converted; missing folders are created.
+    """
     from PIL import Image
 
     from . import corrupt
     from .editions import preprocess as prep
+    from .outputs import check_output_image, corrupted_mode, save_image_atomic
     from .sources import load_image_rgb
 
+    check_output_image(out_image, "OUT_IMAGE")  # extension and place, before reading anything
     try:
         with Image.open(in_image) as im:
             im.load()
@@ -95,10 +102,10 @@ def corrupt_cmd(
         raise DataError(f"IN_IMAGE {str(in_image)!r} could not be read as an image: {e}") from None
     if preprocess:
         img = prep(load_image_rgb(in_image), edition or "224")
+    # the format must hold the result as it is (no silent loss of alpha or depth): checked before the work
+    fmt = check_output_image(out_image, "OUT_IMAGE", corrupted_mode(img.mode))
     out = corrupt(img, corruption, severity, seed=seed, edition=edition, release=release)
-    out_image.parent.mkdir(parents=True, exist_ok=True)
-    fmt_kwargs = {"quality": 95} if out_image.suffix.lower() in (".jpg", ".jpeg") else {}
-    out.save(out_image, **fmt_kwargs)
+    save_image_atomic(out, out_image, fmt, "OUT_IMAGE")
     click.echo(f"wrote {out_image} ({corruption}, severity {severity}, seed {seed})")
 
 
@@ -109,7 +116,7 @@ def generate_group() -> None:
 
 @generate_group.command("imagenet-c")
 @click.option("--src", required=True, type=click.Path(path_type=Path), help="ImageFolder of clean images, or CIFAR arrays (.npy/.npz/CIFAR python batch).")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output folder.")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Output folder (created with its parents).")
 @click.option("--edition", default="224", show_default=True, help="224, 299, 64 or 32 (32 writes the CIFAR-10-C .npy layout).")
 @click.option("--corruptions", multiple=True, help="Names or wildcards, comma separated (default: all 19).")
 @click.option("--severities", multiple=True, help="Comma-separated severities (default: 1,2,3,4,5).")

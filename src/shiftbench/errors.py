@@ -28,6 +28,18 @@ __all__ = [
 class ShiftbenchError(Exception):
     """Base class of every error raised on purpose by shiftbench."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # errors cross process boundaries pickled (generate's workers); subclasses take other
+        # constructor arguments than their message, so rebuild without calling __init__
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[ShiftbenchError], args: tuple[Any, ...], state: dict[str, Any]) -> ShiftbenchError:
+    err = cls.__new__(cls, *args)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
 
 class InvalidArgumentError(ShiftbenchError, ValueError):
     """An argument has a value outside what is allowed."""

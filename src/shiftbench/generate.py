@@ -40,6 +40,7 @@ from ._validate import check_severity
 from .api import corrupt
 from .editions import get_edition, preprocess
 from .errors import DataError, InvalidArgumentError
+from .outputs import check_output_folder
 from .seeding import image_key
 from .sources import ArraySource, ImageRecord, load_array_source, load_image_rgb, scan_image_folder
 
@@ -193,13 +194,17 @@ def _sha256_file(path: Path) -> tuple[str, int]:
 
 
 def _atomic_write_bytes(path: Path, data: bytes, tmp_dir: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_dir / f"{os.getpid()}-{hashlib.md5(str(path).encode()).hexdigest()}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as e:  # disk full, folder removed or made read-only during the run: one line, resumable
+        tmp.unlink(missing_ok=True)
+        raise DataError(f"--out: {str(path)!r} could not be written: {e}. Rerun the same command to resume.") from None
 
 
 def _out_name(relpath: str) -> str:
@@ -358,6 +363,9 @@ def generate(
     array_input = src.is_file() or (src.is_dir() and ((src / "test_batch").exists() or (src / "test").is_file()))
     layout = "cifar" if (edition == "32" or array_input) else "folder"
     out = Path(config.out)
+    # everything that can be refused is refused before --out is touched: settings, output place, sources
+    check_output_folder(out, "--out")
+    source = _read_source(config, layout, array_input)
     out.mkdir(parents=True, exist_ok=True)
     run = _RunDir(out)
     workers = config.workers or (os.cpu_count() or 1)
@@ -367,9 +375,9 @@ def generate(
         journal = _Journal(out, config)
         try:
             if layout == "folder":
-                _generate_folder(config, names, sevs, journal, report, workers, progress, run.path)
+                _generate_folder(config, source, names, sevs, journal, report, workers, progress, run.path)
             else:
-                _generate_arrays(config, names, sevs, journal, report, workers, progress, array_input, run.path)
+                _generate_arrays(config, source, names, sevs, journal, report, workers, progress, run.path)
             journal.finish(names, sevs, report.failed)
         finally:
             report.seconds = time.perf_counter() - t0
@@ -380,8 +388,41 @@ def generate(
     return report
 
 
+@dataclass
+class _Source:
+    """The clean images of a run, read (or listed) before anything is written."""
+
+    records: list[ImageRecord] = field(default_factory=list)  # folder layout: files, read by the workers
+    images: np.ndarray | None = None  # array layout: N x H x W x 3 uint8
+    labels: np.ndarray | None = None
+    failed: list[tuple[str, str]] = field(default_factory=list)  # unreadable source files
+
+
+def _read_source(config: GenerateConfig, layout: str, array_input: bool) -> _Source:
+    """List or load ``--src``; a missing, empty or unreadable source is a :class:`DataError`."""
+    if layout == "folder":
+        return _Source(records=scan_image_folder(config.src)[0])
+    if array_input:
+        arr: ArraySource = load_array_source(config.src, config.labels)
+        if arr.images.shape[1:3] != (32, 32) and config.edition == "32":
+            raise InvalidArgumentError("--src", f"images of {arr.images.shape[1]}x{arr.images.shape[2]}", "32x32 images for the CIFAR edition")
+        return _Source(images=arr.images, labels=arr.labels)
+    records, _ = scan_image_folder(config.src)
+    imgs, labs, failed = [], [], []
+    for r in records:
+        try:
+            imgs.append(np.asarray(preprocess(load_image_rgb(r.path), config.edition)))
+            labs.append(r.label)
+        except Exception as e:  # noqa: BLE001
+            failed.append((r.relpath, f"{type(e).__name__}: {e}"))
+    if not imgs:
+        raise DataError(f"--src {config.src!r}: none of the images could be read")
+    return _Source(images=np.stack(imgs), labels=np.asarray(labs), failed=failed)
+
+
 def _generate_folder(
     config: GenerateConfig,
+    source: _Source,
     names: list[str],
     sevs: list[int],
     journal: _Journal,
@@ -390,7 +431,7 @@ def _generate_folder(
     progress: Callable[[int, int], None] | None,
     tmp: Path,
 ) -> None:
-    records, _ = scan_image_folder(config.src)
+    records = source.records
     out = Path(config.out)
     total = len(records) * len(names) * len(sevs)
     chunks: list[_FolderChunk] = []
@@ -435,33 +476,19 @@ def _generate_folder(
 
 def _generate_arrays(
     config: GenerateConfig,
+    source: _Source,
     names: list[str],
     sevs: list[int],
     journal: _Journal,
     report: GenerateReport,
     workers: int,
     progress: Callable[[int, int], None] | None,
-    array_input: bool,
     tmp: Path,
 ) -> None:
     out = Path(config.out)
-    if array_input:
-        src: ArraySource = load_array_source(config.src, config.labels)
-        images, labels = src.images, src.labels
-        if images.shape[1:3] != (32, 32) and config.edition == "32":
-            raise InvalidArgumentError("--src", f"images of {images.shape[1]}x{images.shape[2]}", "32x32 images for the CIFAR edition")
-    else:
-        records, _ = scan_image_folder(config.src)
-        imgs, labs = [], []
-        for r in records:
-            try:
-                imgs.append(np.asarray(preprocess(load_image_rgb(r.path), config.edition)))
-                labs.append(r.label)
-            except Exception as e:  # noqa: BLE001
-                report.failed.append((r.relpath, f"{type(e).__name__}: {e}"))
-        if not imgs:
-            raise DataError(f"--src {config.src!r}: none of the images could be read")
-        images, labels = np.stack(imgs), np.asarray(labs)
+    assert source.images is not None and source.labels is not None
+    images, labels = source.images, source.labels
+    report.failed.extend(source.failed)
     n = len(images)
     total = n * len(names) * len(sevs)
     tasks = []
