@@ -254,6 +254,6 @@ def test_store_holding_a_meta_table_without_version_is_refused(tmp_path: Path, c
     db.execute("INSERT INTO meta VALUES('owner', 'someone else')")
     db.commit()
     db.close()
-    assert main(["results", "--store", str(path)]) == 2
+    assert main(["results", "--store", str(path)]) == 1  # a store that cannot be used: data, exit code 1
     err = capsys.readouterr().err
     assert "no schema version" in err and "Traceback" not in err

@@ -322,10 +322,10 @@ def test_cli_ctrl_c_says_how_to_resume(
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["evaluate", "--data", str(tmp_path / "missing"), "--store", str(tmp_path / "s.sqlite")]) == 2
+    assert main(["evaluate", "--data", str(tmp_path / "missing"), "--store", str(tmp_path / "s.sqlite")]) == 1
     assert "--data" in capsys.readouterr().err
     assert main(["evaluate", "--model", "resnet5O", "--store", str(tmp_path / "s.sqlite")]) != 0
-    assert main(["results", "--store", str(tmp_path / "none.sqlite")]) == 2
+    assert main(["results", "--store", str(tmp_path / "none.sqlite")]) == 1
     assert "does not exist" in capsys.readouterr().err
 
 

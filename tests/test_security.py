@@ -51,7 +51,7 @@ def test_cifar_folder_with_malicious_test_batch(tmp_path: Path) -> None:
     _evil(folder / "test_batch", marker)
     with pytest.raises(DataError):
         load_array_source(folder)
-    assert main(["generate", "imagenet-c", "--src", str(folder), "--out", str(tmp_path / "out"), "--corruptions", "contrast", "--severities", "1"]) == 2  # refused input: one line, exit code 2
+    assert main(["generate", "imagenet-c", "--src", str(folder), "--out", str(tmp_path / "out"), "--corruptions", "contrast", "--severities", "1"]) == 1  # refused input data: one line, exit code 1
     assert not marker.exists()
 
 

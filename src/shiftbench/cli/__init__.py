@@ -1,7 +1,11 @@
 """The ``shiftbench`` command line: one root group, module-level commands, one error and output path.
 
-User errors (typed :class:`~shiftbench.errors.ShiftbenchError`, bad options)
-print one line on stderr and exit with code 2; Ctrl-C exits with 130.
+Every typed :class:`~shiftbench.errors.ShiftbenchError` prints one line on stderr
+and no traceback. Exit codes: 2 for a bad argument (an option's value, a name,
+an output path: :class:`~shiftbench.errors.InvalidArgumentError`,
+:class:`~shiftbench.errors.ImageTypeError`, and click's usage errors), 1 for
+input data or an environment that cannot be used (unreadable or refused files,
+a failed write, a missing optional package), 130 for Ctrl-C.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import click
 
 from .. import __version__
 from .._cli_corrupt import corrupt_cmd, generate_group, list_cmd
-from ..errors import ShiftbenchError
+from ..errors import ImageTypeError, InvalidArgumentError, ShiftbenchError
 from ..overlap.cli import overlap_group, select_cmd
 from .evaluate import evaluate_cmd
 from .results import results_cmd
@@ -31,7 +35,7 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except ShiftbenchError as e:
             err = click.ClickException(str(e))
-            err.exit_code = 2
+            err.exit_code = 2 if isinstance(e, (InvalidArgumentError, ImageTypeError)) else 1
             raise err from e
 
 
