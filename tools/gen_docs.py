@@ -191,7 +191,8 @@ GENERATORS: dict[str, Callable[[Path], list[str]]] = {
     "p-decision": p_decision,
 }
 
-_BLOCK = re.compile(r"(<!-- gen:(?P<name>[\w-]+) start[^>]*-->\n)(?P<body>.*?)(<!-- gen:(?P=name) end -->)", re.S)
+# markers count only at the start of a line (a marker quoted in prose is not one)
+_BLOCK = re.compile(r"^(<!-- gen:(?P<name>[\w-]+) start[^>]*-->\n)(?P<body>.*?)^(<!-- gen:(?P=name) end -->)", re.S | re.M)
 
 
 def render(text: str, results: Path = RESULTS) -> str:
@@ -203,7 +204,7 @@ def render(text: str, results: Path = RESULTS) -> str:
             raise KeyError(f"unknown generated table {name!r} (known: {', '.join(GENERATORS)})")
         return m.group(1) + "\n".join(GENERATORS[name](results)) + "\n" + m.group(4)
 
-    starts = re.findall(r"<!-- gen:([\w-]+) start", text)
+    starts = re.findall(r"^<!-- gen:([\w-]+) start", text, re.M)
     out, count = _BLOCK.subn(fill, text)
     if count != len(starts):
         raise ValueError(f"{len(starts)} generated blocks start but {count} end properly")
