@@ -407,7 +407,7 @@ def evaluate(
             runs. None (default): only where that thread gets a core of its own,
             i.e. the model runs on an accelerator or the CPU has cores beyond
             PyTorch's threads; on a small CPU the thread would slow the model
-            down (benchmarks/eval_overhead.py: +29 % on 2 cores, against +3.5 %
+            down (perf/eval_overhead.py: +29 % on 2 cores, against +3.5 %
             for corrupting in line).
 
     Raises:

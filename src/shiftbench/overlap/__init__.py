@@ -21,6 +21,7 @@ See ``docs/overlap.md``.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from . import sampling
@@ -116,9 +117,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # the harness (training) is loaded on first use
-    if name in ("load_config", "run_study", "harness"):
-        from . import harness
+    """The harness (training) is loaded on first use.
 
+    ``importlib.import_module`` rather than ``from . import harness``: the from-list check of
+    the latter asks this package for ``harness`` again, which lands back here (a recursion),
+    whereas importing the submodule binds it on the package without asking.
+    """
+    if name in ("load_config", "run_study", "harness"):
+        harness = importlib.import_module(f"{__name__}.harness")
         return harness if name == "harness" else getattr(harness, name)
-    raise AttributeError(f"module 'shiftbench.overlap' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ quality), to show where its time goes. The DCT passes run as word-vector code wh
 (``dct_vectors`` in the output: the width; ``SHIFTBENCH_JPEG_VECTORS=off`` times the portable kernels).
 Run::
 
-    python benchmarks/jpeg_floor.py --out benchmarks/results/jpeg_floor--cpu.json
+    python perf/jpeg_floor.py --out perf/results/jpeg_floor--cpu.json
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import shiftbench
-    from benchmarks.speed import machine
+    from perf.speed import machine
     from shiftbench.corruptions._jpeg_cpu import jpeg_round_trip_planes
     from shiftbench.corruptions._jpeg_torch import jpeg_round_trip_tensor
     from tests.oracle.harness import load_sample_224

@@ -8,8 +8,8 @@ the reference imagenet-c 0.0.3 with independent NumPy seeds. Both in memory
 (no JPEG storage step). Reports top-1 errors side by side and the share of
 images whose top-1 prediction agrees.
 
-    python benchmarks/decision_fidelity.py [--images 100] [--out benchmarks/results/decision_fidelity.json]
-    python benchmarks/decision_fidelity.py --corruptions fog impulse_noise   # redo these rows of --out
+    python perf/decision_fidelity.py [--images 100] [--out perf/results/decision_fidelity.json]
+    python perf/decision_fidelity.py --corruptions fog impulse_noise   # redo these rows of --out
 """
 
 from __future__ import annotations

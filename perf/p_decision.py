@@ -15,7 +15,7 @@ Photos are evaluated in chunks (``--chunk``); the JSON is rewritten after each, 
 result then covers the first photos of the sorted sample). Per-image seeding
 makes a chunked run identical to a single call over the same photos.
 
-    python benchmarks/p_decision.py [--images 100] [--perturbations test] [--budget-s 1500] [--out benchmarks/results/p_decision.json]
+    python perf/p_decision.py [--images 100] [--perturbations test] [--budget-s 1500] [--out perf/results/p_decision.json]
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Modes are interleaved for ``--repeats`` rounds so that machine-load drift hits a
 of them; the fastest pass (the least disturbed on a shared machine), medians and
 interquartile ranges are reported, plus each corruption's own cost per image. Run::
 
-    python benchmarks/eval_overhead.py --json benchmarks/results/eval_overhead.json
+    python perf/eval_overhead.py --json perf/results/eval_overhead.json
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The run is split into generation, model and ranking time; the model's share
 of the wall time says whether the evaluation is model-bound. A second
 section times generation alone per perturbation (ms per frame).
 
-    python benchmarks/p_speed.py [--images 1] [--threads 2] [--out benchmarks/results/p_speed.json]
+    python perf/p_speed.py [--images 1] [--threads 2] [--out perf/results/p_speed.json]
 """
 
 from __future__ import annotations

@@ -6,13 +6,13 @@ x 5 severities. The peers run in the peers environment (tools/reference-env.sh).
 Every library times each corruption ``--repeat`` times (default 3) and keeps its
 fastest pass, which filters out interference from other load on the machine.
 
-    python benchmarks/speed.py                       # full comparison, 2 processes
-    python benchmarks/speed.py --only shiftbench     # just shiftbench
-    python benchmarks/speed.py --device cuda         # shiftbench on a GPU (batched)
+    python perf/speed.py                       # full comparison, 2 processes
+    python perf/speed.py --only shiftbench     # just shiftbench
+    python perf/speed.py --device cuda         # shiftbench on a GPU (batched)
 
 Reports per-corruption rates (corrupted images per second of one core) and the
 overall wall-clock rate of the whole 15 x 5 pass, with ratios to the reference,
-and writes JSON to benchmarks/results/.
+and writes JSON to perf/results/.
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ styles; Section 4.3). Each run reports the held-out accuracy, the accuracy on a 
 10 % of the seen part and the gap. Training goes through the shared harness
 (shiftbench.training), so a killed study resumes where it stopped (same --out).
 
-    PYTHONPATH=src python benchmarks/structural_emoji.py            # defaults below
-    PYTHONPATH=src python benchmarks/structural_emoji.py --epochs 50 --arch wrn-16-4 --size 32  # the paper's recipe
+    PYTHONPATH=src python perf/structural_emoji.py            # defaults below
+    PYTHONPATH=src python perf/structural_emoji.py --epochs 50 --arch wrn-16-4 --size 32  # the paper's recipe
 
-Writes benchmarks/results/structural_emoji.json (and a figure next to it). The paper's
+Writes perf/results/structural_emoji.json (and a figure next to it). The paper's
 numbers (ICONS-50, WRN-16-4, 50 epochs): 57 % on held-out Microsoft icons, ~93 % on Apple,
 60.4 % on 50 held-out subtypes. emoji-styles is smaller (3669 images, 48 classes) and the
 CPU recipe is much shorter, so only the ordering of styles is comparable, not the levels.
@@ -44,8 +44,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--work", default=str(ROOT / "benchmarks" / "results" / "structural_emoji_work"), help="checkpoints (resume)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "structural_emoji.json"))
+    ap.add_argument("--work", default=str(ROOT / "perf" / "results" / "structural_emoji_work"), help="checkpoints (resume)")
+    ap.add_argument("--out", default=str(ROOT / "perf" / "results" / "structural_emoji.json"))
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     data = read_emoji_styles(a.data, size=32)

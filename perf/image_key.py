@@ -6,7 +6,7 @@ in ``shiftbench generate``). This script times, on one thread, ``seeding.image_k
 3 x H x W uint8 pixels) and SHA-256 of the same bytes, fastest of ``--repeat`` passes over the real
 photos, at the editions' sizes. Run::
 
-    python benchmarks/image_key.py --out benchmarks/results/image_key--cpu.json
+    python perf/image_key.py --out perf/results/image_key--cpu.json
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    from benchmarks.jpeg_floor import _best
-    from benchmarks.speed import machine
+    from perf.jpeg_floor import _best
+    from perf.speed import machine
     from shiftbench.seeding import image_key
     from tests.conftest import photos
 

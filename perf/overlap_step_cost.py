@@ -12,9 +12,9 @@ and extrapolates the study: for every model, epochs x steps x (step + corruption
 batch), plus (models x (1 + tests)) test passes and one corruption of the test set per test.
 The load average is recorded: on a shared machine the numbers are upper bounds of an idle one.
 
-    PYTHONPATH=src python benchmarks/overlap_step_cost.py --config mnist-imagenet-c
+    PYTHONPATH=src python perf/overlap_step_cost.py --config mnist-imagenet-c
 
-Writes benchmarks/results/overlap_step_cost--<config>.json.
+Writes perf/results/overlap_step_cost--<config>.json.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def main() -> None:
         "seconds (process time, one thread) approximate the wall time on an idle core, ignoring cache and memory "
         "contention. The extrapolation ignores checkpoint writes and data loading (in memory here)",
     }
-    out = Path(a.out or f"benchmarks/results/overlap_step_cost--{a.config}.json")
+    out = Path(a.out or f"perf/results/overlap_step_cost--{a.config}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     print(json.dumps(doc, indent=1))

@@ -12,7 +12,7 @@ CE against AlexNet's published mean (which was measured with AdaIN and Painter b
 styles: a comparison across methods, not a reproduction), time per image, the style-set
 digest, and the grid of one photo at severities 0..5 shown in docs/style-transfer.md.
 
-    python benchmarks/style_decision.py [--images 100] [--out benchmarks/results/style_decision.json]
+    python perf/style_decision.py [--images 100] [--out perf/results/style_decision.json]
 """
 
 from __future__ import annotations

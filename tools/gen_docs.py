@@ -1,0 +1,237 @@
+"""Write the measured tables of docs/*.md from perf/results/*.json.
+
+Each table sits between two marker comments::
+
+    <!-- gen:speed-cpu start: written by tools/gen_docs.py from perf/results/; edit the JSON, not the table -->
+    ...
+    <!-- gen:speed-cpu end -->
+
+and is rewritten from the JSON a perf/ script stored, so rerunning a benchmark and this script
+updates the docs, and nobody edits the numbers by hand. ``--check`` changes nothing and exits 1
+when a document is not what the script would write (the tests run the same check).
+
+    python tools/gen_docs.py            # rewrite the tables
+    python tools/gen_docs.py --check    # exit 1 if a table is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "perf" / "results"
+
+BENCHMARK_15 = [
+    "gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur", "zoom_blur",
+    "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate", "jpeg_compression",
+]  # fmt: skip
+PEERS = [("imagenet_c", "imagenet-c 0.0.3 (reference)"), ("imagecorruptions", "imagecorruptions 1.1.2"),
+         ("albumentations", "albumentations 2.0.8 (look-alikes, not ImageNet-C)")]  # fmt: skip
+
+
+def _load(name: str, results: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((results / name).read_text())
+    return data
+
+
+def _num(x: float, digits: int = 1) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def _rate(entry: dict[str, Any]) -> float:
+    return float(entry["images"]) / float(entry["cpu_seconds"])
+
+
+def _machine(meta: dict[str, Any]) -> str:
+    m = meta.get("machine", {})
+    if isinstance(m, dict):
+        return f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, Python {m.get('python', '?')}"
+    return str(m)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def speed_cpu(results: Path) -> list[str]:
+    d = _load("speed--2cpu--cpu.json", results)
+    res, meta = d["results"], d["metadata"]
+    ref = res["imagenet_c"]["overall_rate"]
+    rows = [["shiftbench", f"**{_num(res['shiftbench']['overall_rate'], 0)}** / {_num(res['shiftbench']['overall_rate_median_pass'], 0)}",
+             f"**{res['shiftbench']['overall_rate'] / ref:.1f}x**"]]  # fmt: skip
+    for key, label in PEERS:
+        if key in res:
+            r = res[key]
+            rows.append([label, f"{_num(r['overall_rate'])} / {_num(r['overall_rate_median_pass'])}", f"{r['overall_rate'] / ref:.1f}x"])
+    out = [
+        f"`perf/results/speed--2cpu--cpu.json`: {_machine(meta)}, torch {meta['torch']}, "
+        f"{meta['args']['processes']} processes, batches of {meta['args']['batch_size']}, "
+        f"{meta['args']['repeat']} passes per corruption.",
+        "",
+    ]
+    out += _table(["", "corrupted 224 images / s, whole 15 x 5 pass: fastest / median pass", "vs reference"], rows)
+    out += ["", "Per corruption, corrupted 224 images per second of one core (fastest pass):", ""]
+    per_rows = []
+    for name in BENCHMARK_15:
+        ours = _rate(res["shiftbench"]["per_corruption"][name])
+        cells = [name, _num(ours, 0)]
+        for key, _ in PEERS:
+            entry = res.get(key, {}).get("per_corruption", {}).get(name)
+            cells.append(_num(_rate(entry)) if entry and "cpu_seconds" in entry else "-")
+        refentry = res["imagenet_c"]["per_corruption"].get(name)
+        cells.append(f"{ours / _rate(refentry):.1f}x" if refentry and "cpu_seconds" in refentry else "-")
+        per_rows.append(cells)
+    out += _table(["corruption", "shiftbench", "imagenet-c", "imagecorruptions", "albumentations", "shiftbench / reference"], per_rows)
+    return out
+
+
+def speed_cuda(results: Path) -> list[str]:
+    d = _load("speed--h100--cuda.json", results)
+    res, meta = d["results"]["shiftbench"], d["metadata"]
+    out = [
+        f"`perf/results/speed--h100--cuda.json`: {meta.get('gpu', 'GPU')} with {_machine(meta)}, torch {meta['torch']}, "
+        f"batches of {meta['args']['batch_size']}; whole 15 x 5 pass **{_num(res['overall_rate'], 0)}** images/s "
+        f"(median pass {_num(res['overall_rate_median_pass'], 0)}).",
+        "",
+    ]
+    rows = [[n, _num(_rate(res["per_corruption"][n]), 0)] for n in BENCHMARK_15]
+    return out + _table(["corruption", "corrupted 224 images / s on the GPU"], rows)
+
+
+def eval_overhead(results: Path) -> list[str]:
+    d = _load("eval_overhead--2cpu--cpu.json", results)
+    meta, secs, added = d["metadata"], d["seconds_per_pass"], d["added_vs_precorrupted"]
+    labels = {"precorrupted": "pre-corrupted tensors", "onthefly-serial": "corrupted on the fly, in line",
+              "onthefly-prefetch": "corrupted on the fly, prefetch thread"}  # fmt: skip
+    rows = []
+    for key, label in labels.items():
+        extra = "-" if key == "precorrupted" else f"+{100 * added['median'][key]:.1f} % / +{100 * added['min'][key]:.1f} %"
+        rows.append([label, f"{secs[key]['median']:.2f} / {secs[key]['min']:.2f}", extra])
+    head = (
+        f"`perf/results/eval_overhead--2cpu--cpu.json`: {meta['n_images']} images x {meta['conditions']} conditions, "
+        f"batches of {meta['batch_size']}, {meta['cpu_count']} cores, {meta['torch_threads']} torch threads, "
+        f"{meta['repeats']} passes."
+    )
+    return [head, ""] + _table(["EfficientNet-Lite0 on", "seconds per pass: median / fastest", "added: median / fastest"], rows)
+
+
+def jpeg_floor(results: Path) -> list[str]:
+    d = _load("jpeg_floor--cpu.json", results)
+    meta, mean, stages = d["metadata"], d["mean"], d["compiled_stages_us"]
+    qualities = ", ".join(str(r["quality"]) for r in d["per_severity"])
+    rows = [
+        [f"reference: Pillow encode + decode (qualities {qualities})", f"{mean['reference_pillow_round_trip_ms']:.3f}"],
+        ["libjpeg-turbo encode alone", f"{mean['libjpeg_turbo_encode_ms']:.3f}"],
+        ["libjpeg-turbo decode alone", f"{mean['libjpeg_turbo_decode_ms']:.3f}"],
+        ["shiftbench `corrupt`", f"{mean['shiftbench_ms']:.3f}"],
+        [f"shiftbench compiled pipeline ({meta['dct_vectors']} DCT)", f"{mean['shiftbench_compiled_pipeline_ms']:.3f}"],
+    ]
+    out = [f"`perf/results/jpeg_floor--cpu.json`: {_machine(meta)}; mean over the 5 severities.", ""]
+    out += _table(["JPEG of one 224 image", "ms"], rows)
+    out += ["", "The compiled pipeline by stage (us per image): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()) + "."]
+    return out
+
+
+def decision_fidelity(results: Path) -> list[str]:
+    d = _load("decision_fidelity.json", results)
+    rows = []
+    for r in d["rows"]:
+        ours, ref = 100 * sum(r["ours"]) / len(r["ours"]), 100 * sum(r["reference"]) / len(r["reference"])
+        diff = 100 * r["mean_abs_diff"]
+        rows.append([r["corruption"], f"{ours:.1f} / {ref:.1f}", "identical" if diff < 1e-9 else f"{diff:.1f}"])
+    rows.append(["**mean over the 15 benchmark corruptions**",
+                 f"**{100 * d['mean15']['shiftbench']:.2f} / {100 * d['mean15']['reference']:.2f}**", ""])  # fmt: skip
+    head = (
+        f"`perf/results/decision_fidelity.json`: EfficientNet-Lite0 on {d['images']} photos "
+        f"(clean error {100 * d['clean_error']:.0f} %), 224 edition, independent seeds."
+    )
+    return [head, ""] + _table(
+        ["corruption", "top-1 error, mean of 5 severities: shiftbench / reference (%)", "mean abs. difference per severity (points)"], rows
+    )
+
+
+P_SHORT = {"gaussian_noise": "Gauss.", "shot_noise": "Shot", "motion_blur": "Motion", "zoom_blur": "Zoom", "snow": "Snow",
+           "brightness": "Bright", "translate": "Transl.", "rotate": "Rotate", "tilt": "Tilt", "scale": "Scale"}  # fmt: skip
+
+
+def p_decision(results: Path) -> list[str]:
+    d = _load("p_decision.json", results)
+    rows_in = [r for r in d["results"] if r["difficulty"] == 1]
+    summ = d["summaries"]["1"]
+    header = [""] + [P_SHORT.get(r["perturbation"], r["perturbation"]) for r in rows_in] + ["mean"]
+    fp = [f"{r['fp_percent']:.2f}" for r in rows_in]
+    rows = [
+        ["FP (%)", *fp, f"{100 * summ['mean_fp']:.2f}"],
+        ["FR (%)", *(f"{r['fr_percent']:.1f}" for r in rows_in), f"**mFR {100 * summ['mfr']:.1f}**"],
+        ["uT5D", *(f"{r['ut5d']:.2f}" for r in rows_in), ""],
+        ["T5D (%)", *(f"{r['t5d_percent']:.1f}" for r in rows_in), f"**mT5D {100 * summ['mt5d']:.1f}**"],
+    ]
+    t = d["timing"]
+    head = (
+        f"`perf/results/p_decision.json`: EfficientNet-Lite0, {len(d['metadata']['images'])} photos, seed "
+        f"{d['metadata']['seed']}, difficulty 1, {d['frames']:,} frames in {t['total_s']:,.0f} s "
+        f"({100 * t['model_s'] / t['total_s']:.0f} % in the model) on {d['metadata']['threads']} threads."
+    )
+    return [head, ""] + _table(header, rows)
+
+
+GENERATORS: dict[str, Callable[[Path], list[str]]] = {
+    "speed-cpu": speed_cpu,
+    "speed-cuda": speed_cuda,
+    "eval-overhead": eval_overhead,
+    "jpeg-floor": jpeg_floor,
+    "decision-fidelity": decision_fidelity,
+    "p-decision": p_decision,
+}
+
+# markers count only at the start of a line (a marker quoted in prose is not one)
+_BLOCK = re.compile(r"^(<!-- gen:(?P<name>[\w-]+) start[^>]*-->\n)(?P<body>.*?)^(<!-- gen:(?P=name) end -->)", re.S | re.M)
+
+
+def render(text: str, results: Path = RESULTS) -> str:
+    """The document with every generated block rewritten from ``results``."""
+
+    def fill(m: re.Match[str]) -> str:
+        name = m.group("name")
+        if name not in GENERATORS:
+            raise KeyError(f"unknown generated table {name!r} (known: {', '.join(GENERATORS)})")
+        return m.group(1) + "\n".join(GENERATORS[name](results)) + "\n" + m.group(4)
+
+    starts = re.findall(r"^<!-- gen:([\w-]+) start", text, re.M)
+    out, count = _BLOCK.subn(fill, text)
+    if count != len(starts):
+        raise ValueError(f"{len(starts)} generated blocks start but {count} end properly")
+    return out
+
+
+def documents() -> list[Path]:
+    return sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a document is stale")
+    args = ap.parse_args(argv)
+    stale = []
+    for path in documents():
+        text = path.read_text()
+        new = render(text)
+        if new != text:
+            stale.append(path.relative_to(REPO))
+            if not args.check:
+                path.write_text(new)
+    verb = "stale" if args.check else "rewritten"
+    for p in stale:
+        print(f"{verb}: {p}")
+    return 1 if (args.check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
