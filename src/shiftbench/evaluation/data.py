@@ -466,9 +466,7 @@ class ReleasedTreeSource(Source):
         self.classes = reference
         self._keep: set[int] | None = None
         self._cache: dict[Condition, list[Item]] = {}
-        first = self._first_image()
-        with Image.open(first) as im:
-            w, h = im.size
+        w, h = self._first_readable_size()
         detected = _EDITION_BY_SIZE.get(w) if w == h else None
         if edition is not None:
             self.edition = get_edition(edition).name
@@ -487,14 +485,28 @@ class ReleasedTreeSource(Source):
         self.location = str(self.root.resolve())
         self.identity = f"{self.kind}:{self.location}:limit={self.limit}"
 
-    def _first_image(self) -> Path:
+    def _first_readable_size(self) -> tuple[int, int]:
+        """Width and height of the first image of the first condition that opens (the edition is read from it).
+
+        An unreadable file is passed over here; the evaluation skips and counts it like any other.
+        """
         c, s = self._conditions[0]
+        found = 0
         for cls in self.classes:
             for f in sorted((self.root / c / str(s) / cls).iterdir()):
-                if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS:
-                    return f
+                if not (f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS):
+                    continue
+                found += 1
+                try:
+                    with Image.open(f) as im:
+                        return im.size
+                except _DECODE_ERRORS:
+                    continue
         raise IncompleteDatasetError(
-            "--released", str(self.root), [f"{c}/{s} (no images)"], "images in every class folder"
+            "--released",
+            str(self.root),
+            [f"{c}/{s} ({'no images' if not found else f'none of its {found} images can be read'})"],
+            "readable images in every class folder",
         )
 
     def conditions(self) -> list[Condition]:
@@ -595,7 +607,15 @@ class ReleasedArraySource(Source):
                 f"Present: {', '.join(present) or 'no .npy files'}. "
                 "Pass --corruptions to evaluate only what is present.",
             )
-        labels = np.load(lab_path, mmap_mode="r")
+        try:
+            labels = np.load(lab_path, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:  # object arrays need pickle: refused, never unpickled
+            raise DataError(
+                f"{str(lab_path)!r} cannot be read as a plain integer array (allowed: a .npy of integer labels; "
+                f"object arrays are refused because loading them would unpickle code): {e}"
+            ) from e
+        if labels.dtype.kind not in "iu":
+            raise DataError(f"{str(lab_path)!r}: expected integer labels, got dtype {labels.dtype}")
         if labels.ndim != 1 or len(labels) == 0:
             raise DataError(f"{str(lab_path)!r}: expected a 1-D array of labels, got shape {labels.shape}")
         self._labels = np.asarray(labels, dtype=np.int64)
