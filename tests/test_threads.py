@@ -139,3 +139,25 @@ def test_default_follows_torch_and_explicit_is_kept() -> None:
         assert resolve_threads(5) == 5
     finally:
         torch.set_num_threads(before)
+
+
+def test_every_compiled_kernel_releases_the_gil() -> None:
+    """Threads only overlap in the compiled kernels if they release the GIL: every Numba function of
+    the engine's modules is compiled with ``nogil=True``."""
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import shiftbench.corruptions
+
+    mods = ["shiftbench._convert_cpu", "shiftbench._pcg64", "shiftbench._ziggurat", "shiftbench._xxh64"]
+    mods += [f"shiftbench.corruptions.{m.name}" for m in pkgutil.iter_modules(shiftbench.corruptions.__path__)]
+    kernels = {}
+    for m in mods:
+        mod = importlib.import_module(m)
+        for k, v in vars(mod).items():
+            if isinstance(v, CPUDispatcher) and v.__module__ == m:
+                kernels[f"{m}.{k}"] = v
+    assert len(kernels) > 40
+    assert [k for k, v in kernels.items() if not v.targetoptions.get("nogil")] == []
