@@ -161,3 +161,16 @@ def test_every_compiled_kernel_releases_the_gil() -> None:
                 kernels[f"{m}.{k}"] = v
     assert len(kernels) > 40
     assert [k for k, v in kernels.items() if not v.targetoptions.get("nogil")] == []
+
+
+def test_concurrent_callers_share_the_pool() -> None:
+    """Callers on several threads at once (one growing the pool) each get their own batch back."""
+    x = _batch("64", 9)
+    want = {t: shiftbench.corrupt(x, "impulse_noise", 3, seed=t, threads=1) for t in (2, 3, 4)}
+    got: dict[int, torch.Tensor] = {}
+    callers = [threading.Thread(target=lambda t=t: got.__setitem__(t, shiftbench.corrupt(x, "impulse_noise", 3, seed=t, threads=t))) for t in (2, 3, 4)]
+    for c in callers:
+        c.start()
+    for c in callers:
+        c.join()
+    assert all(torch.equal(got[t], want[t]) for t in want)

@@ -58,17 +58,18 @@ def split(n: int, size: int) -> list[tuple[int, int]]:
     return [(a, min(n, a + size)) for a in range(0, n, size)]
 
 
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """A shared pool with at least ``workers`` threads (a forked child makes its own: the parent's
-    threads do not exist there)."""
+def _submit(fn: Callable[[], None], count: int) -> list[Future[None]]:
+    """Start ``fn`` ``count`` times on a shared pool of at least ``count`` threads (grown when a call
+    needs more; submitted under the lock, so no call submits to a pool that is being replaced). A
+    forked child makes its own pool: the parent's threads do not exist there."""
     global _POOL
     with _POOL_LOCK:
-        if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] < workers:
+        if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] < count:
             old = _POOL
-            _POOL = (os.getpid(), workers, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="shiftbench-batch"))
+            _POOL = (os.getpid(), count, ThreadPoolExecutor(max_workers=count, thread_name_prefix="shiftbench-batch"))
             if old is not None and old[0] == os.getpid():
-                old[2].shutdown(wait=False)
-        return _POOL[2]
+                old[2].shutdown(wait=False)  # its running calls finish; its threads then exit
+        return [_POOL[2].submit(fn) for _ in range(count)]
 
 
 def run_in_threads(fn: Callable[[int, int], None], ranges: Sequence[tuple[int, int]], threads: int) -> None:
@@ -109,8 +110,7 @@ def run_in_threads(fn: Callable[[int, int], None], ranges: Sequence[tuple[int, i
                 errors.append(exc)
                 return
 
-    pool = _pool(helpers)
-    futures: list[Future[None]] = [pool.submit(drain) for _ in range(helpers)]
+    futures = _submit(drain, helpers)
     try:
         drain()
     finally:
