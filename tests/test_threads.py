@@ -151,7 +151,7 @@ def test_every_compiled_kernel_releases_the_gil() -> None:
 
     import shiftbench.corruptions
 
-    mods = ["shiftbench._convert_cpu", "shiftbench._pcg64", "shiftbench._ziggurat", "shiftbench._xxh64"]
+    mods = ["shiftbench._convert_cpu", "shiftbench._pcg64", "shiftbench._ziggurat", "shiftbench._xxh64", "shiftbench._philox"]
     mods += [f"shiftbench.corruptions.{m.name}" for m in pkgutil.iter_modules(shiftbench.corruptions.__path__)]
     kernels = {}
     for m in mods:
