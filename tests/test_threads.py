@@ -92,10 +92,28 @@ def test_threads_run_at_once_and_torch_threads_are_kept() -> None:
         assert len({ident for ident, _ in seen.values()}) == 2
         assert {n for _, n in seen.values()} == {1}
         assert torch.get_num_threads() == 2
-        # one thread: torch keeps up to `threads` threads of its own, capped by the caller's
+        # one range (or one thread): torch is single-threaded there too
         got: list[int] = []
-        run_in_threads(lambda a, e: got.append(torch.get_num_threads()), [(0, 4)], 1)
-        assert got == [1] and torch.get_num_threads() == 2
+        run_in_threads(lambda a, e: got.append(torch.get_num_threads()), [(0, 4)], 2)
+        run_in_threads(lambda a, e: got.append(torch.get_num_threads()), [(0, 2), (2, 4)], 1)
+        assert got == [1, 1, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_pixels_do_not_depend_on_torch_thread_count() -> None:
+    """torch's bilinear resampling gives other last bits at 1 and 2 intra-op threads; the engine runs
+    torch single-threaded inside every call, so a batch (split) and each image alone (one range)
+    agree whatever ``torch.set_num_threads`` says."""
+    x = _batch("224", 3)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        want = shiftbench.corrupt(x, "noc_thumbnail_resize", 4, seed=2)
+        torch.set_num_threads(2)
+        assert torch.equal(shiftbench.corrupt(x, "noc_thumbnail_resize", 4, seed=2), want)
+        for i in range(3):
+            assert torch.equal(shiftbench.corrupt(x[i], "noc_thumbnail_resize", 4, seed=2), want[i])
     finally:
         torch.set_num_threads(before)
 

@@ -200,9 +200,9 @@ def corrupt(
             ``"compiled"`` on a GPU), raises :class:`~shiftbench.errors.InvalidArgumentError`.
         threads: how many threads a CPU batch is split across, images in parallel (default:
             ``torch.get_num_threads()``, at most the CPUs the process may use). The output is the
-            same, bit for bit, whatever the split. While a batch is split, torch operations run
-            single-threaded in each of its threads; ``threads=1`` runs the call on one thread.
-            Ignored for accelerator batches.
+            same, bit for bit, whatever the split: torch operations run single-threaded in each
+            thread of the call (the parallelism is over images), so the pixels do not depend on
+            ``torch.get_num_threads()`` either. Ignored for accelerator batches.
 
     Returns:
         The corrupted image(s) in the input's type, dtype, layout and device.
