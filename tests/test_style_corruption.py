@@ -85,6 +85,13 @@ def test_same_image_same_output_whatever_the_batch(adain) -> None:
     assert torch.equal(t(x[1]), whole[1])
 
 
+def test_same_pixels_whatever_the_thread_split(adain) -> None:
+    x = images(7, seed=2)
+    one = shiftbench.corrupt(x, "style_transfer", severity=3, seed=4, threads=1)
+    for t in (2, 3):
+        assert torch.equal(shiftbench.corrupt(x, "style_transfer", severity=3, seed=4, threads=t), one), t
+
+
 def _transform_dataset(x: torch.Tensor):  # type: ignore[no-untyped-def]
     t = shiftbench.Corrupt("style_transfer", severity=2, seed=3)
 

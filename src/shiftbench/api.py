@@ -12,6 +12,7 @@ import torch
 
 from . import corruptions  # noqa: F401  (registers every corruption)
 from ._images import Batch, Output, to_batch
+from ._parallel import resolve_threads, run_in_threads, split
 from ._drawcheck import validate_draws
 from ._registry import ApplyContext, Corruption, SampleContext, get_corruption
 from ._validate import check_seed, check_severity
@@ -172,6 +173,7 @@ def corrupt(
     device: torch.device | str | None = None,
     quantize: bool = False,
     backend: str = "auto",
+    threads: int | None = None,
 ) -> Any:
     """Apply an ImageNet-C corruption to one image or a batch.
 
@@ -196,6 +198,11 @@ def corrupt(
             path), ``"tensor"`` (torch operations, any device), ``"compiled"``... All give the same
             8-bit output; a backend the corruption lacks, or one that cannot run the batch (e.g.
             ``"compiled"`` on a GPU), raises :class:`~shiftbench.errors.InvalidArgumentError`.
+        threads: how many threads a CPU batch is split across, images in parallel (default:
+            ``torch.get_num_threads()``, at most the CPUs the process may use). The output is the
+            same, bit for bit, whatever the split: torch operations run single-threaded in each
+            thread of the call (the parallelism is over images), so the pixels do not depend on
+            ``torch.get_num_threads()`` either. Ignored for accelerator batches.
 
     Returns:
         The corrupted image(s) in the input's type, dtype, layout and device.
@@ -208,16 +215,22 @@ def corrupt(
     h, w = b.size
     ed = _resolve_edition(spec, edition, h, w)
     params = spec.severity_params(ed.name, s)
+    workers = resolve_threads(threads)
+    if b.raw.device.type != "cpu":
+        workers = 1  # an accelerator batch runs as one call (its draws are sampled in threads)
     if keys is not None and len(keys) != n:
         raise InvalidArgumentError("keys", f"{len(keys)} keys", f"exactly one key per image ({n})")
     if draws is not None:  # before any kernel runs: kernels index by the draws
         draws = validate_draws(spec, draws, n, h, w, ed.name, s, params)
     chosen = spec.select_backend(b.raw.device, spec.input_dtype(b.float_input), backend)
     out = Output(b, quantize=quantize or release)
-    ctx = ApplyContext(edition=ed.name, severity=s, levels=out.to_uint8 and b.raw.device.type == "cpu", backend=chosen)
+    levels = out.to_uint8 and b.raw.device.type == "cpu"
     step = _chunk_size(b, spec)
-    for a in range(0, n, step):
-        e = min(n, a + step)
+
+    def run(a: int, e: int) -> None:
+        """Images a..e-1: draw (per image, from its own generator) and apply; a pure function of the
+        range, so ranges may run in any order on any thread."""
+        ctx = ApplyContext(edition=ed.name, severity=s, levels=levels, backend=chosen)
         ctx.out = None if release else out.levels_view(a, e)
         stacked: dict[str, torch.Tensor] = {}
         if spec.draw_apply is not None and draws is None and chosen == "compiled":
@@ -229,7 +242,7 @@ def corrupt(
             if release:
                 y = release_jpeg(y.clamp(0, 255).to(torch.uint8))
             out.put(a, e, y)
-            continue
+            return
         if spec.sample is not None:
             if draws is None:
 
@@ -250,6 +263,9 @@ def corrupt(
         if release:
             y = release_jpeg(y.clamp(0, 255).to(torch.uint8))
         out.put(a, e, y)
+
+    # with several threads, ranges small enough that a thread slowed by other load takes fewer of them
+    run_in_threads(run, split(n, step if workers <= 1 else min(step, -(-n // (2 * workers)))), workers)
     return out.result()
 
 
@@ -258,7 +274,8 @@ class Corrupt:
 
     Works on PIL images, tensors and arrays (see :func:`corrupt`). Because the
     draws derive from the image's pixels (or ``key_fn``), results do not depend on
-    DataLoader workers, batch size or shuffling.
+    DataLoader workers, batch size or shuffling. ``threads``: as in :func:`corrupt` (a CPU batch
+    is split across that many threads; default ``torch.get_num_threads()``).
 
     Example:
         >>> t = Corrupt("fog", severity=3, seed=0)
@@ -275,6 +292,7 @@ class Corrupt:
         release: bool = False,
         quantize: bool = False,
         backend: str = "auto",
+        threads: int | None = None,
     ) -> None:
         self.spec = get_corruption(corruption)
         self.severity = check_severity(severity)
@@ -287,6 +305,9 @@ class Corrupt:
         if backend != "auto":
             self.spec.backend(backend)  # an unknown name fails here, not at the first image
         self.backend = backend
+        if threads is not None:
+            resolve_threads(threads)  # a bad value fails here, not at the first image
+        self.threads = threads
 
     def __call__(self, image: Any, key: Any = None) -> Any:
         keys = None if key is None else [key]
@@ -302,6 +323,7 @@ class Corrupt:
             release=self.release,
             quantize=self.quantize,
             backend=self.backend,
+            threads=self.threads,
         )
 
     def __repr__(self) -> str:
