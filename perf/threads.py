@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.speed import machine  # noqa: E402
+from perf.speed import machine  # noqa: E402
 
 
 def _spin(cpu: int | None) -> None:
