@@ -104,7 +104,7 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
     if rows:
         names = sorted({c for r in rows for c in r.get("corruptions", {}) if c in BENCHMARK_CORRUPTIONS})
         if names:
-            sev["AlexNet (published)"] = {
+            sev["AlexNet (published)"] = {0: _pct(base.clean_error)} | {
                 s: 100.0 * sum(base.errors[c][s] for c in names) / len(names) for s in range(1, 6)
             }
     for r in rows:
