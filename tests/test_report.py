@@ -214,3 +214,35 @@ def test_report_renders_in_headless_chromium(built, tmp_path: Path) -> None:  # 
     a = np.asarray(img, dtype=np.int32)
     coloured = (np.abs(a[..., 0] - a[..., 2]) > 40).mean()  # the figures' red stars and bars, not only text
     assert _non_blank(img) and coloured > 0.001
+
+
+def test_study_store_adds_its_overlap_heatmap_and_says_why_an_unfinished_study_is_missing(store: Path, tmp_path: Path) -> None:
+    from shiftbench.overlap.scores import overlap_matrix
+    from shiftbench.overlap.store import OverlapStore
+    from shiftbench.report.build import study_figures
+
+    acc = {"standard": {"clean": 0.9, "blur": 0.5, "noise": 0.4},
+           "blur": {"clean": 0.88, "blur": 0.8, "noise": 0.5},
+           "noise": {"clean": 0.85, "blur": 0.55, "noise": 0.75}}
+    path = tmp_path / "study.sqlite"
+    with OverlapStore(path) as st:
+        sid = st.study("toy-study", {})
+        for m, row in acc.items():
+            for t, a in row.items():
+                st.put_accuracy(sid, m, t, round(a * 100), 100)
+        unfinished = st.study("unfinished", {})
+        st.put_accuracy(unfinished, "standard", "clean", 90, 100)
+        st.put_accuracy(unfinished, "standard", "blur", 50, 100)
+        st.put_accuracy(unfinished, "blur", "clean", 88, 100)  # blur x blur not stored yet
+        empty = st.study("no-corruption-yet", {})
+        st.put_accuracy(empty, "standard", "clean", 90, 100)
+    figs = {f.name: f for f in study_figures(path)}
+    assert set(figs) == {"overlap-toy-study", "overlap-unfinished", "overlap-no-corruption-yet"}
+    assert figs["overlap-unfinished"].figure is None and "incomplete" in figs["overlap-unfinished"].caption
+    assert figs["overlap-no-corruption-yet"].figure is None
+    shown = figs["overlap-toy-study"].figure.axes[0].images[0].get_array()
+    assert np.allclose(np.ma.filled(shown, np.nan), overlap_matrix(acc, on_undefined="nan").values, equal_nan=True)
+    r = build_report(store, tmp_path / "r.html", figures_dir=tmp_path / "f", study=path, gallery=False)
+    html = r.html.read_text(encoding="utf-8")
+    assert "Overlapping scores: toy-study" in html and "Not drawn:" in html
+    assert (tmp_path / "f" / "overlap-study_overlap-toy-study.png").is_file()

@@ -25,7 +25,7 @@ from ..errors import InvalidArgumentError
 from ..evaluation.errors import MissingPackageError
 from .figures import ReportFigure, png_bytes, png_data_uri, pyplot, svg_text
 
-__all__ = ["ReportResult", "build_report", "render_html", "collect"]
+__all__ = ["ReportResult", "build_report", "render_html", "collect", "study_figures", "records_table"]
 
 LONG_TEXT = 60
 
@@ -148,7 +148,7 @@ def _models(store: Path) -> tuple[list[str], list[dict[str, Any]], dict[str, lis
     return columns, rows, per_model
 
 
-def _study_figures(study: Path) -> list[ReportFigure]:
+def study_figures(study: Path) -> list[ReportFigure]:
     """Overlap heatmaps of every study in an overlap-study store (002/003 Fig. 2); a study not finished yet
     gets a figure-less entry saying why."""
     from ..overlap.scores import overlap_matrix
@@ -162,6 +162,10 @@ def _study_figures(study: Path) -> list[ReportFigure]:
                 m = overlap_matrix(st.accuracy_matrix(sid), on_undefined="nan")
             except Exception as e:  # noqa: BLE001 - a study still running: the report says so
                 out.append(ReportFigure(f"overlap-{_slug(sname)}", f"Overlap study {sname}", f"Not drawn: {e}", None))
+                continue
+            if not m.names:
+                out.append(ReportFigure(f"overlap-{_slug(sname)}", f"Overlap study {sname}",
+                                        "Not drawn: no corruption has both its model and its test stored yet.", None))
                 continue
             out.append(ReportFigure(
                 f"overlap-{_slug(sname)}", f"Overlapping scores: {sname}",
@@ -200,7 +204,7 @@ def build_report(
     if study is not None:
         if not Path(study).is_file():
             raise InvalidArgumentError("--study", str(study), "an existing overlap-study store")
-        figs["overlap-study"] = _study_figures(Path(study))
+        figs["overlap-study"] = study_figures(Path(study))
     fig_dir = Path(figures_dir) if figures_dir is not None else None
     written: list[Path] = []
     n = 0
