@@ -92,6 +92,19 @@ def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _finish(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str, grid: str = "both") -> Any:
+    """Axis labels, title, grid and legend, the same on every chart."""
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(axis=grid, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
 def published_scatter(
     published: Sequence[tuple[str, float | None, float | None]],
     measured: Sequence[tuple[str, float | None, float | None]],
@@ -117,14 +130,7 @@ def published_scatter(
         ax.scatter([x], [y], color=USER_COLORS[i % len(USER_COLORS)], marker="*", s=140, label=n, zorder=3)
     if reference is not None:
         ax.axhline(reference, color="#bbbbbb", linestyle="--", linewidth=1, zorder=1)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, xlabel, ylabel, title)
 
 
 def line_chart(
@@ -148,14 +154,7 @@ def line_chart(
         else:
             ax.plot(xs, [pts[x] for x in xs], "-o", color=USER_COLORS[k % len(USER_COLORS)], label=name, markersize=5)
             k += 1
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, xlabel, ylabel, title)
 
 
 def bar_chart(
@@ -189,13 +188,7 @@ def bar_chart(
     if reference is not None:
         ax.axhline(reference, color="#777777", linestyle="--", linewidth=1)
     ax.set_xticks(x, [c.removeprefix("noc_") for c in categories], rotation=45, ha="right", fontsize=8)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, "", ylabel, title, grid="y")
 
 
 def heatmap(values: Any, rows: Sequence[str], cols: Sequence[str], *, title: str = "", vmin: float = 0.0,
