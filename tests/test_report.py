@@ -246,3 +246,41 @@ def test_study_store_adds_its_overlap_heatmap_and_says_why_an_unfinished_study_i
     html = r.html.read_text(encoding="utf-8")
     assert "Overlapping scores: toy-study" in html and "Not drawn:" in html
     assert (tmp_path / "f" / "overlap-study_overlap-toy-study.png").is_file()
+
+
+def test_a_registered_benchmark_without_figures_gets_its_table_and_headline_column(store: Path, tmp_path: Path) -> None:
+    """The report core names no benchmark: a third-party one shows up from the registry alone."""
+    from shiftbench.benchmarks import register_benchmark
+    from shiftbench.evaluation.protocol import Benchmark, Section
+
+    own = tmp_path / "own.sqlite"
+    shutil.copy(store, own)
+    records = [{"model": "toy", "label": "toy #7", "evaluation": 7, "error": 0.25, "errors": {"a": 0.5, "b": 0.0}},
+               {"model": "icons-model", "label": "icons-model #8", "evaluation": 8, "error": 0.125,
+                "errors": {"a": 0.25, "b": 0.0}}]
+
+    class Icons(Benchmark):
+        name = "report-test-icons"
+        title = "Icons <held-out> & styles"
+        headline = ("error",)
+
+        def evaluate(self, settings, progress):  # type: ignore[no-untyped-def]
+            raise NotImplementedError("stored results only")
+
+        def stored(self, store, *, model, baseline, evaluation):  # type: ignore[no-untyped-def]
+            if Path(store) != own:
+                return None
+            return Section("icons", records, lambda: "", lambda console: None)
+
+    register_benchmark(Icons, replace=True)
+    r = build_report(own, tmp_path / "r.html", gallery=False)
+    html = r.html.read_text(encoding="utf-8")
+    assert "report-test-icons" in r.benchmarks
+    part = html.split('id="bench-report-test-icons"', 1)[1].split("</section>", 1)[0]
+    assert "Icons &lt;held-out&gt; &amp; styles" in part  # escaped by the template
+    head = part.split("<thead>", 1)[1].split("</thead>", 1)[0]
+    assert "<th>errors.a</th>" in head and "<th>errors.b</th>" in head
+    assert 'data-sort="0.125">0.125</td>' in part and "<figure" not in part
+    comparison = html.split('id="table-comparison"', 1)[1].split("</table>", 1)[0]
+    assert "<th>report-test-icons error</th>" in comparison
+    assert "<tr><td>icons-model</td>" in comparison

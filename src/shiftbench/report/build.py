@@ -9,7 +9,7 @@ and embeds the figures each benchmark draws in
 
 from __future__ import annotations
 
-import datetime as _dt
+import datetime
 import json
 import math
 import os
@@ -23,9 +23,19 @@ from .. import __version__
 from ..benchmarks import get_benchmark, list_benchmarks
 from ..errors import InvalidArgumentError
 from ..evaluation.errors import MissingPackageError
+from ..evaluation.protocol import Benchmark, Section
 from .figures import ReportFigure, png_bytes, png_data_uri, pyplot, svg_text
 
-__all__ = ["ReportResult", "build_report", "render_html", "collect", "study_figures", "records_table"]
+__all__ = [
+    "ReportResult",
+    "build_report",
+    "render_html",
+    "stored_sections",
+    "collect",
+    "compare_models",
+    "study_figures",
+    "records_table",
+]
 
 LONG_TEXT = 60
 
@@ -102,31 +112,41 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "figure"
 
 
-def collect(store: Path, *, with_figures: bool = True) -> tuple[list[BenchmarkPart], dict[str, list[ReportFigure]]]:
-    """Every registered benchmark's stored section, and its figures (by benchmark name)."""
-    parts: list[BenchmarkPart] = []
-    figures: dict[str, list[ReportFigure]] = {}
+def stored_sections(store: Path) -> list[tuple[Benchmark, Section]]:
+    """Every registered benchmark that has evaluations in ``store``, with its stored section (registry order)."""
+    out: list[tuple[Benchmark, Section]] = []
     for name in list_benchmarks():
         bench = get_benchmark(name)
         sec = bench.stored(store, model=None, baseline="alexnet", evaluation=None)
-        if sec is None:
-            continue
-        parts.append(BenchmarkPart(name, bench.title or name, bench.measures, records_table(sec.value),
+        if sec is not None:
+            out.append((bench, sec))
+    return out
+
+
+def collect(
+    store: Path, *, with_figures: bool = True, sections: list[tuple[Benchmark, Section]] | None = None
+) -> tuple[list[BenchmarkPart], dict[str, list[ReportFigure]]]:
+    """Every registered benchmark's stored section as a report part, and its figures (by benchmark name)."""
+    parts: list[BenchmarkPart] = []
+    figures: dict[str, list[ReportFigure]] = {}
+    for bench, sec in stored_sections(store) if sections is None else sections:
+        parts.append(BenchmarkPart(bench.name, bench.title or bench.name, bench.measures, records_table(sec.value),
                                    json.dumps(sec.value, indent=1, default=str)))
         if with_figures:
-            figures[name] = list(bench.report_figures(store, sec))
+            figures[bench.name] = list(bench.report_figures(store, sec))
     return parts, figures
 
 
-def _models(store: Path) -> tuple[list[str], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """Comparison across models (each benchmark's ``headline`` keys) and the records per model."""
+def compare_models(
+    sections: list[tuple[Benchmark, Section]],
+) -> tuple[list[str], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """The comparison across models (each benchmark's ``headline`` keys; a model's latest evaluation wins)
+    and each model's records: (columns, rows, records by model)."""
     columns: list[str] = []
     by_model: dict[str, dict[str, Any]] = {}
     per_model: dict[str, list[dict[str, Any]]] = {}
-    for name in list_benchmarks():
-        bench = get_benchmark(name)
-        sec = bench.stored(store, model=None, baseline="alexnet", evaluation=None)
-        if sec is None or not isinstance(sec.value, list):
+    for bench, sec in sections:
+        if not isinstance(sec.value, list):
             continue
         for rec in sec.value:
             if not isinstance(rec, dict) or rec.get("reference") or "model" not in rec:
@@ -134,14 +154,14 @@ def _models(store: Path) -> tuple[list[str], list[dict[str, Any]], dict[str, lis
             model = str(rec["model"])
             row = by_model.setdefault(model, {})
             for k in bench.headline:
-                col = f"{name} {k}"
+                col = f"{bench.name} {k}"
                 if col not in columns:
                     columns.append(col)
                 if rec.get(k) is not None:
-                    row[col] = rec[k]  # the latest evaluation of a model wins
+                    row[col] = rec[k]
             label = rec.get("label") or f"{model} #{rec.get('evaluation', '')}"
             per_model.setdefault(model, []).append(
-                {"benchmark": name, "label": label,
+                {"benchmark": bench.name, "label": label,
                  "values": [(k, _fmt(rec.get(k))[0]) for k in bench.headline if k in rec]}
             )
     rows = [{"model": m, "cells": [_fmt(v.get(c)) for c in columns]} for m, v in by_model.items()]
@@ -197,7 +217,8 @@ def build_report(
     except ImportError as e:
         raise MissingPackageError("jinja2", "`shiftbench report`", "pip install 'shiftbench[report]'") from e
     plt = pyplot()
-    parts, figs = collect(store)
+    sections = stored_sections(store)
+    parts, figs = collect(store, sections=sections)
     if not parts:
         raise InvalidArgumentError("--store", str(store), "a store holding at least one evaluation",
                                    "Run `shiftbench evaluate` first.")
@@ -226,7 +247,7 @@ def build_report(
                                 _atomic_write(fig_dir / f"{stem}.svg", svg_text(f.figure).encode("utf-8"))]
                 plt.close(f.figure)
             part.figures.append(entry)
-    columns, model_rows, per_model = _models(store)
+    columns, model_rows, per_model = compare_models(sections)
     gal: list[Any] = []
     gal_note = ""
     if gallery:
@@ -270,7 +291,7 @@ def render_html(jinja2: Any, **context: Any) -> str:
     corruptions = list(dict.fromkeys(g.corruption for g in context["gallery"] if g.severity))
     return env.get_template("report.html.j2").render(
         version=__version__,
-        generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         gallery_rows=corruptions,
         gallery_map=rows,
         **context,
