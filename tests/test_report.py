@@ -103,7 +103,7 @@ def test_every_figure_and_gallery_image_is_a_real_picture(built) -> None:  # typ
     uris = _data_uris(html)
     figs = [u for u in uris if u.startswith("data:image/png")]
     gallery = [u for u in uris if u.startswith("data:image/jpeg")]
-    assert len(figs) == r.n_figures >= 9
+    assert len(figs) == r.n_figures >= 10
     # clean once per gallery row + 19 corruptions x 5 severities
     assert len(gallery) == 19 * 6
     for u in figs + gallery[:6]:
@@ -135,7 +135,8 @@ def test_imagenet_c_figure_puts_published_and_stored_models_in_one_plane(store: 
 
     rows = _sections(store)["imagenet-c"]
     figs = {f.name: f for f in report_figures(rows)}
-    assert {"mce-vs-error", "relative-mce-vs-error", "error-per-severity", "ce-per-corruption"} <= set(figs)
+    assert {"mce-vs-error", "relative-mce-vs-error", "error-per-severity", "ce-per-corruption",
+            "error-per-corruption-severity"} <= set(figs)
     ax = figs["mce-vs-error"].figure.axes[0]
     points = {tuple(np.round(p, 3)) for c in ax.collections for p in c.get_offsets()}
     for pub in table("000:1").rows:  # 000 Table 1: clean error and mCE of every published model
@@ -151,6 +152,17 @@ def test_imagenet_c_figure_puts_published_and_stored_models_in_one_plane(store: 
         for s in range(1, 6)
     ]
     assert np.allclose(ys, expected)
+    panels = {ax.get_title(): ax for ax in figs["error-per-corruption-severity"].figure.axes if ax.get_title()}
+    assert set(panels) == {"gaussian_noise", "contrast", "fog"}
+    fog = {ln.get_label(): ln.get_data() for ln in panels["fog"].get_lines()}
+    assert np.allclose(fog[toy_b["label"]][1], [100 * toy_b["corruptions"]["fog"]["errors"][str(s)] for s in range(1, 6)])
+    colour = {ln.get_label(): ln.get_color() for ax in panels.values() for ln in ax.get_lines()}
+    for ax in panels.values():  # one colour per model in every panel
+        assert all(ln.get_color() == colour[ln.get_label()] for ln in ax.get_lines())
+    assert len(set(colour.values())) == len(colour)
+    from shiftbench.evaluation.baselines import alexnet_baseline
+
+    assert np.allclose(fog["AlexNet (published)"][1], [100 * alexnet_baseline().errors["fog"][s] for s in range(1, 6)])
 
 
 def test_imagenet_noc_figure_pairs_models_stored_with_both_benchmarks(store: Path) -> None:

@@ -80,7 +80,7 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
     000 Tables 1-2 next to the stored ones), error per severity (AlexNet's
     published errors dashed) and CE per corruption.
     """
-    from ..report.figures import ReportFigure, bar_chart, line_chart, published_scatter
+    from ..report.figures import ReportFigure, bar_chart, line_chart, published_scatter, small_multiples
     from ..zoo.tables import table
 
     rows = [r for r in rows if not r.get("reference")]
@@ -125,6 +125,17 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
             line_chart(sev, xlabel="severity", ylabel="top-1 error (%)", dashed=["AlexNet (published)"]),
         ))
     cats = [c for c in BENCHMARK_CORRUPTIONS if any(c in r.get("corruptions", {}) for r in rows)]
+    if cats:
+        panels = {c: {"AlexNet (published)": {s: 100.0 * base.errors[c][s] for s in range(1, 6)}} for c in cats}
+        for r in rows:
+            for c, d in r.get("corruptions", {}).items():
+                if c in panels:
+                    panels[c][r["label"]] = {int(s): _pct(e) for s, e in sorted(d.get("errors", {}).items())}
+        figs.append(ReportFigure(
+            "error-per-corruption-severity", "Error per corruption and severity",
+            "Top-1 error of each stored model per severity, one panel per corruption; AlexNet's published errors dashed.",
+            small_multiples(panels, xlabel="severity", ylabel="top-1 error (%)", dashed=["AlexNet (published)"]),
+        ))
     if cats:
         ref = table("000:1").rows[-1]
         series: dict[str, dict[str, float | None]] = {

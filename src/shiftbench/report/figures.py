@@ -24,6 +24,7 @@ __all__ = [
     "pyplot",
     "published_scatter",
     "line_chart",
+    "small_multiples",
     "bar_chart",
     "heatmap",
     "png_bytes",
@@ -144,17 +145,59 @@ def line_chart(
     """One line per series over shared x values (e.g. error per severity); ``dashed``: series drawn dashed (published)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    k = 0
+    _lines(ax, series, dashed)
+    return _finish(fig, ax, xlabel, ylabel, title)
+
+
+def _colours(names: Sequence[str], dashed: Sequence[str]) -> dict[str, str]:
+    """One colour per series name (grey for the dashed, published ones), the same in every panel."""
+    user = [n for n in dict.fromkeys(names) if n not in dashed]
+    return {n: PUBLISHED_COLOR for n in dashed} | {n: USER_COLORS[i % len(USER_COLORS)] for i, n in enumerate(user)}
+
+
+def _lines(ax: Any, series: Mapping[str, Mapping[Any, float | None]], dashed: Sequence[str],
+           colours: Mapping[str, str] | None = None) -> None:
+    col = colours if colours is not None else _colours(list(series), dashed)
     for name, pts in series.items():
         xs = [x for x in pts if _finite(pts[x])]
-        if not xs:
-            continue
-        if name in dashed:
-            ax.plot(xs, [pts[x] for x in xs], "--o", color=PUBLISHED_COLOR, label=name, markersize=4)
-        else:
-            ax.plot(xs, [pts[x] for x in xs], "-o", color=USER_COLORS[k % len(USER_COLORS)], label=name, markersize=5)
-            k += 1
-    return _finish(fig, ax, xlabel, ylabel, title)
+        if xs:
+            style, size = ("--o", 4) if name in dashed else ("-o", 5)
+            ax.plot(xs, [pts[x] for x in xs], style, color=col[name], label=name, markersize=size)
+
+
+def small_multiples(
+    panels: Mapping[str, Mapping[str, Mapping[Any, float | None]]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    dashed: Sequence[str] = (),
+    columns: int = 5,
+) -> Any:
+    """One small line chart per panel (e.g. per corruption: error per severity of each model), shared axes."""
+    plt = pyplot()
+    n = max(len(panels), 1)
+    cols = min(columns, n)
+    nrows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(2.6 * cols, 2.2 * nrows + 0.6), squeeze=False,
+                             sharex=True, sharey=True)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    colours = _colours([n for series in panels.values() for n in series], dashed)
+    for ax, (title, series) in zip(axes.flat, panels.items(), strict=False):
+        _lines(ax, series, dashed, colours)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel, fontsize=8)
+    for ax in axes[-1, :]:
+        ax.set_xlabel(xlabel, fontsize=8)
+    seen: dict[str, Any] = {}
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(lab, h)
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(len(seen), 4) or 1, fontsize=8)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
 
 
 def bar_chart(
