@@ -182,7 +182,8 @@ def test_cli_writes_the_report_and_refuses_a_missing_store(store: Path, tmp_path
     out = tmp_path / "r.html"
     assert main(["report", "--store", str(store), "--out", str(out), "--no-gallery"]) == 0
     assert "4 benchmark(s)" in capsys.readouterr().err
-    assert "<h2 id=\"gallery\">" in out.read_text(encoding="utf-8")
+    text = out.read_text(encoding="utf-8")
+    assert "Left out (--no-gallery)." in text and "data:image/jpeg" not in text
     assert main(["report", "--store", str(tmp_path / "none.sqlite"), "--out", str(out)]) == 2
     assert "--store" in capsys.readouterr().err
 

@@ -249,7 +249,7 @@ def build_report(
             part.figures.append(entry)
     columns, model_rows, per_model = compare_models(sections)
     gal: list[Any] = []
-    gal_note = ""
+    gal_note = "Left out (--no-gallery)."
     if gallery:
         from ..evaluation.metrics import ALL_CORRUPTIONS
         from .gallery import default_gallery_photo
