@@ -24,7 +24,7 @@ from ..evaluation.runner import BENCHMARKS, EvaluationResult, evaluate, resolve_
 from ..evaluation.store import ResultsStore
 from . import register_benchmark
 
-__all__ = ["ImageNetC", "report_rows", "demo_notes"]
+__all__ = ["ImageNetC", "report_rows", "demo_notes", "report_figures"]
 
 NAME = "imagenet-c"
 
@@ -69,6 +69,88 @@ def report_rows(result: EvaluationResult) -> list[ReportRow]:
     return rows
 
 
+def _pct(v: Any) -> float | None:
+    return None if v is None else 100.0 * float(v)
+
+
+def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
+    """The report's ImageNet-C figures from stored leaderboard rows (``shiftbench results`` JSON ``rows``).
+
+    000 Fig. 3 (mCE and relative mCE against clean error, published models of
+    000 Tables 1-2 next to the stored ones), error per severity (AlexNet's
+    published errors dashed) and CE per corruption.
+    """
+    from ..report.figures import ReportFigure, bar_chart, line_chart, published_scatter, small_multiples
+    from ..zoo.tables import table
+
+    rows = [r for r in rows if not r.get("reference")]
+    figs: list[Any] = []
+    partial = any(r.get("mce") is not None and not r.get("mce_complete") for r in rows)
+    warn = " Stored mCE values marked partial average fewer than 15 corruptions or severities: not comparable." if partial else ""
+    for key, tid, fname, what in (("mce", "000:1", "mce-vs-error", "mCE"), ("relative_mce", "000:2", "relative-mce-vs-error", "Relative mCE")):
+        t = table(tid)
+        measured = [(r["label"], _pct(r.get("clean_error")), _pct(r.get(key))) for r in rows]
+        if not any(m[1] is not None and m[2] is not None for m in measured):
+            continue
+        fig = published_scatter(
+            [(p.label, p.values.get("error"), p.values.get(key)) for p in t.rows], measured,
+            xlabel="clean top-1 error (%)", ylabel=f"{what} (%)", reference=100.0,
+        )
+        figs.append(ReportFigure(fname, f"{what} against clean error",
+                                 f"Stored models (stars) next to the published models of {t.paper}, Table {t.table} "
+                                 f"(grey; the paper's Figure 3 plots the same against accuracy). 100 = AlexNet.{warn}", fig))
+    sev: dict[str, dict[int, float | None]] = {}
+    base = alexnet_baseline()
+    if rows:
+        names = sorted({c for r in rows for c in r.get("corruptions", {}) if c in BENCHMARK_CORRUPTIONS})
+        if names:
+            sev["AlexNet (published)"] = {0: _pct(base.clean_error)} | {
+                s: 100.0 * sum(base.errors[c][s] for c in names) / len(names) for s in range(1, 6)
+            }
+    for r in rows:
+        per: dict[int, list[float]] = {}
+        for c, d in r.get("corruptions", {}).items():
+            if c in BENCHMARK_CORRUPTIONS:
+                for s, e in d.get("errors", {}).items():
+                    if e is not None:
+                        per.setdefault(int(s), []).append(100.0 * e)
+        pts: dict[int, float | None] = {0: _pct(r.get("clean_error"))}
+        pts.update({s: sum(v) / len(v) for s, v in sorted(per.items())})
+        sev[r["label"]] = pts
+    if any(k != "AlexNet (published)" for k in sev):
+        figs.append(ReportFigure(
+            "error-per-severity", "Error per severity",
+            "Top-1 error averaged over the stored benchmark corruptions, per severity (0 = clean); "
+            "AlexNet's published errors on the same corruptions dashed.",
+            line_chart(sev, xlabel="severity", ylabel="top-1 error (%)", dashed=["AlexNet (published)"]),
+        ))
+    cats = [c for c in BENCHMARK_CORRUPTIONS if any(c in r.get("corruptions", {}) for r in rows)]
+    if cats:
+        panels = {c: {"AlexNet (published)": {s: 100.0 * base.errors[c][s] for s in range(1, 6)}} for c in cats}
+        for r in rows:
+            for c, d in r.get("corruptions", {}).items():
+                if c in panels:
+                    panels[c][r["label"]] = {int(s): _pct(e) for s, e in sorted(d.get("errors", {}).items())}
+        figs.append(ReportFigure(
+            "error-per-corruption-severity", "Error per corruption and severity",
+            "Top-1 error of each stored model per severity, one panel per corruption; AlexNet's published errors dashed.",
+            small_multiples(panels, xlabel="severity", ylabel="top-1 error (%)", dashed=["AlexNet (published)"]),
+        ))
+    if cats:
+        ref = table("000:1").rows[-1]
+        series: dict[str, dict[str, float | None]] = {
+            f"{ref.label} (published)": {c: ref.values.get(c) for c in cats}
+        }
+        for r in rows:
+            series[r["label"]] = {c: _pct(d.get("ce")) for c, d in r.get("corruptions", {}).items()}
+        figs.append(ReportFigure(
+            "ce-per-corruption", "Corruption Error per corruption",
+            f"CE per corruption (100 = AlexNet, dashed line); {ref.label} from 000 Table 1 in grey.",
+            bar_chart(cats, series, ylabel="CE (%)", published=[f"{ref.label} (published)"], reference=100.0),
+        ))
+    return figs
+
+
 def _print_notes(console: Any, notes: list[str]) -> None:
     for n in notes:
         console.print(f"• {n}", highlight=False, soft_wrap=False)
@@ -79,6 +161,7 @@ class ImageNetC(Benchmark):
     name = NAME
     title = BENCHMARKS[NAME].title
     measures = "Top-1 error under 15 (+4 extra) corruptions at 5 severities: CE, mCE, relative mCE."
+    headline = ("clean_error", "mce", "relative_mce")
     options = ("released", "edition", "corruptions", "severities", "seed", "release", "baseline", "classes", "clean")
     conditions = "corruption x severity 1..5, and clean (severity 0); editions 224, 299, 64 (Tiny), 32 (CIFAR)"
     sources = ("on the fly from clean photos (--data)", "released ImageNet-C / Tiny-ImageNet-C tree, CIFAR-10-C/100-C arrays")
@@ -172,6 +255,9 @@ class ImageNetC(Benchmark):
         import json
 
         return Section("rows", json.loads(to_json(all_rows))["rows"], lambda: to_csv(all_rows), table)
+
+    def report_figures(self, store: Path, section: Section) -> list[Any]:
+        return report_figures(section.value)
 
     def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
         with ResultsStore(store, create=False) as db:

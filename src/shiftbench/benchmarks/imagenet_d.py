@@ -31,7 +31,38 @@ from ..evaluation.store import records_to_csv
 from ..evaluation.protocol import Benchmark, CountCallback, Progress, Report, Section
 from . import register_benchmark
 
-__all__ = ["ImageNetD"]
+__all__ = ["ImageNetD", "report_figures"]
+
+
+def report_figures(store: Path, records: list[dict[str, Any]]) -> list[Any]:
+    """The report's ImageNet-D figures: top-1 error per domain next to 004 Table 3's vanilla ResNet-50, and
+    004 Figure 2's error analysis (most predicted classes per domain) of each stored evaluation."""
+    from ..domains.evaluate import stored_error_analysis
+    from ..domains.mapping import DOMAINS
+    from ..domains.plot import error_analysis_figure
+    from ..report.figures import ReportFigure, bar_chart
+    from ..zoo.tables import table
+
+    if not records:
+        return []
+    ref = table("004:3").rows[0]
+    name = f"{ref.label} (published)"
+    series: dict[str, dict[str, float | None]] = {name: {d: ref.values.get(d) for d in DOMAINS}}
+    for r in records:
+        series[f"{r['model']} #{r['evaluation']} ({r['mapping']})"] = {d: 100.0 * e for d, e in r["errors"].items()}
+    figs = [ReportFigure(
+        "domain-errors", "Top-1 error per domain",
+        f"Top-1 error per ImageNet-D domain; {ref.label} from 004 Table 3 in grey (the paper's mapping).",
+        bar_chart(list(DOMAINS), series, ylabel="top-1 error (%)", published=[name]))]
+    for r in records:
+        analysis = stored_error_analysis(store, r["evaluation"], r["mapping"], top=8)
+        if analysis:
+            figs.append(ReportFigure(
+                f"error-analysis-{r['evaluation']}", f"Error analysis: {r['model']} #{r['evaluation']}",
+                "The ImageNet classes predicted most often per domain (004 Figure 2): blue inside ImageNet-D, "
+                "orange outside.",
+                error_analysis_figure(analysis, title=f"{r['model']} #{r['evaluation']}")))
+    return figs
 
 
 @register_benchmark
@@ -39,6 +70,7 @@ class ImageNetD(Benchmark):
     name = "imagenet-d"
     title = "ImageNet-D (Rusak et al., 2022)"
     measures = "Top-1 error on DomainNet's six domains mapped to ImageNet classes: DE, mDE, error analysis."
+    headline = ("mde",)
     options = ("mapping",)
     conditions = "domain: clipart, infograph, painting, quickdraw, real, sketch"
     sources = (
@@ -107,6 +139,9 @@ class ImageNetD(Benchmark):
             lambda: records_to_csv([rec]),
             lambda console: render_imagenet_val(rec, console),
         )
+
+    def report_figures(self, store: Path, section: Section) -> list[Any]:
+        return report_figures(store, section.value)
 
     def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
         if evaluation is not None:

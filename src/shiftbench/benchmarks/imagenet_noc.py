@@ -25,7 +25,7 @@ from ..overlap.noc import NocResult, evaluate_noc, load_benchmark
 from ..overlap.store import OverlapStore
 from . import register_benchmark
 
-__all__ = ["ImageNetNOC", "result_records", "stored_records"]
+__all__ = ["ImageNetNOC", "result_records", "stored_records", "report_figures"]
 
 
 def result_records(r: NocResult) -> list[dict[str, Any]]:
@@ -112,11 +112,43 @@ def _flat(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def report_figures(records: list[dict[str, Any]], imagenet_c_mce: dict[str, float] | None = None) -> list[Any]:
+    """The report's ImageNet-NOC figures: CE per corruption next to 003 Table 4's standard ResNet-50, and
+    ImageNet-NOC mCE against ImageNet-C mCE next to 003 Table 3 (models with both stored; ``imagenet_c_mce``:
+    model name -> mCE in %)."""
+    from ..report.figures import ReportFigure, bar_chart, published_scatter
+    from ..zoo.tables import table
+
+    figs: list[Any] = []
+    cats = sorted({c for r in records for c in r["ce"]})
+    if cats:
+        ref = table("003:4").rows[0]
+        name = f"{ref.label} ResNet-50 (published)"
+        series: dict[str, dict[str, float | None]] = {name: {c: ref.values.get(c) for c in cats}}
+        for r in records:
+            series[r["label"]] = {c: 100.0 * v for c, v in r["ce"].items()}
+        figs.append(ReportFigure(
+            "ce-per-corruption", "Corruption Error per corruption",
+            "CE per corruption (100 = AlexNet, dashed line); the standard ResNet-50 of 003 Table 4 in grey.",
+            bar_chart(cats, series, ylabel="CE (%)", published=[name], reference=100.0)))
+    ic = imagenet_c_mce or {}
+    measured = [(r["label"], ic.get(r["model"]), None if r["mce"] is None else 100.0 * r["mce"]) for r in records]
+    if any(x is not None and y is not None for _, x, y in measured):
+        t = table("003:3")
+        figs.append(ReportFigure(
+            "noc-vs-c-mce", "ImageNet-NOC mCE against ImageNet-C mCE",
+            "Stored models with both benchmarks (stars) next to 003 Table 3's pretrained classifiers (grey).",
+            published_scatter([(p.label, p.values.get("imagenet_c_mce"), p.values.get("imagenet_noc_mce")) for p in t.rows],
+                              measured, xlabel="ImageNet-C mCE (%)", ylabel="ImageNet-NOC mCE (%)", reference=100.0)))
+    return figs
+
+
 @register_benchmark
 class ImageNetNOC(Benchmark):
     name = "imagenet-noc"
     title = "ImageNet-NOC (Mintun et al., NeurIPS 2021)"
     measures = "Top-1 error under corruptions that do not overlap the training augmentations: CE, mCE."
+    headline = ("clean_error", "mce")
     options = ("corruptions", "seed", "classes")
     conditions = "clean, and each candidate corruption with one value per image from its whole range"
     sources = ("on the fly from clean photos (--data; default: the 20 demo images)",)
@@ -165,6 +197,16 @@ class ImageNetNOC(Benchmark):
             lambda: records_to_csv(result_records(res)),
             lambda console: console.out(res.table(), end="", highlight=False),
         )
+
+    def report_figures(self, store: Path, section: Section) -> list[Any]:
+        from . import get_benchmark
+
+        ic: dict[str, float] = {}
+        c = get_benchmark("imagenet-c").stored(store, model=None, baseline="alexnet", evaluation=None)
+        for row in c.value if c is not None else []:
+            if row.get("mce") is not None and not row.get("reference"):
+                ic[row["model"]] = 100.0 * row["mce"]  # the latest evaluation of a model wins
+        return report_figures(section.value, ic)
 
     def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
         if evaluation is not None:

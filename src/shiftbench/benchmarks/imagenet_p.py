@@ -30,7 +30,29 @@ from ..perturbations.report import (
 )
 from . import register_benchmark
 
-__all__ = ["ImageNetP"]
+__all__ = ["ImageNetP", "report_figures"]
+
+
+def report_figures(records: list[dict[str, Any]]) -> list[Any]:
+    """The report's ImageNet-P figures from stored records: flip rate (FR, 100 = AlexNet) per perturbation.
+
+    Where no record has an FR (no AlexNet numbers for the edition) the bars show the
+    flip probability FP in % instead.
+    """
+    from ..report.figures import ReportFigure, bar_chart
+
+    perts = [k[3:] for k in (records[0] if records else {}) if k.startswith("fp_")]
+    if not records or not perts:
+        return []
+    use_fr = any(r.get(f"fr_{p}") is not None for r in records for p in perts)
+    key, unit = ("fr", "FR (%)") if use_fr else ("fp", "flip probability FP (%)")
+    cats = [p for p in perts if any(r.get(f"{key}_{p}") is not None for r in records)]
+    series = {r["label"]: {p: None if r.get(f"{key}_{p}") is None else 100.0 * r[f"{key}_{p}"] for p in cats}
+              for r in records}
+    caption = ("Flip rate per perturbation (100 = AlexNet, dashed line)." if use_fr else
+               "Flip probability per perturbation (no AlexNet numbers for this edition, so no FR).")
+    return [ReportFigure("flip-rate", "Prediction flips per perturbation", caption,
+                         bar_chart(cats, series, ylabel=unit, reference=100.0 if use_fr else None))]
 
 
 @register_benchmark
@@ -38,6 +60,7 @@ class ImageNetP(Benchmark):
     name = "imagenet-p"
     title = "ImageNet-P (Hendrycks & Dietterich, ICLR 2019)"
     measures = "How often predictions flip along perturbation sequences: FP, uT5D, FR, T5D, mFR, mT5D."
+    headline = ("mfr", "mt5d", "mean_fp")
     options = ("released", "edition", "perturbations", "difficulties", "seed", "baseline", "classes")
     conditions = "perturbation (10 test + 4 validation) x difficulty 1..3"
     sources = ("on the fly from clean photos (--data)", "released ImageNet-P / Tiny-ImageNet-P MP4 tree, CIFAR-P arrays")
@@ -100,6 +123,9 @@ class ImageNetP(Benchmark):
             records = results_section(db, evs, baseline)
         return Section("imagenet_p", records, lambda: records_to_csv(records),
                        lambda console: render_results_section(records, console))
+
+    def report_figures(self, store: Path, section: Section) -> list[Any]:
+        return report_figures(section.value)
 
     def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
         with ResultsStore(store, create=False) as db:

@@ -20,7 +20,14 @@ from .errors import (
     MissingImageError,
     UnknownClassFoldersError,
 )
-from .evaluate import ImageNetDResult, evaluate_imagenet_d, stored_correlations, stored_domain_errors, stored_scores
+from .evaluate import (
+    ImageNetDResult,
+    evaluate_imagenet_d,
+    stored_correlations,
+    stored_domain_errors,
+    stored_error_analysis,
+    stored_scores,
+)
 from .mapping import (
     DEFAULT_MAPPING,
     DOMAINS,
@@ -50,7 +57,7 @@ from .metrics import (
     spearman,
     topk_domain_error,
 )
-from .plot import plot_confusion_matrix, plot_error_analysis
+from .plot import error_analysis_figure, plot_confusion_matrix, plot_error_analysis
 
 __all__ = [
     "DEFAULT_MAPPING",
@@ -92,6 +99,8 @@ __all__ = [
     "spearman",
     "stored_correlations",
     "stored_domain_errors",
+    "stored_error_analysis",
+    "error_analysis_figure",
     "stored_scores",
     "topk_domain_error",
 ]

@@ -47,6 +47,7 @@ __all__ = [
     "ImageNetDResult",
     "evaluate_imagenet_d",
     "stored_domain_errors",
+    "stored_error_analysis",
     "stored_scores",
     "stored_correlations",
 ]
@@ -467,6 +468,29 @@ def stored_domain_errors(store: str | Path, mapping: str | ImageNetDMapping | No
                     {"evaluation": eid, "model": model, "data": data, "images": n, "mapping": m.name,
                      "benchmark": benchmark_name(m.name), "errors": errs, "mde": mde}
                 )  # fmt: skip
+    finally:
+        con.close()
+    return out
+
+
+def stored_error_analysis(
+    store: str | Path, evaluation: int, mapping: str | ImageNetDMapping, *, top: int = 10
+) -> dict[str, list[PredictionCount]]:
+    """004 Figure 2's error analysis of one stored ImageNet-D evaluation: per domain, the most predicted classes.
+
+    ``mapping`` is the one the evaluation was scored with (its record's ``mapping``).
+    Domains without stored predictions are left out.
+    """
+    m = resolve_mapping(mapping)
+    out: dict[str, list[PredictionCount]] = {}
+    con = sqlite3.connect(f"file:{Path(store)}?mode=ro", uri=True, timeout=60.0)
+    try:
+        for d in DOMAINS:
+            rows = con.execute(
+                "SELECT top1 FROM imagenet_d_predictions WHERE evaluation_id=? AND domain=?", (int(evaluation), d)
+            ).fetchall()
+            if rows:
+                out[d] = error_analysis([r[0] for r in rows], top=top, mapping=m)
     finally:
         con.close()
     return out

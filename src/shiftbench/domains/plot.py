@@ -9,7 +9,7 @@ from pathlib import Path
 from ..evaluation.errors import MissingPackageError
 from .metrics import ConfusionMatrix, PredictionCount
 
-__all__ = ["plot_error_analysis", "plot_confusion_matrix", "INSIDE_COLOR", "OUTSIDE_COLOR"]
+__all__ = ["plot_error_analysis", "error_analysis_figure", "plot_confusion_matrix", "INSIDE_COLOR", "OUTSIDE_COLOR"]
 
 INSIDE_COLOR = "#1f77b4"  # blue: the predicted class is inside ImageNet-D
 OUTSIDE_COLOR = "#ff7f0e"  # orange: outside ImageNet-D
@@ -71,6 +71,17 @@ def plot_error_analysis(
         MissingPackageError: matplotlib is not installed (the message gives the install command).
     """
     plt = _pyplot("the ImageNet-D error-analysis chart")
+    fig = error_analysis_figure(analysis, title=title)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def error_analysis_figure(analysis: Mapping[str, Sequence[PredictionCount]], *, title: str | None = None):  # type: ignore[no-untyped-def]
+    """The error-analysis chart of :func:`plot_error_analysis` as a matplotlib figure (not saved, not closed)."""
+    plt = _pyplot("the ImageNet-D error-analysis chart")
     from matplotlib.patches import Patch
 
     domains = [d for d, rows in analysis.items() if rows]
@@ -101,8 +112,4 @@ def plot_error_analysis(
     if title:
         fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.06, 1, 0.95 if title else 1))
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return fig

@@ -144,6 +144,8 @@ class Benchmark(ABC):
         sources: where its data come from (on the fly, released files, ...).
         records: what it stores per item.
         items: what the progress display counts (noun, unit), e.g. ("frames", "frames").
+        headline: keys of its :meth:`stored` records that ``shiftbench report`` compares across
+            models (e.g. ``("clean_error", "mce")``), shown in the units of the records.
     """
 
     name: str = ""
@@ -155,6 +157,7 @@ class Benchmark(ABC):
     records: str = ""
     items: tuple[str, str] = ("images", "img")
     refusals: Mapping[str, str] = {}
+    headline: tuple[str, ...] = ()
 
     @abstractmethod
     def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
@@ -165,6 +168,15 @@ class Benchmark(ABC):
     ) -> Section | None:
         """Its evaluations stored in ``store`` (None: none there)."""
         return None
+
+    def report_figures(self, store: Path, section: Section) -> list[Any]:
+        """Figures for ``shiftbench report`` from its stored section (default: none; the report still shows its tables).
+
+        Returns :class:`shiftbench.report.figures.ReportFigure` objects, drawn with the
+        helpers of that module (published models next to the user's, per-condition
+        curves and bars). Called only when matplotlib is installed.
+        """
+        return []
 
     def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
         """Print its stored runs with their status (``results --runs``); returns whether there were any."""
