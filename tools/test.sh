@@ -26,6 +26,8 @@ if ! "$PEERS/bin/python" -c "import imagenet_c, wand.image" >/dev/null 2>&1; the
   VENV="$PEERS" bash tools/reference-env.sh > /tmp/shiftbench-reference-env.log 2>&1 || {
     tail -40 /tmp/shiftbench-reference-env.log; exit 1; }
 fi
+# headless Chromium for the report's browser test (Debian package; skipped with a reason if it cannot be had)
+bash tools/ensure-chromium.sh || echo "warning: chromium could not be installed; the report's browser test will be skipped" >&2
 export SHIFTBENCH_PEERS_VENV="$PEERS"
 export SHIFTBENCH_REQUIRE_ORACLE=${SHIFTBENCH_REQUIRE_ORACLE:-1}
 exec python -m pytest -m "not slow" "$@"
