@@ -62,6 +62,7 @@ BENCHMARK_OPTIONS: tuple[str, ...] = (
     "styles",
     "style_backend",
     "holdout",
+    "recipe",
 )
 """``evaluate`` options a benchmark may accept (it lists the ones it does in :attr:`Benchmark.options`)."""
 
