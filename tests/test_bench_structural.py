@@ -1,0 +1,110 @@
+"""icons-50-style on the benchmark protocol, on the real emoji-styles data with a tiny model: end to end through
+`shiftbench evaluate` and `shiftbench results`, accuracies checked against plain SQL and an independent prediction
+of the trained network, resumption, a given checkpoint, bad inputs."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shiftbench.cli import main
+from shiftbench.structural import predict, read_emoji_styles, style_holdout
+from shiftbench.training.recipes import get_recipe, load_trained, train_classifier
+
+from ._eval_toys import SHARED
+
+EMOJI = SHARED / "data" / "emoji-styles"
+TINY = "icons50-wrn-16-4:arch=small_cnn,epochs=1"
+pytestmark = pytest.mark.skipif(not (EMOJI / "emoji-styles-32.npz").is_file(), reason="shared emoji-styles data absent")
+
+
+def _spread(idx: np.ndarray, n: int) -> np.ndarray:
+    return idx if len(idx) <= n else idx[np.linspace(0, len(idx) - 1, n).round().astype(np.int64)]
+
+
+def test_icons_50_style_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.sqlite"
+    args = ["evaluate", "--benchmark", "icons-50-style", "--data", str(EMOJI), "--store", str(store), "--no-progress",
+            "--recipe", TINY, "--limit", "120", "--results-format", "json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (rec,) = doc["splits"]
+    assert rec["split"] == "style:fluent-emoji-high-contrast" and rec["n_heldout"] == 120 and rec["n_seen"] == 120
+    assert rec["gap"] == pytest.approx(rec["seen_accuracy"] - rec["heldout_accuracy"])
+    # the same accuracies from the store by plain SQL
+    db = sqlite3.connect(store)
+    for part, key in (("held_out", "heldout_accuracy"), ("seen_test", "seen_accuracy")):
+        n, right = db.execute("SELECT COUNT(*), SUM(p.top1 = p.label) FROM predictions p JOIN runs r ON r.id=p.run_id "
+                              "WHERE r.corruption LIKE ?", (part + ":%",)).fetchone()
+        assert n == 120 and right / n == pytest.approx(rec[key])
+        assert db.execute("SELECT COUNT(*) FROM predictions WHERE top5 IS NULL").fetchone()[0] == 0
+    db.close()
+    # an independent prediction with the trained network (structural.predict) on the held-out items
+    model = load_trained(rec["checkpoint"])
+    data = read_emoji_styles(EMOJI)
+    split = style_holdout(data)
+    held = data.subset(_spread(split.heldout_idx, 120))
+    r = model.spec.recipe
+    acc = float((predict(model.net, held, mean=r.mean, std=r.std, image_size=32) == held.labels).mean())
+    assert acc == pytest.approx(rec["heldout_accuracy"])
+    # the checkpoint is the recipe trained on the split's training part (seeded): the same weights from the harness
+    own = train_classifier(split.train_source.subset(_spread(split.train_idx, 120)), get_recipe(TINY.split(":")[0],
+                           arch="small_cnn", epochs=1), tmp_path / "own", run_name=Path(rec["checkpoint"]).stem)
+    sd = model.net.state_dict()
+    assert all(np.array_equal(v.numpy(), sd[k].numpy()) for k, v in own.net.state_dict().items())
+    # run again: resumed from the store and the finished checkpoint, same numbers
+    mtime = Path(rec["checkpoint"]).stat().st_mtime_ns
+    assert main(args) == 0
+    again = json.loads(capsys.readouterr().out)["splits"][0]
+    assert again["evaluation"] == rec["evaluation"] and again["heldout_accuracy"] == rec["heldout_accuracy"]
+    assert Path(rec["checkpoint"]).stat().st_mtime_ns == mtime
+    # a checkpoint given with --model
+    assert main([*args[:-2], "--model", str(own.checkpoint), "--results-format", "json"]) == 0
+    given = json.loads(capsys.readouterr().out)["splits"][0]
+    assert given["heldout_accuracy"] == pytest.approx(rec["heldout_accuracy"]) and given["evaluation"] != rec["evaluation"]
+    # results: every format
+    assert main(["results", "--store", str(store), "--results-format", "json"]) == 0
+    stored = json.loads(capsys.readouterr().out)["icons_50_style"]
+    assert [s["heldout_accuracy"] for s in stored] == pytest.approx([rec["heldout_accuracy"]] * 2)
+    assert main(["results", "--store", str(store)]) == 0
+    assert "ICONS-50 style hold-out" in capsys.readouterr().out
+    assert main(["results", "--store", str(store), "--results-format", "csv"]) == 0
+    assert capsys.readouterr().out.count("icons-50-style") == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--holdout", "comic-sans"], ["style", "comic-sans"]),
+        (["--recipe", "icons50-wrn-99"], ["recipe", "icons50-wrn-16-4"]),
+        (["--recipe", "icons50-wrn-16-4:epochs"], ["recipe", "key=value"]),
+        (["--model", "no-such.pt"], ["model", "train_classifier"]),
+        (["--severities", "2"], ["--severities does not apply to icons-50-style"]),
+    ],
+)
+def test_bad_inputs_one_line_exit_2(extra: list[str], words: list[str], tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["evaluate", "--benchmark", "icons-50-style", "--data", str(EMOJI), "--store", str(tmp_path / "s.sqlite"),
+               "--no-progress", *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert all(w in err for w in words), err
+
+
+def test_missing_data_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", "--benchmark", "icons-50-style", "--store", str(tmp_path / "s.sqlite"), "--no-progress"]) == 2
+    assert "data" in capsys.readouterr().err
+
+
+def test_leave_one_style_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", "--benchmark", "icons-50-style", "--data", str(EMOJI), "--store", str(tmp_path / "s.sqlite"),
+                 "--no-progress", "--recipe", TINY, "--limit", "30", "--holdout", "all", "--results-format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    styles = sorted(set(read_emoji_styles(EMOJI).styles.tolist()))
+    assert [r["held_out"] for r in doc["splits"]] == [[s] for s in styles]
+    assert doc["mean"]["gap"] == pytest.approx(np.mean([r["gap"] for r in doc["splits"]]))
+    assert len({r["checkpoint"] for r in doc["splits"]}) == len(styles)  # one model per split
