@@ -108,3 +108,42 @@ def test_leave_one_style_out(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert [r["held_out"] for r in doc["splits"]] == [[s] for s in styles]
     assert doc["mean"]["gap"] == pytest.approx(np.mean([r["gap"] for r in doc["splits"]]))
     assert len({r["checkpoint"] for r in doc["splits"]}) == len(styles)  # one model per split
+
+
+def test_icons_50_subtype_random_and_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from shiftbench.structural import subtype_holdout
+
+    data = read_emoji_styles(EMOJI)
+    base = ["evaluate", "--benchmark", "icons-50-subtype", "--data", str(EMOJI), "--store", str(tmp_path / "s.sqlite"),
+            "--no-progress", "--recipe", TINY, "--limit", "40", "--results-format", "json"]
+    assert main([*base, "--holdout", "random", "--seed", "3"]) == 0
+    (rec,) = json.loads(capsys.readouterr().out)["splits"]
+    assert rec["held_out"] == list(subtype_holdout(data, "random", seed=3).held_out) and rec["n_heldout"] == 40
+    named = ",".join(sorted(set(data.subtypes.tolist()))[:2])
+    assert main([*base, "--holdout", named]) == 0
+    (rec2,) = json.loads(capsys.readouterr().out)["splits"]
+    assert rec2["held_out"] == named.split(",") and rec2["checkpoint"] != rec["checkpoint"]
+    assert main([*base, "--holdout", "no-such-subtype"]) == 2
+    assert "subtypes" in capsys.readouterr().err
+
+
+def test_cifar_100_subclass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from shiftbench.structural import cifar100_subclass_split, read_cifar100
+
+    from .test_structural_data import write_cifar100
+
+    imgs = read_emoji_styles(EMOJI).images  # real 32 x 32 images standing in for CIFAR-100's, fine labels cycled
+    write_cifar100(tmp_path, imgs[:400], [i % 100 for i in range(400)], "train")
+    write_cifar100(tmp_path, imgs[400:700], [i % 100 for i in range(300)], "test")
+    data = str(tmp_path / "cifar-100-python")
+    args = ["evaluate", "--benchmark", "cifar-100-subclass", "--data", data, "--store", str(tmp_path / "s.sqlite"),
+            "--no-progress", "--recipe", "cifar100-wrn-40-2:arch=small_cnn,epochs=1", "--results-format", "json"]
+    assert main([*args, "--holdout", "2"]) == 0
+    (rec,) = json.loads(capsys.readouterr().out)["splits"]
+    split = cifar100_subclass_split(read_cifar100(data, "train"), read_cifar100(data, "test"), 2)
+    assert rec["n_heldout"] == len(split.heldout_idx) == 120 and rec["n_seen"] == len(split.seen_test_idx) == 180
+    assert rec["held_out"] == list(split.held_out)
+    for k in ("0", "4", "x"):
+        assert main([*args, "--holdout", k]) == 2
+        err = capsys.readouterr().err
+        assert "holdout" in err and "1, 2 or 3" in err and err.count("\n") == 1

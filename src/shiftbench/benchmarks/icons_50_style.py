@@ -129,7 +129,8 @@ class HoldoutBenchmark(Benchmark):
             return trained
         spec = parse_recipe(settings.get("recipe"), self.default_recipe)
         train = split.train_source.subset(_spread(split.train_idx, limit))
-        folder = store.parent / "structural-models" / self.name / f"{split.name.replace(':', '-').replace('/', '_')}"
+        tag = hashlib.sha256(json.dumps([split.held_out, split.info], sort_keys=True, default=str).encode()).hexdigest()[:8]
+        folder = store.parent / "structural-models" / self.name / f"{split.name.replace(':', '-').replace('/', '_')}-{tag}"
         return train_classifier(train, spec, folder, seed=int(settings.get("seed") or 0),
                                 device=settings.get("device") or "cpu",
                                 run_name=f"{spec.name}-seed{int(settings.get('seed') or 0)}-n{len(train)}")
@@ -145,7 +146,7 @@ class HoldoutBenchmark(Benchmark):
                 model = self.model_for(split, settings, store)
                 mid = db.register_model(f"{model.spec.arch} {model.checkpoint.stem}", f"structural:{model.checkpoint.resolve()}",
                                         _sha256(model.checkpoint), {"spec": model.spec.to_dict(), "split": split.to_dict()})
-                sid = db.register_source(data.name.split()[0], f"{data.name}|{split.name}|{json.dumps(split.info, sort_keys=True, default=str)}",
+                sid = db.register_source(data.name.split()[0], f"{data.name}|{split.name}|{json.dumps([split.held_out, split.info], sort_keys=True, default=str)}",
                                          str(settings.get("data")), split.classes, {})
                 lid = db.register_label_space(hashlib.sha256("\n".join(split.classes).encode()).hexdigest(), "model", split.classes)
                 eid = db.register_evaluation(mid, sid, self.name, str(model.image_size), int(settings.get("seed") or 0), False, lid)
