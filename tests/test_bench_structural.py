@@ -147,3 +147,41 @@ def test_cifar_100_subclass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert main([*args, "--holdout", k]) == 2
         err = capsys.readouterr().err
         assert "holdout" in err and "1, 2 or 3" in err and err.count("\n") == 1
+
+
+class _StopAfter:
+    """A progress display that interrupts the evaluation (as Ctrl-C would) after ``n`` stored batches."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def start(self, total: int, description: str) -> None:
+        pass
+
+    def advance(self, n: int, description: str) -> None:
+        self.n -= 1
+        if self.n <= 0:
+            raise KeyboardInterrupt
+
+    def stop(self) -> None:
+        pass
+
+
+def test_interrupted_evaluation_resumes_without_lost_or_duplicated_items(tmp_path: Path) -> None:
+    from shiftbench.benchmarks import get_benchmark
+
+    bench = get_benchmark("icons-50-style")
+    settings = {"data": str(EMOJI), "recipe": TINY, "limit": 40, "batch_size": 16, "store": str(tmp_path / "a.sqlite")}
+    with pytest.raises(KeyboardInterrupt):
+        bench.evaluate(settings, _StopAfter(2))
+    db = sqlite3.connect(tmp_path / "a.sqlite")
+    assert db.execute("SELECT COUNT(*) FROM predictions").fetchone()[0] == 32  # two batches of the first part
+    assert db.execute("SELECT COUNT(*) FROM runs WHERE status='complete'").fetchone()[0] == 0
+    db.close()
+    resumed = json.loads(bench.evaluate(settings, None).json())["splits"][0]
+    whole = json.loads(bench.evaluate({**settings, "store": str(tmp_path / "b.sqlite")}, None).json())["splits"][0]
+    for k in ("heldout_accuracy", "seen_accuracy", "n_heldout", "n_seen"):
+        assert resumed[k] == whole[k]
+    db = sqlite3.connect(tmp_path / "a.sqlite")
+    assert db.execute("SELECT COUNT(*), COUNT(DISTINCT run_id || '/' || image) FROM predictions").fetchone() == (80, 80)
+    db.close()

@@ -158,7 +158,8 @@ class HoldoutBenchmark(Benchmark):
                     if settings.get("rerun"):
                         db.delete_runs([r.id for r in db.runs(eid) if r.corruption == cond])
                     rid = db.register_run(eid, sid, cond, 0, len(idx), package_versions())
-                    todo = [int(i) for i in idx if str(int(i)) not in db.done_keys(rid)]
+                    done = db.done_keys(rid)
+                    todo = [int(i) for i in idx if str(int(i)) not in done]
                     if todo:
                         if progress is not None:
                             progress.start(len(todo), cond)
