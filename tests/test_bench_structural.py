@@ -185,3 +185,41 @@ def test_interrupted_evaluation_resumes_without_lost_or_duplicated_items(tmp_pat
     db = sqlite3.connect(tmp_path / "a.sqlite")
     assert db.execute("SELECT COUNT(*), COUNT(DISTINCT run_id || '/' || image) FROM predictions").fetchone() == (80, 80)
     db.close()
+
+
+@pytest.mark.slow  # fine-tunes EfficientNet-Lite0's head at 224 px: over 30 s on a shared 2-core machine
+def test_imagenet_22k_subclass_on_a_small_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    from shiftbench.structural import imagenet22k_superclasses, imagenet22k_wnids
+
+    from ._eval_toys import SAMPLE_DIR
+
+    seen, unseen = imagenet22k_wnids("seen"), imagenet22k_wnids("unseen")
+    tree = tmp_path / "tree"
+    photos = sorted(SAMPLE_DIR.glob("*.JPEG"))
+    mine = [p for p in photos if p.name.split("_")[0] in seen]
+    for p in mine:  # the shared ImageNet-1K photos of the Appendix G superclasses: seen subclasses
+        (tree / p.name.split("_")[0]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(p, tree / p.name.split("_")[0] / p.name)
+    supers = sorted({seen[p.name.split("_")[0]] for p in mine})[:2]
+    for s in supers:  # an unseen subclass of two of those superclasses, holding photos of the superclass
+        w = next(w for w in sorted(unseen) if unseen[w] == s)
+        (tree / w).mkdir()
+        for p in [p for p in mine if seen[p.name.split("_")[0]] == s][:2]:
+            shutil.copy(p, tree / w / p.name)
+    rc = main(["evaluate", "--benchmark", "imagenet-22k-subclass", "--data", str(tree), "--store", str(tmp_path / "s.sqlite"),
+               "--no-progress", "--recipe", "finetune-head:epochs=1,batch_size=16", "--results-format", "json"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    (rec,) = json.loads(out.out)["splits"]
+    assert rec["split"] == "imagenet22k:unseen" and len(rec["held_out"]) == 2
+    assert rec["n_heldout"] == sum(len(list((tree / w).iterdir())) for w in rec["held_out"])
+    assert 0 <= rec["heldout_accuracy"] <= 1 and rec["gap"] == pytest.approx(rec["seen_accuracy"] - rec["heldout_accuracy"])
+    assert len(imagenet22k_superclasses()) == 25
+    # a tree without unseen subclasses is refused in one line
+    for w in rec["held_out"]:
+        shutil.rmtree(tree / w)
+    assert main(["evaluate", "--benchmark", "imagenet-22k-subclass", "--data", str(tree), "--store", str(tmp_path / "s.sqlite"),
+                 "--no-progress"]) == 2
+    assert "0 unseen" in capsys.readouterr().err

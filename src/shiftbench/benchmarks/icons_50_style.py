@@ -39,7 +39,7 @@ from ..training.loop import normaliser
 from ..training.recipes import TrainedModel, get_recipe, load_trained, train_classifier
 from . import register_benchmark
 
-__all__ = ["HoldoutBenchmark", "Icons50Style", "read_icons_data", "parse_recipe"]
+__all__ = ["HoldoutBenchmark", "Icons50Style", "read_icons_data", "parse_recipe", "spread"]
 
 
 def read_icons_data(path: str | None) -> LabelledImages:
@@ -71,7 +71,8 @@ def parse_recipe(spec: str | None, default: str) -> Any:
     return get_recipe(name.strip(), **over)
 
 
-def _spread(idx: np.ndarray, limit: int | None) -> np.ndarray:
+def spread(idx: np.ndarray, limit: int | None) -> np.ndarray:
+    """At most ``limit`` of ``idx``, spread evenly (all of them when ``limit`` is None)."""
     if not limit or len(idx) <= limit:
         return idx
     return idx[np.linspace(0, len(idx) - 1, int(limit)).round().astype(np.int64)]
@@ -128,7 +129,7 @@ class HoldoutBenchmark(Benchmark):
                                            f"It has {len(trained.classes)}.")
             return trained
         spec = parse_recipe(settings.get("recipe"), self.default_recipe)
-        train = split.train_source.subset(_spread(split.train_idx, limit))
+        train = split.train_source.subset(spread(split.train_idx, limit))
         tag = hashlib.sha256(json.dumps([split.held_out, split.info], sort_keys=True, default=str).encode()).hexdigest()[:8]
         folder = store.parent / "structural-models" / self.name / f"{split.name.replace(':', '-').replace('/', '_')}-{tag}"
         return train_classifier(train, spec, folder, seed=int(settings.get("seed") or 0),
@@ -153,7 +154,7 @@ class HoldoutBenchmark(Benchmark):
                 parts: dict[str, ItemPredictions] = {}
                 for part, source, idx in (("held_out", split.test_source, split.heldout_idx),
                                           ("seen_test", split.seen_source or split.train_source, split.seen_test_idx)):
-                    idx = _spread(idx, limit)
+                    idx = spread(idx, limit)
                     cond = f"{part}:{split.name}"
                     if settings.get("rerun"):
                         db.delete_runs([r.id for r in db.runs(eid) if r.corruption == cond])
