@@ -159,7 +159,7 @@ def test_register_benchmark_refuses_bad_declarations() -> None:
 # -- contracts generated from the registry ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["imagenet-c", "imagenet-p", "imagenet-noc", "imagenet-d"])
+@pytest.mark.parametrize("name", list_benchmarks())
 def test_every_benchmark_declares_itself(name: str) -> None:
     b = get_benchmark(name)
     d = b.describe()
@@ -169,7 +169,7 @@ def test_every_benchmark_declares_itself(name: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "option"),
-    [(n, o) for n in ("imagenet-c", "imagenet-p", "imagenet-noc", "imagenet-d") for o in BENCHMARK_OPTIONS
+    [(n, o) for n in list_benchmarks() for o in BENCHMARK_OPTIONS
      if not get_benchmark(n).accepts(o)],
 )
 def test_inapplicable_options_are_refused_in_one_line_before_any_work(

@@ -546,7 +546,7 @@ def _write_manifest(out: Path, config: GenerateConfig, report: GenerateReport, t
         finally:
             db.close()
         done = {n for n, _ in tasks}
-        names = [n for n in list_corruptions("all") + list_corruptions(group="candidate") if n in done]
+        names = [n for n in list_corruptions("all") + list_corruptions(group="candidate") + list_corruptions("style") if n in done]
         sevs = sorted({int(s) for _, s in tasks})
         _atomic_write_bytes(out / "checksums.sha256", "".join(f"{h}  {p}\n" for p, h in rows).encode(), tmp_dir)
         settings = {
@@ -570,4 +570,9 @@ def _write_manifest(out: Path, config: GenerateConfig, report: GenerateReport, t
             "failed": [{"file": f, "reason": r} for f, r in failed],
             "checksums": "checksums.sha256",
         }
+        if "style_transfer" in names:  # the style set, backend and schedule fix these pixels as much as the seed
+            from .style import style_backend, style_settings, style_source
+
+            style_source(), style_backend()
+            manifest["style"] = style_settings()
         _atomic_write_bytes(out / "manifest.json", json.dumps(manifest, indent=1).encode(), tmp_dir)

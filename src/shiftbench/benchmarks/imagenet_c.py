@@ -208,7 +208,7 @@ class ImageNetC(Benchmark):
 
     def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
         with ResultsStore(store, create=False) as db:
-            evs = db.evaluations_of(list(BENCHMARKS), model, evaluation)
+            evs = db.evaluations_of([NAME], model, evaluation)
             if not evs:
                 return None
             groups: dict[tuple[str, str, str, str], list[ReportRow]] = {}
@@ -261,7 +261,7 @@ class ImageNetC(Benchmark):
 
     def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
         with ResultsStore(store, create=False) as db:
-            evs = db.evaluations_of(list(BENCHMARKS), model, evaluation)
+            evs = db.evaluations_of([NAME], model, evaluation)
             if not evs:
                 return False
             t = Table(title=f"Runs in {store}", title_justify="left", header_style="bold")

@@ -64,6 +64,16 @@ def refuse_inapplicable(ctx: click.Context, bench: Any, kw: dict[str, Any]) -> N
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the on-the-fly corruptions.")
 @click.option("--mapping", default=None,
               help="imagenet-d: class mapping, paper (as published, the default) or wordnet (curated variant).")
+@click.option("--styles", type=click.Path(), default=None,
+              help="imagenet-c-style: folder of style images (default: SHIFTBENCH_STYLE_DIR).")
+@click.option("--style-backend", default=None,
+              help="imagenet-c-style: adain (the paper's method) or magenta-lite (default: SHIFTBENCH_STYLE_BACKEND).")
+@click.option("--holdout", default=None,
+              help="Structural benchmarks: the held-out part: a style (icons-50-style; 'all' = leave each out) or "
+              "k 1..3 (cifar-100-subclass).")
+@click.option("--recipe", default=None,
+              help="Structural benchmarks without a --model checkpoint: the training recipe, NAME or "
+              "NAME:key=value,... (e.g. icons50-wrn-16-4:arch=small_cnn,epochs=1); default: the paper's.")
 @click.option("--release/--no-release", default=False, show_default=True,
               help="Store-and-reload each corrupted image as JPEG q85, like the released datasets.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)

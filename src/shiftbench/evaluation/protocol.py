@@ -59,6 +59,10 @@ BENCHMARK_OPTIONS: tuple[str, ...] = (
     "classes",
     "clean",
     "mapping",
+    "styles",
+    "style_backend",
+    "holdout",
+    "recipe",
 )
 """``evaluate`` options a benchmark may accept (it lists the ones it does in :attr:`Benchmark.options`)."""
 

@@ -1,0 +1,268 @@
+"""ICONS-50 style hold-out (Hendrycks & Dietterich, Section 4.2): train without one icon style, test on it.
+
+Conditions: per split, the held-out style's images and a held-out share of the seen styles
+(10 % of each class, seeded). Data (``--data``): ``Icons-50.npy``, the ICONS-50 folder release,
+or the emoji-styles folder / ``.npz``. Records: each item's label and top-5 classes. Metrics:
+accuracy on each part and the gap (seen - held out), per split and averaged with ``--holdout all``
+(leave-one-style-out).
+
+The model: ``--model`` a checkpoint written by
+``shiftbench.training.recipes.train_classifier`` on the split's training part; without one
+(``--model`` left at its default, or ``train``), the split's recipe (``--recipe``, default
+``icons50-wrn-16-4``, the paper's WRN-16-4 for 50 epochs) is trained into
+``<store folder>/structural-models/`` first: seeded (``--seed``) and resumed after an
+interruption from its last finished epoch.
+
+:class:`HoldoutBenchmark` is the shared part of the structural hold-out benchmarks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.table import Table
+
+from ..errors import InvalidArgumentError, ShiftbenchError
+from ..evaluation.models import DEFAULT_MODEL
+from ..evaluation.protocol import Benchmark, Progress, Report, Section
+from ..evaluation.runner import package_versions
+from ..evaluation.store import ResultsStore, records_to_csv
+from ..structural import LabelledImages, Split, read_emoji_styles, read_icons50
+from ..structural.evaluate import ItemPredictions, score
+from ..structural.splits import leave_one_style_out, style_holdout
+from ..training.loop import normaliser
+from ..training.recipes import TrainedModel, get_recipe, load_trained, train_classifier
+from . import register_benchmark
+
+__all__ = ["HoldoutBenchmark", "Icons50Style", "read_icons_data", "parse_recipe", "spread"]
+
+
+def read_icons_data(path: str | None) -> LabelledImages:
+    """ICONS-50 (``Icons-50.npy`` or the folder release) or emoji-styles (its folder or ``.npz``)."""
+    if path is None:
+        raise InvalidArgumentError("data", None, "Icons-50.npy, the ICONS-50 folder release, or the emoji-styles folder")
+    p = Path(path).expanduser()
+    if p.suffix == ".npz" or (p.is_dir() and (p / "emoji-styles-32.npz").is_file()):
+        return read_emoji_styles(p)
+    return read_icons50(p)
+
+
+def parse_recipe(spec: str | None, default: str) -> Any:
+    """``NAME`` or ``NAME:key=value,...`` (e.g. ``icons50-wrn-16-4:arch=small_cnn,epochs=1``) -> a TrainingSpec."""
+    name, _, rest = (spec or default).partition(":")
+    over: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        k, eq, v = part.partition("=")
+        if not eq:
+            raise InvalidArgumentError("recipe", spec, "NAME or NAME:key=value,... e.g. icons50-wrn-16-4:epochs=5")
+        for cast in (int, float):
+            try:
+                over[k.strip()] = cast(v)
+                break
+            except ValueError:
+                continue
+        else:
+            over[k.strip()] = v.strip()
+    return get_recipe(name.strip(), **over)
+
+
+def spread(idx: np.ndarray, limit: int | None) -> np.ndarray:
+    """At most ``limit`` of ``idx``, spread evenly (all of them when ``limit`` is None)."""
+    if not limit or len(idx) <= limit:
+        return idx
+    return idx[np.linspace(0, len(idx) - 1, int(limit)).round().astype(np.int64)]
+
+
+@torch.no_grad()
+def _top5(model: TrainedModel, data: LabelledImages, batch_size: int, device: str) -> np.ndarray:
+    r = model.spec.recipe
+    d = data.resized(model.image_size)
+    norm, net = normaliser(r.mean, r.std), model.net.to(device).eval()
+    out = []
+    for i in range(0, len(d), batch_size):
+        x = torch.from_numpy(np.ascontiguousarray(d.images[i : i + batch_size].transpose(0, 3, 1, 2))).to(device)
+        logits = net(norm(x))
+        out.append(logits.topk(min(5, logits.shape[1]), dim=1).indices.cpu().numpy())
+    return np.concatenate(out) if out else np.zeros((0, 5), np.int64)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class HoldoutBenchmark(Benchmark):
+    """A structural hold-out: splits of a labelled dataset, one model per split, accuracy per part and the gap."""
+
+    default_recipe = "icons50-wrn-16-4"
+    options = ("holdout", "seed", "recipe")
+    items = ("items", "items")
+    records = "per item: label and top-5 classes"
+
+    def read(self, settings: dict[str, Any]) -> LabelledImages:
+        return read_icons_data(settings.get("data"))
+
+    def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
+        raise NotImplementedError
+
+    def model_for(self, split: Split, settings: dict[str, Any], store: Path) -> TrainedModel:
+        """The ``--model`` checkpoint, or the split's recipe trained (resumably) under the store's folder."""
+        model = settings.get("model")
+        limit = settings.get("limit")
+        if model not in (None, "", DEFAULT_MODEL, "train"):
+            p = Path(str(model)).expanduser()
+            if not p.is_file():
+                raise InvalidArgumentError(
+                    "model", model, "a checkpoint written by shiftbench.training.recipes.train_classifier for this split, "
+                    "or 'train' (train the split's recipe first)")
+            trained = load_trained(p, settings.get("device") or "cpu")
+            if tuple(trained.classes) != tuple(split.classes):
+                raise InvalidArgumentError("model", model, f"a model of the split's {len(split.classes)} classes",
+                                           f"It has {len(trained.classes)}.")
+            return trained
+        spec = parse_recipe(settings.get("recipe"), self.default_recipe)
+        train = split.train_source.subset(spread(split.train_idx, limit))
+        tag = hashlib.sha256(json.dumps([split.held_out, split.info], sort_keys=True, default=str).encode()).hexdigest()[:8]
+        folder = store.parent / "structural-models" / self.name / f"{split.name.replace(':', '-').replace('/', '_')}-{tag}"
+        return train_classifier(train, spec, folder, seed=int(settings.get("seed") or 0),
+                                device=settings.get("device") or "cpu",
+                                run_name=f"{spec.name}-seed{int(settings.get('seed') or 0)}-n{len(train)}")
+
+    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
+        store = Path(settings["store"])
+        data = self.read(settings)
+        splits = self.splits(data, settings)
+        limit, bs = settings.get("limit"), int(settings.get("batch_size") or 256)
+        records = []
+        with ResultsStore(store) as db:
+            for split in splits:
+                model = self.model_for(split, settings, store)
+                mid = db.register_model(f"{model.spec.arch} {model.checkpoint.stem}", f"structural:{model.checkpoint.resolve()}",
+                                        _sha256(model.checkpoint), {"spec": model.spec.to_dict(), "split": split.to_dict()})
+                sid = db.register_source(data.name.split()[0], f"{data.name}|{split.name}|{json.dumps([split.held_out, split.info], sort_keys=True, default=str)}",
+                                         str(settings.get("data")), split.classes, {})
+                lid = db.register_label_space(hashlib.sha256("\n".join(split.classes).encode()).hexdigest(), "model", split.classes)
+                eid = db.register_evaluation(mid, sid, self.name, str(model.image_size), int(settings.get("seed") or 0), False, lid)
+                parts: dict[str, ItemPredictions] = {}
+                for part, source, idx in (("held_out", split.test_source, split.heldout_idx),
+                                          ("seen_test", split.seen_source or split.train_source, split.seen_test_idx)):
+                    idx = spread(idx, limit)
+                    cond = f"{part}:{split.name}"
+                    if settings.get("rerun"):
+                        db.delete_runs([r.id for r in db.runs(eid) if r.corruption == cond])
+                    rid = db.register_run(eid, sid, cond, 0, len(idx), package_versions())
+                    done = db.done_keys(rid)
+                    todo = [int(i) for i in idx if str(int(i)) not in done]
+                    if todo:
+                        if progress is not None:
+                            progress.start(len(todo), cond)
+                        try:
+                            sub = source.subset(np.array(todo, np.int64))
+                            for i in range(0, len(todo), bs):  # one transaction per batch: resumable
+                                top = _top5(model, sub.subset(np.arange(i, min(i + bs, len(todo)))), bs, settings.get("device") or "cpu")
+                                db.write_batch(rid, [str(k) for k in todo[i : i + bs]], sub.labels[i : i + bs].tolist(), top.tolist())
+                                if progress is not None:
+                                    progress.advance(len(top), cond)
+                        except ShiftbenchError as e:
+                            db.fail_runs([rid], str(e))
+                            raise
+                        finally:
+                            if progress is not None:
+                                progress.stop()
+                    db.finish_run(rid)
+                    keys, labels, top1 = db_predictions(db, eid, rid)
+                    order = np.argsort(keys)
+                    k = keys[order]
+                    group = (source.styles if split.kind == "style" and source.styles is not None else source.subtypes)[k]
+                    parts[part] = ItemPredictions(part, k, labels[order], top1[order], group)
+                sub_split = Split(split.name, split.kind, split.held_out, split.train_source, split.test_source,
+                                  split.train_idx, parts["seen_test"].index, parts["held_out"].index, split.info, split.seen_source)
+                sc = score(sub_split, parts["held_out"], parts["seen_test"])
+                records.append({"benchmark": self.name, "evaluation": eid, "model": f"{model.spec.arch} {model.checkpoint.stem}",
+                                "checkpoint": str(model.checkpoint), "data": data.name, **_score_fields(sc.to_dict())})
+        return _report(self.title, records)
+
+    def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
+        with ResultsStore(store, create=False) as db:
+            recs = []
+            for e in db.evaluations_of([self.name], model, evaluation):
+                runs = {r.corruption.split(":", 1)[0]: r for r in db.runs(e.id) if r.status == "complete"}
+                acc = {p: (None if r.top1_error is None else 1.0 - r.top1_error) for p, r in runs.items()}
+                name = next((r.corruption.split(":", 1)[1] for r in db.runs(e.id)), "?")
+                h, s = acc.get("held_out"), acc.get("seen_test")
+                recs.append({"benchmark": self.name, "evaluation": e.id, "model": e.model, "split": name,
+                             "heldout_accuracy": h, "seen_accuracy": s,
+                             "gap": None if h is None or s is None else s - h,
+                             "n_heldout": runs["held_out"].n_predicted if "held_out" in runs else 0,
+                             "n_seen": runs["seen_test"].n_predicted if "seen_test" in runs else 0})
+        if not recs:
+            return None
+        return Section(self.name.replace("-", "_"), recs, lambda: records_to_csv(recs),
+                       lambda console: _table(console, f"{self.title}: stored", recs))
+
+
+def db_predictions(db: ResultsStore, evaluation_id: int, run_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Item keys (as ints), labels and top-1 classes of a run's stored predictions."""
+    rows = [r for r in db.rows("predictions", evaluation_id) if r["run"] == run_id]
+    return (np.array([int(r["image"]) for r in rows], np.int64), np.array([r["label"] for r in rows], np.int64),
+            np.array([r["top1"] for r in rows], np.int64))
+
+
+def _score_fields(d: dict[str, Any]) -> dict[str, Any]:
+    return {"split": d["split"], "held_out": d["held_out"], "heldout_accuracy": d["heldout_accuracy"],
+            "seen_accuracy": d["seen_accuracy"], "gap": d["gap"], "n_heldout": d["n_heldout"], "n_seen": d["n_seen"],
+            "per_group": d["per_group"]}
+
+
+def _pct(v: Any) -> str:
+    return "–" if v is None else f"{100 * v:.1f}"
+
+
+def _table(console: Any, title: str, recs: list[dict[str, Any]]) -> None:
+    t = Table(title=f"{title} (accuracy, %)", title_justify="left", header_style="bold")
+    for col in ("Split", "Model", "Held out", "Seen", "Gap", "N held out", "N seen"):
+        t.add_column(col, justify="left" if col in ("Split", "Model") else "right")
+    for r in recs:
+        t.add_row(r["split"], r["model"], _pct(r["heldout_accuracy"]), _pct(r["seen_accuracy"]), _pct(r["gap"]),
+                  str(r["n_heldout"]), str(r["n_seen"]))
+    console.print(t)
+
+
+def _report(title: str, records: list[dict[str, Any]]) -> Report:
+    mean = None
+    if len(records) > 1:
+        mean = {k: float(np.mean([r[k] for r in records])) for k in ("heldout_accuracy", "seen_accuracy", "gap")}
+    doc = {"splits": records, "mean": mean}
+
+    def table(console: Any) -> None:
+        _table(console, title, records)
+        if mean:
+            console.print(f"• Mean over {len(records)} splits: held out {_pct(mean['heldout_accuracy'])} %, seen "
+                          f"{_pct(mean['seen_accuracy'])} %, gap {_pct(mean['gap'])} points.", highlight=False)
+
+    flat = [{k: v for k, v in r.items() if k not in ("per_group", "held_out")} | {"held_out": ";".join(r["held_out"])} for r in records]
+    return Report(lambda: json.dumps(doc, indent=1, default=str) + "\n", lambda: records_to_csv(flat), table)
+
+
+@register_benchmark
+class Icons50Style(HoldoutBenchmark):
+    name = "icons-50-style"
+    title = "ICONS-50 style hold-out (Hendrycks & Dietterich, Section 4.2)"
+    measures = "Accuracy on a held-out icon style against a held-out share of the seen styles, and the gap."
+    conditions = "per split: the held-out style, and 10 % of each class of the seen styles (seeded)"
+    sources = ("Icons-50.npy or the ICONS-50 folder release (--data)", "the emoji-styles folder or .npz (--data)")
+
+    def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
+        h = settings.get("holdout")
+        seed = int(settings.get("seed") or 0)
+        if h is not None and str(h).strip().lower() == "all":
+            return leave_one_style_out(data, seed=seed)
+        return [style_holdout(data, None if h in (None, "") else str(h).strip(), seed=seed)]

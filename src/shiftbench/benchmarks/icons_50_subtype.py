@@ -1,0 +1,32 @@
+"""ICONS-50 subtype hold-out (Hendrycks & Dietterich, Section 4.3): train without some subtypes of each class.
+
+Conditions: the held-out subtypes' images and a held-out share (10 % per class, seeded) of the
+seen subtypes. ``--holdout``: ``paper`` (default: the paper's 50 held-out subtypes from the authors'
+script; on emoji-styles the 23 of them it has), ``random`` (one seeded subtype per class), or a
+comma-separated list of subtype names. Data, model and records as ``icons-50-style``
+(:class:`~shiftbench.benchmarks.icons_50_style.HoldoutBenchmark`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..structural import LabelledImages, Split, subtype_holdout
+from . import register_benchmark
+from .icons_50_style import HoldoutBenchmark
+
+__all__ = ["Icons50Subtype"]
+
+
+@register_benchmark
+class Icons50Subtype(HoldoutBenchmark):
+    name = "icons-50-subtype"
+    title = "ICONS-50 subtype hold-out (Hendrycks & Dietterich, Section 4.3)"
+    measures = "Accuracy on held-out subtypes of each class against a held-out share of the seen subtypes, and the gap."
+    conditions = "the held-out subtypes (paper's 50, seeded random, or named), and 10 % of each class of the seen ones"
+    sources = ("Icons-50.npy or the ICONS-50 folder release (--data)", "the emoji-styles folder or .npz (--data)")
+
+    def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
+        h = str(settings.get("holdout") or "paper").strip()
+        held: Any = h if h in ("paper", "random") else [s.strip() for s in h.split(",") if s.strip()]
+        return [subtype_holdout(data, held, seed=int(settings.get("seed") or 0))]
