@@ -1,0 +1,396 @@
+"""Running on Ray: generate --ray writes the single-machine files, survives a lost node and a killed driver;
+the evaluation executor predicts what the runner stores.
+
+The cluster tests start a real multi-node Ray cluster on this machine (a head and a worker node, each a
+separate ``ray start --block`` process on 127.0.0.1 with one CPU) and are marked ``ray`` and ``slow``:
+run them with ``pytest -m ray tests/test_ray.py``. The tests without a cluster run in the default suite.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shiftbench.cli import main
+from shiftbench.errors import ClusterConnectionError, MissingDependencyError
+
+from .conftest import REPO, sample_paths
+
+PY = sys.executable
+CORRUPTIONS = "contrast,saturate,spatter"
+SEVERITIES = "1,4"
+
+
+def _have_ray() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_ray = pytest.mark.skipif(not _have_ray(), reason="Ray is not installed (pip install 'shiftbench[ray]')")
+cluster_test = [pytest.mark.ray, pytest.mark.slow, needs_ray]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO)])
+    env.pop("RAY_ADDRESS", None)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ----------------------------------------------------------------------------- without a cluster
+
+
+def test_missing_ray_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError, as without the package
+    from shiftbench.distributed import RayExecutor, require_ray
+
+    with pytest.raises(MissingDependencyError) as e:
+        require_ray()
+    assert e.value.package == "ray" and "pip install 'shiftbench[ray]'" in str(e.value)
+    with pytest.raises(MissingDependencyError):
+        RayExecutor("127.0.0.1:1")
+    src = tmp_path / "src" / "n01440764"
+    src.mkdir(parents=True)
+    shutil.copy(sample_paths()[0], src / "a.JPEG")
+    rc = main(["generate", "imagenet-c", "--src", str(tmp_path / "src"), "--out", str(tmp_path / "out"),
+               "--corruptions", "contrast", "--severities", "1", "--ray"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "pip install 'shiftbench[ray]'" in err and len(err.strip().splitlines()) == 1
+    assert not list((tmp_path / "out").rglob("*.JPEG"))
+    # without --ray nothing needs Ray
+    assert main(["generate", "imagenet-c", "--src", str(tmp_path / "src"), "--out", str(tmp_path / "out"),
+                 "--corruptions", "contrast", "--severities", "1", "--workers", "1"]) == 0
+
+
+@needs_ray
+@pytest.mark.parametrize("address", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}", "no-port-here"])
+def test_unreachable_address_is_a_typed_error(tmp_path: Path, address: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from shiftbench.distributed import RayExecutor
+
+    addr = address.format(port=_free_port())
+    t0 = time.monotonic()
+    with pytest.raises(ClusterConnectionError) as e:
+        RayExecutor(addr)
+    assert e.value.argument == "--ray" and e.value.value == addr and "HOST:PORT" in e.value.allowed
+    assert isinstance(e.value, ConnectionError) and time.monotonic() - t0 < 30
+    src = tmp_path / "src" / "n01440764"
+    src.mkdir(parents=True)
+    shutil.copy(sample_paths()[0], src / "a.JPEG")
+    rc = main(["generate", "imagenet-c", "--src", str(tmp_path / "src"), "--out", str(tmp_path / "out"),
+               "--corruptions", "contrast", "--severities", "1", "--ray", addr])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--ray" in err and addr in err
+
+
+# ----------------------------------------------------------------------------- a cluster on this machine
+
+
+class LocalCluster:
+    """A head and worker nodes as separate ``ray start --block`` processes on 127.0.0.1."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.port = _free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.nodes: list[subprocess.Popen[bytes]] = []
+        ray_bin = str(Path(PY).parent / "ray")
+        self.ray = [ray_bin] if Path(ray_bin).exists() else [PY, "-m", "ray.scripts.scripts"]
+        config = json.dumps({"health_check_period_ms": 1000, "health_check_failure_threshold": 5})
+        self._start(["--head", "--port", str(self.port), "--temp-dir", str(root), "--include-dashboard", "false",
+                     "--system-config", config])
+
+    def _start(self, args: list[str]) -> None:
+        log = open(self.root.parent / f"node{len(self.nodes)}.log", "wb")  # noqa: SIM115
+        p = subprocess.Popen(self.ray + ["start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
+                                         "--disable-usage-stats", *args],
+                             env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.nodes.append(p)
+        self.wait_for(len(self.nodes))
+
+    def add_node(self) -> None:
+        self._start(["--address", self.address])
+
+    def alive(self) -> int:
+        code = (f"import ray; ray.init(address={self.address!r}, logging_level='ERROR'); "
+                "print(sum(1 for n in ray.nodes() if n['Alive']))")
+        r = subprocess.run([PY, "-c", code], env=_env(), capture_output=True, text=True, timeout=120)
+        return int(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 and r.stdout.strip() else 0
+
+    def wait_for(self, n: int, timeout: float = 180) -> None:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if any(p.poll() is not None for p in self.nodes[:1]):
+                raise RuntimeError(f"the Ray head exited; see {self.root.parent / 'node0.log'}")
+            if self.alive() >= n:
+                return
+            time.sleep(1)
+        raise RuntimeError(f"fewer than {n} Ray nodes after {timeout} s")
+
+    def raylet_of(self, node: int) -> int:
+        """The pid of node ``node``'s raylet (a descendant of its ``ray start`` process)."""
+        root = self.nodes[node].pid
+        kids: dict[int, list[int]] = {}
+        names: dict[int, str] = {}
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    stat = (d / "stat").read_text()
+                    names[int(d.name)] = (d / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+                except OSError:
+                    continue
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(d.name))
+        todo = [root]
+        while todo:
+            pid = todo.pop()
+            if names.get(pid, "").endswith("/raylet"):
+                return pid
+            todo.extend(kids.get(pid, []))
+        raise RuntimeError(f"no raylet under node {node}")
+
+    def stop(self) -> None:
+        for p in self.nodes:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.nodes:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # anything of this node that is left (its own session)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    if not _have_ray():
+        pytest.skip("Ray is not installed (pip install 'shiftbench[ray]')")
+    # a short root: Ray's socket paths must stay under the Unix limit of 107 bytes
+    root = Path(f"/tmp/sbray-{os.getpid()}")
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    c = LocalCluster(root / "r")
+    c.add_node()
+    try:
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def photos_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 100 shared sample photos as an ImageFolder (links, by their wnid), plus one unreadable file."""
+    src = tmp_path_factory.mktemp("ray") / "src"
+    for p in sample_paths():
+        d = src / p.name.split("_")[0]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / p.name).symlink_to(p)
+    (src / "n01440764" / "zz_broken.JPEG").write_bytes(b"not a jpeg")
+    return src
+
+
+def _cmd(src: Path, out: Path, *extra: str) -> list[str]:
+    return [PY, "-m", "shiftbench.cli", "generate", "imagenet-c", "--src", str(src), "--out", str(out),
+            "--corruptions", CORRUPTIONS, "--severities", SEVERITIES, "--batch-size", "8", *extra]
+
+
+@pytest.fixture(scope="module")
+def single_machine(photos_src: Path) -> Path:
+    out = photos_src.parent / "single"
+    r = subprocess.run(_cmd(photos_src, out, "--workers", "1"), env=_env(), capture_output=True, text=True)
+    assert r.returncode == 1 and "zz_broken.JPEG" in r.stderr, r.stderr  # one unreadable source file
+    return out
+
+
+def _same_output(a: Path, b: Path) -> None:
+    assert (a / "checksums.sha256").read_bytes() == (b / "checksums.sha256").read_bytes()
+    lines = (a / "checksums.sha256").read_text().splitlines()
+    assert len(lines) == 100 * 3 * 2
+    for line in lines[:: 37]:  # the listed files are the files on disk
+        h, rel = line.split("  ")
+        assert hashlib.sha256((b / rel).read_bytes()).hexdigest() == h
+    ma, mb = json.loads((a / "manifest.json").read_text()), json.loads((b / "manifest.json").read_text())
+    ma["config"].pop("src"), mb["config"].pop("src")
+    assert ma == mb and [f["file"] for f in mb["failed"]] == ["n01440764/zz_broken.JPEG"]
+    assert sorted(p.relative_to(b).as_posix() for p in b.rglob("*.JPEG")) == sorted(line.split("  ")[1] for line in lines)
+    assert not list((b / ".shiftbench" / "tmp").iterdir())  # no temporary file or run folder left
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@needs_ray
+def test_generate_on_cluster_equals_single_machine(cluster: LocalCluster, photos_src: Path, single_machine: Path) -> None:
+    out = photos_src.parent / "cluster"
+    r = subprocess.run(_cmd(photos_src, out, "--ray", cluster.address), env=_env(), capture_output=True, text=True)
+    assert r.returncode == 1, r.stderr  # the unreadable file, as on one machine
+    assert "2 node(s)" in r.stderr and "skipped n01440764/zz_broken.JPEG" in r.stderr
+    _same_output(single_machine, out)
+    # a rerun has nothing left to do
+    r = subprocess.run(_cmd(photos_src, out, "--ray", cluster.address), env=_env(), capture_output=True, text=True)
+    assert "0 files written, 600 corrupted images already done" in r.stdout, r.stdout + r.stderr
+    _same_output(single_machine, out)
+
+
+def _journal_rows(out: Path) -> int:
+    import sqlite3
+
+    db = out / ".shiftbench" / "journal.sqlite"
+    if not db.exists():
+        return 0
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return int(con.execute("SELECT count(*) FROM files").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+def _wait_rows(out: Path, p: subprocess.Popen[str], n: int, timeout: float = 300) -> None:
+    t0 = time.monotonic()
+    while _journal_rows(out) < n:
+        assert p.poll() is None, "the run ended before it could be interrupted"
+        assert time.monotonic() - t0 < timeout
+        time.sleep(0.2)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@needs_ray
+def test_driver_killed_then_rerun_completes(cluster: LocalCluster, photos_src: Path, single_machine: Path) -> None:
+    out = photos_src.parent / "driver-killed"
+    p = subprocess.Popen(_cmd(photos_src, out, "--ray", cluster.address), env=_env(), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, text=True)
+    _wait_rows(out, p, 60)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert 0 < _journal_rows(out) < 600
+    r = subprocess.run(_cmd(photos_src, out, "--ray", cluster.address), env=_env(), capture_output=True, text=True)
+    assert r.returncode == 1 and "corrupted images already done" in r.stdout, r.stderr
+    assert " 0 corrupted images already done" not in r.stdout
+    _same_output(single_machine, out)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@needs_ray
+def test_worker_node_killed_mid_run_same_checksums(cluster: LocalCluster, photos_src: Path, single_machine: Path) -> None:
+    """kill -9 of the worker node's raylet during the run: its shards run again elsewhere, same files."""
+    out = photos_src.parent / "node-killed"
+    p = subprocess.Popen(_cmd(photos_src, out, "--ray", cluster.address), env=_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_rows(out, p, 60)
+        os.kill(cluster.raylet_of(1), signal.SIGKILL)
+        stdout, stderr = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 1, stderr  # the unreadable file only
+    assert "600 files written" in stdout or "files written" in stdout, stdout
+    _same_output(single_machine, out)
+    cluster.nodes[1].wait(timeout=60)  # the node's `ray start --block` ends with its raylet
+    cluster.add_node()  # for the tests after this one
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@needs_ray
+def test_cifar_arrays_on_cluster_equal_single_machine(cluster: LocalCluster, tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    np.save(tmp_path / "x.npy", rng.integers(0, 256, (24, 32, 32, 3), dtype=np.uint8))
+    np.save(tmp_path / "y.npy", rng.integers(0, 10, 24))
+    outs = {}
+    for mode, extra in (("single", ["--workers", "1"]), ("cluster", ["--ray", cluster.address])):
+        outs[mode] = tmp_path / mode
+        r = subprocess.run([PY, "-m", "shiftbench.cli", "generate", "imagenet-c", "--src", str(tmp_path / "x.npy"),
+                            "--labels", str(tmp_path / "y.npy"), "--out", str(outs[mode]), "--edition", "32",
+                            "--corruptions", "contrast,gaussian_noise", "--severities", "1,5", *extra],
+                           env=_env(), capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    assert (outs["single"] / "checksums.sha256").read_bytes() == (outs["cluster"] / "checksums.sha256").read_bytes()
+    assert len((outs["cluster"] / "checksums.sha256").read_text().splitlines()) == 3
+
+
+def _store_rows(store: Path) -> dict[tuple[str, int, str], tuple[int, list[int]]]:
+    """(condition, severity, image) -> (label, top-5) of every stored prediction."""
+    import sqlite3
+
+    con = sqlite3.connect(store)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        assert "predictions" in tables and "runs" in tables, tables
+        rows = con.execute(
+            "SELECT r.corruption, r.severity, p.image, p.label, p.top1, p.top2, p.top3, p.top4, p.top5 "
+            "FROM predictions p JOIN runs r ON p.run_id = r.id"
+        ).fetchall()
+    finally:
+        con.close()
+    return {(c, int(s), k): (int(lab), [t for t in top if t is not None]) for c, s, k, lab, *top in rows}
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@needs_ray
+def test_executor_predicts_what_the_runner_stores(cluster: LocalCluster, tmp_path: Path) -> None:
+    """RayExecutor.predict over the runner's work items gives the predictions evaluate() stores."""
+    import ray
+
+    from shiftbench.distributed import ModelSpec, RayExecutor, WorkItem
+    from shiftbench.evaluation import evaluate
+    from shiftbench.evaluation.data import ImageFolderSource
+    from shiftbench.evaluation.models import resolve_label_space
+
+    from ._eval_toys import image_folder, toy_classifier
+
+    data = image_folder(tmp_path / "data", n_per_class=3, n_classes=2)
+    store = tmp_path / "store.sqlite"
+    evaluate(toy_classifier(), data=data, corruptions="contrast,gaussian_noise", severities="1,3", batch_size=2,
+             store=store, baseline="none", seed=5)
+    want = _store_rows(store)
+    source = ImageFolderSource(data, edition="224")
+    clf = toy_classifier()
+    space = resolve_label_space(clf.classes, source.classes, "auto")
+    lmap = np.array([space.classes.index(c) for c in source.classes])
+    conds = [("clean", 0)] + [(c, s) for c in ("contrast", "gaussian_noise") for s in (1, 3)]
+    keys = [it.key for it in source.items(("clean", 0))]
+    items = [WorkItem(c, tuple(keys[i : i + 4])) for c in conds for i in range(0, len(keys), 4)]
+    try:
+        with RayExecutor(cluster.address) as ex:
+            got = {}
+            order = []
+            for b in ex.predict(ModelSpec(toy_classifier), source, items, space=space, batch_size=2, seed=5, release=False):
+                order.append(b.item)
+                for k, lab, top in zip(b.keys, b.labels, b.top5, strict=True):
+                    got[(b.condition[0], b.condition[1], k)] = (int(lmap[lab]), top)
+    finally:
+        ray.shutdown()
+    assert order == sorted(order)  # the items' order, whatever worker finished first
+    assert len(got) == len(conds) * len(keys) == len(want)
+    assert got == want
