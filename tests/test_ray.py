@@ -122,10 +122,10 @@ class LocalCluster:
                      "--system-config", config])
 
     def _start(self, args: list[str]) -> None:
-        log = open(self.root.parent / f"node{len(self.nodes)}.log", "wb")  # noqa: SIM115
-        p = subprocess.Popen(self.ray + ["start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
-                                         "--disable-usage-stats", *args],
-                             env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.root.parent / f"node{len(self.nodes)}.log", "wb") as log:  # the node keeps its own copy
+            p = subprocess.Popen(self.ray + ["start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
+                                             "--disable-usage-stats", *args],
+                                 env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.nodes.append(p)
         self.wait_for(len(self.nodes))
 
