@@ -13,12 +13,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -53,12 +53,6 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # ----------------------------------------------------------------------------- without a cluster
 
 
@@ -89,7 +83,9 @@ def test_missing_ray_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_unreachable_address_is_a_typed_error(tmp_path: Path, address: str, capsys: pytest.CaptureFixture[str]) -> None:
     from shiftbench.distributed import RayExecutor
 
-    addr = address.format(port=_free_port())
+    from shiftbench.distributed.local import free_port
+
+    addr = address.format(port=free_port())
     t0 = time.monotonic()
     with pytest.raises(ClusterConnectionError) as e:
         RayExecutor(addr)
@@ -107,99 +103,14 @@ def test_unreachable_address_is_a_typed_error(tmp_path: Path, address: str, caps
 # ----------------------------------------------------------------------------- a cluster on this machine
 
 
-class LocalCluster:
-    """A head and worker nodes as separate ``ray start --block`` processes on 127.0.0.1."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.port = _free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.nodes: list[subprocess.Popen[bytes]] = []
-        ray_bin = str(Path(PY).parent / "ray")
-        self.ray = [ray_bin] if Path(ray_bin).exists() else [PY, "-m", "ray.scripts.scripts"]
-        config = json.dumps({"health_check_period_ms": 1000, "health_check_failure_threshold": 5})
-        self._start(["--head", "--port", str(self.port), "--temp-dir", str(root), "--include-dashboard", "false",
-                     "--system-config", config])
-
-    def _start(self, args: list[str]) -> None:
-        with open(self.root.parent / f"node{len(self.nodes)}.log", "wb") as log:  # the node keeps its own copy
-            p = subprocess.Popen(self.ray + ["start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
-                                             "--disable-usage-stats", *args],
-                                 env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.nodes.append(p)
-        self.wait_for(len(self.nodes))
-
-    def add_node(self) -> None:
-        self._start(["--address", self.address])
-
-    def alive(self) -> int:
-        code = (f"import ray; ray.init(address={self.address!r}, logging_level='ERROR'); "
-                "print(sum(1 for n in ray.nodes() if n['Alive']))")
-        r = subprocess.run([PY, "-c", code], env=_env(), capture_output=True, text=True, timeout=120)
-        return int(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 and r.stdout.strip() else 0
-
-    def wait_for(self, n: int, timeout: float = 180) -> None:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            if any(p.poll() is not None for p in self.nodes[:1]):
-                raise RuntimeError(f"the Ray head exited; see {self.root.parent / 'node0.log'}")
-            if self.alive() >= n:
-                return
-            time.sleep(1)
-        raise RuntimeError(f"fewer than {n} Ray nodes after {timeout} s")
-
-    def raylet_of(self, node: int) -> int:
-        """The pid of node ``node``'s raylet (a descendant of its ``ray start`` process)."""
-        root = self.nodes[node].pid
-        kids: dict[int, list[int]] = {}
-        names: dict[int, str] = {}
-        for d in Path("/proc").iterdir():
-            if d.name.isdigit():
-                try:
-                    stat = (d / "stat").read_text()
-                    names[int(d.name)] = (d / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-                except OSError:
-                    continue
-                ppid = int(stat.rsplit(")", 1)[1].split()[1])
-                kids.setdefault(ppid, []).append(int(d.name))
-        todo = [root]
-        while todo:
-            pid = todo.pop()
-            if names.get(pid, "").endswith("/raylet"):
-                return pid
-            todo.extend(kids.get(pid, []))
-        raise RuntimeError(f"no raylet under node {node}")
-
-    def stop(self) -> None:
-        for p in self.nodes:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.nodes:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                pass
-            try:
-                os.killpg(p.pid, signal.SIGKILL)  # anything of this node that is left (its own session)
-            except ProcessLookupError:
-                pass
-
-
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
+def cluster() -> Iterator[Any]:
     if not _have_ray():
         pytest.skip("Ray is not installed (pip install 'shiftbench[ray]')")
-    # a short root: Ray's socket paths must stay under the Unix limit of 107 bytes
-    root = Path(f"/tmp/sbray-{os.getpid()}")
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir()
-    c = LocalCluster(root / "r")
-    c.add_node()
-    try:
+    from shiftbench.distributed.local import LocalCluster
+
+    with LocalCluster(nodes=2, cpus=1, env=_env()) as c:
         yield c
-    finally:
-        c.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -244,7 +155,7 @@ def _same_output(a: Path, b: Path) -> None:
 @pytest.mark.ray
 @pytest.mark.slow
 @needs_ray
-def test_generate_on_cluster_equals_single_machine(cluster: LocalCluster, photos_src: Path, single_machine: Path) -> None:
+def test_generate_on_cluster_equals_single_machine(cluster: Any, photos_src: Path, single_machine: Path) -> None:
     out = photos_src.parent / "cluster"
     r = subprocess.run(_cmd(photos_src, out, "--ray", cluster.address), env=_env(), capture_output=True, text=True)
     assert r.returncode == 1, r.stderr  # the unreadable file, as on one machine
@@ -283,7 +194,7 @@ def _wait_rows(out: Path, p: subprocess.Popen[str], n: int, timeout: float = 300
 @pytest.mark.ray
 @pytest.mark.slow
 @needs_ray
-def test_driver_killed_then_rerun_completes(cluster: LocalCluster, photos_src: Path, single_machine: Path) -> None:
+def test_driver_killed_then_rerun_completes(cluster: Any, photos_src: Path, single_machine: Path) -> None:
     out = photos_src.parent / "driver-killed"
     p = subprocess.Popen(_cmd(photos_src, out, "--ray", cluster.address), env=_env(), stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, text=True)
@@ -300,7 +211,7 @@ def test_driver_killed_then_rerun_completes(cluster: LocalCluster, photos_src: P
 @pytest.mark.ray
 @pytest.mark.slow
 @needs_ray
-def test_worker_node_killed_mid_run_same_checksums(cluster: LocalCluster, photos_src: Path, single_machine: Path) -> None:
+def test_worker_node_killed_mid_run_same_checksums(cluster: Any, photos_src: Path, single_machine: Path) -> None:
     """kill -9 of the worker node's raylet during the run: its shards run again elsewhere, same files."""
     out = photos_src.parent / "node-killed"
     p = subprocess.Popen(_cmd(photos_src, out, "--ray", cluster.address), env=_env(), stdout=subprocess.PIPE,
@@ -322,7 +233,7 @@ def test_worker_node_killed_mid_run_same_checksums(cluster: LocalCluster, photos
 @pytest.mark.ray
 @pytest.mark.slow
 @needs_ray
-def test_cifar_arrays_on_cluster_equal_single_machine(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_cifar_arrays_on_cluster_equal_single_machine(cluster: Any, tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     np.save(tmp_path / "x.npy", rng.integers(0, 256, (24, 32, 32, 3), dtype=np.uint8))
     np.save(tmp_path / "y.npy", rng.integers(0, 10, 24))
@@ -358,7 +269,7 @@ def _store_rows(store: Path) -> dict[tuple[str, int, str], tuple[int, list[int]]
 @pytest.mark.ray
 @pytest.mark.slow
 @needs_ray
-def test_executor_predicts_what_the_runner_stores(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_executor_predicts_what_the_runner_stores(cluster: Any, tmp_path: Path) -> None:
     """RayExecutor.predict over the runner's work items gives the predictions evaluate() stores."""
     import ray
 
