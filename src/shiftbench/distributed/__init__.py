@@ -9,6 +9,6 @@ docs/ray.md.
 
 from __future__ import annotations
 
-from .executor import RayExecutor, ModelSpec, PredictionBatch, WorkItem, require_ray
+from .executor import ModelSpec, PredictionBatch, RayExecutor, WorkItem, require_ray, work_items
 
-__all__ = ["RayExecutor", "ModelSpec", "PredictionBatch", "WorkItem", "require_ray"]
+__all__ = ["RayExecutor", "ModelSpec", "PredictionBatch", "WorkItem", "require_ray", "work_items"]

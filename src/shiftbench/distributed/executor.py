@@ -14,14 +14,14 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from ..errors import ClusterConnectionError, DataError, MissingDependencyError, ShiftbenchError
+from ..errors import ClusterConnectionError, DataError, InvalidArgumentError, MissingDependencyError, ShiftbenchError
 
-__all__ = ["RayExecutor", "ModelSpec", "WorkItem", "PredictionBatch", "require_ray", "ALLOWED_ADDRESSES"]
+__all__ = ["RayExecutor", "ModelSpec", "WorkItem", "PredictionBatch", "work_items", "require_ray", "ALLOWED_ADDRESSES"]
 
 ALLOWED_ADDRESSES = (
     "'' (RAY_ADDRESS, else Ray started on this machine for this run), 'local' (a new Ray on this machine), "
@@ -135,6 +135,19 @@ class WorkItem:
 
     condition: tuple[str, int]
     keys: tuple[str, ...]
+
+
+def work_items(source: Any, pending: Mapping[tuple[str, int], set[str]], size: int) -> list[WorkItem]:
+    """The pending images of each condition as work items of at most ``size`` images: conditions in
+    ``pending``'s order, images in the source's order (the same items for the same pending work, so a
+    resumed evaluation shards as the first one did)."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise InvalidArgumentError("size", size, "a positive integer")
+    out: list[WorkItem] = []
+    for cond, keys in pending.items():
+        order = [it.key for it in source.items(cond) if it.key in keys]
+        out += [WorkItem(tuple(cond), tuple(order[i : i + size])) for i in range(0, len(order), size)]  # type: ignore[arg-type]
+    return out
 
 
 @dataclass
