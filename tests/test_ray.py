@@ -287,6 +287,7 @@ def test_executor_predicts_what_the_runner_stores(cluster: Any, tmp_path: Path) 
     want = _store_rows(store)
     source = ImageFolderSource(data, edition="224")
     clf = toy_classifier()
+    marker = tmp_path / "died-once"
     space = resolve_label_space(clf.classes, source.classes, "auto")
     lmap = np.array([space.classes.index(c) for c in source.classes])
     conds = [("clean", 0)] + [(c, s) for c in ("contrast", "gaussian_noise") for s in (1, 3)]
@@ -297,12 +298,64 @@ def test_executor_predicts_what_the_runner_stores(cluster: Any, tmp_path: Path) 
         with RayExecutor(cluster.address) as ex:
             got = {}
             order = []
-            for b in ex.predict(ModelSpec(toy_classifier), source, items, space=space, batch_size=2, seed=5, release=False):
+            spec = ModelSpec(dies_once, {"marker": str(marker)})  # its first forward pass kills its worker
+            for b in ex.predict(spec, source, items, space=space, batch_size=2, seed=5, release=False):
                 order.append(b.item)
                 for k, lab, top in zip(b.keys, b.labels, b.top5, strict=True):
                     got[(b.condition[0], b.condition[1], k)] = (int(lmap[lab]), top)
     finally:
         ray.shutdown()
+    assert marker.exists()  # a worker died, and was replaced
     assert order == sorted(order)  # the items' order, whatever worker finished first
     assert len(got) == len(conds) * len(keys) == len(want)
     assert got == want
+
+
+def dies_once(marker: str) -> Any:
+    """The toy classifier, whose first forward pass anywhere on the cluster ends its worker process."""
+    from ._eval_toys import toy_classifier
+
+    clf = toy_classifier()
+    forward = clf.forward
+
+    def first_call_dies(x: Any) -> Any:
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return forward(x)
+        os.close(fd)
+        os._exit(1)
+
+    clf.forward = first_call_dies
+    return clf
+
+
+def die_on_three(marker: str, item: int) -> int:
+    """item * 10; the first call for item 3 ends its worker process."""
+    if item == 3:
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return item * 10
+        os._exit(1)
+    return item * 10
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@needs_ray
+def test_map_reruns_an_item_whose_worker_died(cluster: Any, tmp_path: Path) -> None:
+    import functools
+
+    import ray
+
+    from shiftbench.distributed import RayExecutor
+
+    marker = tmp_path / "died"
+    try:
+        with RayExecutor(cluster.address) as ex:
+            got = list(ex.map_ordered(functools.partial(die_on_three, str(marker)), range(12)))
+            unordered = sorted(ex.map_unordered(abs, [-3, 1, -2]))
+    finally:
+        ray.shutdown()
+    assert marker.exists() and got == [i * 10 for i in range(12)] and unordered == [1, 2, 3]
