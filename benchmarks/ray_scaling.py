@@ -5,7 +5,8 @@ Everything runs on this machine: the nodes are separate ``ray start --block`` pr
 each node has its own cores; here the nodes share the machine's cores, so the 2-node figure shows what
 Ray adds and what it can spread, not a second machine's speed.
 
-Measured, interleaved over ``--repeats`` rounds (the fastest round is reported, all rounds are kept):
+Measured ``--repeats`` times each, the pool set-ups first (alternating), then the Ray ones on one cluster that
+gets its second node in between (the fastest run is reported, all runs are kept):
 
 * ``pool-1`` / ``pool-2``: ``shiftbench generate`` without Ray, 1 and 2 worker processes;
 * ``ray-1node`` / ``ray-2nodes``: ``shiftbench generate --ray`` on a head alone, then on a head and a
