@@ -42,7 +42,11 @@ def _have_ray() -> bool:
 
 
 needs_ray = pytest.mark.skipif(not _have_ray(), reason="Ray is not installed (pip install 'shiftbench[ray]')")
-cluster_test = [pytest.mark.ray, pytest.mark.slow, needs_ray]
+
+
+def cluster_test(f: Any) -> Any:
+    """Marks a test that needs the cluster fixture: ray and slow, skipped without Ray."""
+    return pytest.mark.ray(pytest.mark.slow(needs_ray(f)))
 
 
 def _env() -> dict[str, str]:
@@ -152,9 +156,7 @@ def _same_output(a: Path, b: Path) -> None:
     assert not list((b / ".shiftbench" / "tmp").iterdir())  # no temporary file or run folder left
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-@needs_ray
+@cluster_test
 def test_generate_on_cluster_equals_single_machine(cluster: Any, photos_src: Path, single_machine: Path) -> None:
     out = photos_src.parent / "cluster"
     r = subprocess.run(_cmd(photos_src, out, "--ray", cluster.address), env=_env(), capture_output=True, text=True)
@@ -195,9 +197,7 @@ def _start_until(src: Path, out: Path, address: str, rows: int, timeout: float =
     return p
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-@needs_ray
+@cluster_test
 def test_driver_killed_then_rerun_completes(cluster: Any, photos_src: Path, single_machine: Path) -> None:
     out = photos_src.parent / "driver-killed"
     p = _start_until(photos_src, out, cluster.address, 60)
@@ -210,9 +210,7 @@ def test_driver_killed_then_rerun_completes(cluster: Any, photos_src: Path, sing
     _same_output(single_machine, out)
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-@needs_ray
+@cluster_test
 def test_worker_node_killed_mid_run_same_checksums(cluster: Any, photos_src: Path, single_machine: Path) -> None:
     """kill -9 of the worker node's raylet during the run: its shards run again elsewhere, same files."""
     out = photos_src.parent / "node-killed"
@@ -230,9 +228,7 @@ def test_worker_node_killed_mid_run_same_checksums(cluster: Any, photos_src: Pat
     cluster.add_node()  # for the tests after this one
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-@needs_ray
+@cluster_test
 def test_cifar_arrays_on_cluster_equal_single_machine(cluster: Any, tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     np.save(tmp_path / "x.npy", rng.integers(0, 256, (24, 32, 32, 3), dtype=np.uint8))
@@ -266,9 +262,7 @@ def _store_rows(store: Path) -> dict[tuple[str, int, str], tuple[int, list[int]]
     return {(c, int(s), k): (int(lab), [t for t in top if t is not None]) for c, s, k, lab, *top in rows}
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-@needs_ray
+@cluster_test
 def test_executor_predicts_what_the_runner_stores(cluster: Any, tmp_path: Path) -> None:
     """RayExecutor.predict over the runner's work items gives the predictions evaluate() stores."""
     import ray
@@ -341,9 +335,7 @@ def die_on_three(marker: str, item: int) -> int:
     return item * 10
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-@needs_ray
+@cluster_test
 def test_map_reruns_an_item_whose_worker_died(cluster: Any, tmp_path: Path) -> None:
     import functools
 
