@@ -125,6 +125,17 @@ def generate_group() -> None:
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Labels .npy for a .npy image array.")
 @click.option("--device", default="cpu", show_default=True, help="Where the corruptions run: cpu, cuda, cuda:N or mps (on CUDA the files are checked to equal the CPU's byte for byte).")
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[ADDRESS]",
+    help="Run the shards as Ray tasks (pip install 'shiftbench[ray]'): ADDRESS of a running cluster (HOST:PORT, "
+    "ray://HOST:PORT, or 'auto' for one started on this machine); alone: RAY_ADDRESS, else Ray on this machine. "
+    "--src and --out must be on storage every node sees at the same path. Same files as without --ray.",
+)
 def generate_imagenet_c(
     src: Path,
     out: Path,
@@ -136,6 +147,7 @@ def generate_imagenet_c(
     batch_size: int,
     labels: Path | None,
     device: str,
+    ray_address: str | None,
 ) -> None:
     """Write ImageNet-C (or Tiny/64/299/CIFAR-10-C) from clean images; resumable."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -153,6 +165,7 @@ def generate_imagenet_c(
         batch_size=batch_size,
         labels=str(labels) if labels else None,
         device=device,
+        ray=ray_address,
     )
     columns = (
         TextColumn("[bold]generating"),
@@ -181,6 +194,8 @@ def generate_imagenet_c(
         except KeyboardInterrupt:
             click.echo(f"\nInterrupted. Finished files are kept; rerun the same command to complete {out}.", err=True)
             raise SystemExit(130) from None
+    if report.cluster:
+        click.echo(f"ran on {report.cluster}", err=True)
     click.echo(
         f"{report.layout} layout in {out}: {report.written} files written, {report.already_done} corrupted images already done, "
         f"{len(report.failed)} source images failed, {report.seconds:.1f} s"

@@ -19,6 +19,7 @@ __all__ = [
     "ImageShapeError",
     "ImageRangeError",
     "MissingDependencyError",
+    "ClusterConnectionError",
     "DataError",
     "MissingWeightsError",
     "WeightsFormatError",
@@ -103,6 +104,10 @@ class MissingDependencyError(ShiftbenchError, ImportError):
         self.feature = feature
         install = f"pip install 'shiftbench[{extra}]'" if extra else f"pip install {package}"
         super().__init__(f"{feature} needs the package {package!r}, which is not installed. Install it with: {install}")
+
+
+class ClusterConnectionError(InvalidArgumentError, ConnectionError):
+    """A compute cluster (``--ray ADDRESS``) cannot be reached or cannot run the work as asked."""
 
 
 class DataError(ShiftbenchError):

@@ -64,6 +64,7 @@ class GenerateConfig:
     batch_size: int = 32
     labels: str | None = None
     device: str = "cpu"  # where corruptions run; not in the fingerprint (same pixels on every device)
+    ray: str | None = None  # None: this machine; else a Ray address ("" RAY_ADDRESS or local, "auto", HOST:PORT, ray://...)
 
     def fingerprint(self) -> dict[str, Any]:
         return {"edition": self.edition, "seed": self.seed, "jpeg_quality": JPEG_QUALITY, "shiftbench": __version__}
@@ -77,6 +78,7 @@ class GenerateReport:
     seconds: float = 0.0
     layout: str = "folder"
     out: str = ""
+    cluster: str | None = None  # the Ray cluster that ran it (None: this machine)
 
     @property
     def ok(self) -> bool:
@@ -194,7 +196,8 @@ def _sha256_file(path: Path) -> tuple[str, int]:
 
 
 def _atomic_write_bytes(path: Path, data: bytes, tmp_dir: Path) -> None:
-    tmp = tmp_dir / f"{os.getpid()}-{hashlib.md5(str(path).encode()).hexdigest()}.tmp"
+    # unique per writer: on a cluster a shard run again after its node was lost may overlap the first attempt
+    tmp = tmp_dir / f"{os.getpid()}-{os.urandom(4).hex()}-{hashlib.md5(str(path).encode()).hexdigest()}.tmp"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as fh:
@@ -317,6 +320,36 @@ def _map(fn: Callable[[Any], Any], items: list[Any], workers: int) -> Iterator[A
         pool.join()
 
 
+def _shards(chunk: _FolderChunk) -> list[_FolderChunk]:
+    """A chunk split per corruption (its images x that corruption's severities): the unit of work on a
+    cluster, small enough to spread a few thousand images over many nodes. Each shard reads only the
+    images it needs."""
+    by_name: dict[str, list[tuple[str, int, list[int]]]] = {}
+    for t in chunk.tasks:
+        by_name.setdefault(t[0], []).append(t)
+    if len(by_name) <= 1:
+        return [chunk]
+    out = []
+    for tasks in by_name.values():
+        used = sorted({i for _, _, idx in tasks for i in idx})
+        new = {old: k for k, old in enumerate(used)}
+        out.append(_FolderChunk([chunk.records[i] for i in used], [(n, s, [new[i] for i in idx]) for n, s, idx in tasks],
+                                chunk.edition, chunk.seed, chunk.out, chunk.device, chunk.tmp))
+    return out
+
+
+def _absolute(chunk: _FolderChunk) -> _FolderChunk:
+    """The chunk with absolute paths (a cluster's workers do not run in the driver's folder)."""
+    return _FolderChunk([(str(Path(p).absolute()), rel) for p, rel in chunk.records], chunk.tasks, chunk.edition, chunk.seed,
+                        str(Path(chunk.out).absolute()), chunk.device, str(Path(chunk.tmp).absolute()))
+
+
+def _run_array_task_shared(images: np.ndarray, task: _ArrayTask) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]], int]:
+    """:func:`_run_array_task` with the images from the cluster's object store (read-only there)."""
+    task.images = images if images.flags.writeable else images.copy()
+    return _run_array_task(task)
+
+
 # ----------------------------------------------------------------------------- driver
 
 
@@ -347,7 +380,11 @@ def _resolve(config: GenerateConfig) -> tuple[list[str], list[int]]:
         raise InvalidArgumentError("--workers", config.workers, "0 (one per core) or a positive integer")
     from .evaluation.models import parse_device
 
-    config.device = str(parse_device(config.device, "--device"))
+    if config.ray is not None and str(config.device).startswith("cuda"):
+        # the cluster's workers have the GPUs (Ray gives each task one and shows it as "cuda"), not the driver
+        config.device = "cuda"
+    else:
+        config.device = str(parse_device(config.device, "--device"))
     return names, sevs
 
 
@@ -371,19 +408,30 @@ def generate(
     workers = config.workers or (os.cpu_count() or 1)
     report = GenerateReport(layout=layout, out=str(out))
     t0 = time.perf_counter()
+    executor = None
     try:
+        if config.ray is not None:
+            from .distributed import RayExecutor
+
+            executor = RayExecutor(config.ray, num_gpus=1 if config.device.startswith("cuda") else 0,
+                                   local_cpus=config.workers or None)
+            report.cluster = executor.describe()
+            # every node writes into this run's folder and reads --src: both must be shared storage
+            executor.check_paths([str(src.resolve()), str(run.path.resolve())], "--out/--src")
         journal = _Journal(out, config)
         try:
             if layout == "folder":
-                _generate_folder(config, source, names, sevs, journal, report, workers, progress, run.path)
+                _generate_folder(config, source, names, sevs, journal, report, workers, progress, run.path, executor)
             else:
-                _generate_arrays(config, source, names, sevs, journal, report, workers, progress, run.path)
+                _generate_arrays(config, source, names, sevs, journal, report, workers, progress, run.path, executor)
             journal.finish(names, sevs, report.failed)
         finally:
             report.seconds = time.perf_counter() - t0
             journal.close()
         _write_manifest(out, config, report, run.path)
     finally:
+        if executor is not None:
+            executor.close()
         run.close()
     return report
 
@@ -430,6 +478,7 @@ def _generate_folder(
     workers: int,
     progress: Callable[[int, int], None] | None,
     tmp: Path,
+    executor: Any = None,
 ) -> None:
     records = source.records
     out = Path(config.out)
@@ -463,7 +512,11 @@ def _generate_folder(
     if progress:
         progress(done, total)
     failed_images: dict[str, str] = {}
-    for rows, failed, n in _map(_run_folder_chunk, chunks, workers):
+    if executor is not None:
+        stream = executor.map_unordered(_run_folder_chunk, (_absolute(s) for c in chunks for s in _shards(c)))
+    else:
+        stream = _map(_run_folder_chunk, chunks, workers)
+    for rows, failed, n in stream:
         journal.add(rows)
         report.written += len(rows)
         for rel, why in failed:
@@ -484,6 +537,7 @@ def _generate_arrays(
     workers: int,
     progress: Callable[[int, int], None] | None,
     tmp: Path,
+    executor: Any = None,
 ) -> None:
     out = Path(config.out)
     assert source.images is not None and source.labels is not None
@@ -503,7 +557,14 @@ def _generate_arrays(
     done = report.already_done
     if progress:
         progress(done, total)
-    for rows, _, k in _map(_run_array_task, tasks, workers):
+    if executor is not None:  # the images go to the object store once, not with every task
+        for t in tasks:
+            t.images = np.empty((0,), np.uint8)
+            t.out, t.tmp = str(Path(t.out).absolute()), str(Path(t.tmp).absolute())
+        stream = executor.map_unordered(_run_array_task_shared, tasks, shared=images)
+    else:
+        stream = _map(_run_array_task, tasks, workers)
+    for rows, _, k in stream:
         journal.add(rows)
         done += k
         if progress:
