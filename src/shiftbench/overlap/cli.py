@@ -118,7 +118,13 @@ class _OverlapGroup(click.Group):
     """``shiftbench overlap --config ...`` (options first) still runs the study: it means ``overlap run``."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0].startswith("-") and args[0] not in ("-h", "--help"):
+        if not args:
+            raise click.UsageError(
+                "give --config CONFIG (a study to run: `shiftbench overlap --config mnist-digits`), "
+                "or a subcommand: run, calibrate, select",
+                ctx=ctx,
+            )
+        if args[0].startswith("-") and args[0] not in ("-h", "--help"):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
