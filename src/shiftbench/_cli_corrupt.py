@@ -83,7 +83,7 @@ def corrupt_cmd(
 
     from . import corrupt
     from .editions import preprocess as prep
-    from .sources import load_image_rgb
+    from .io import load_image_rgb
 
     try:
         with Image.open(in_image) as im:

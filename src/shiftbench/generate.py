@@ -41,7 +41,8 @@ from .api import corrupt
 from .editions import get_edition, preprocess
 from .errors import DataError, InvalidArgumentError
 from .seeding import image_key
-from .sources import ArraySource, ImageRecord, load_array_source, load_image_rgb, scan_image_folder
+from .io import ImageRecord, load_image_rgb, scan_image_folder
+from .sources import ArraySource, load_array_source
 
 __all__ = ["GenerateConfig", "GenerateReport", "generate"]
 
@@ -390,7 +391,7 @@ def _generate_folder(
     progress: Callable[[int, int], None] | None,
     tmp: Path,
 ) -> None:
-    records, _ = scan_image_folder(config.src)
+    records, _ = scan_image_folder(config.src, arg="--src")
     out = Path(config.out)
     total = len(records) * len(names) * len(sevs)
     chunks: list[_FolderChunk] = []
@@ -451,7 +452,7 @@ def _generate_arrays(
         if images.shape[1:3] != (32, 32) and config.edition == "32":
             raise InvalidArgumentError("--src", f"images of {images.shape[1]}x{images.shape[2]}", "32x32 images for the CIFAR edition")
     else:
-        records, _ = scan_image_folder(config.src)
+        records, _ = scan_image_folder(config.src, arg="--src")
         imgs, labs = [], []
         for r in records:
             try:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .._validate import suggest
 from ..errors import InvalidArgumentError
-from ..evaluation.data import IMAGE_EXTENSIONS
+from ..io import IMAGE_EXTENSIONS
 from .errors import (
     DomainNetLayoutError,
     ListFileError,

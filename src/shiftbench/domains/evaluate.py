@@ -26,7 +26,7 @@ import torch
 
 from ..editions import preprocess
 from ..errors import InvalidArgumentError
-from ..evaluation.data import _DECODE_ERRORS, _load_rgb
+from ..io import DECODE_ERRORS, load_image_rgb
 from ..evaluation.errors import ImageReadError
 from ..evaluation.models import Classifier, imagenet_wnids, load_model
 from .dataset import DomainImage, DomainNetDataset
@@ -188,7 +188,7 @@ class ImageNetDResult:
 
 
 def _read(item: DomainImage) -> np.ndarray:
-    return np.asarray(preprocess(_load_rgb(item.path), "224"))
+    return np.asarray(preprocess(load_image_rgb(item.path), "224"))
 
 
 def _register(con: sqlite3.Connection, clf: Classifier, data: DomainNetDataset, mapping: ImageNetDMapping) -> int:
@@ -297,7 +297,7 @@ def evaluate_imagenet_d(
                 try:
                     arrays.append(_read(it))
                     good.append(it)
-                except _DECODE_ERRORS as e:
+                except DECODE_ERRORS as e:
                     if bad_images == "fail":
                         raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
                     bad.append((it, f"{type(e).__name__}: {e}"))

@@ -39,6 +39,7 @@ from PIL import Image
 from .. import api as _api
 from ..editions import get_edition, preprocess
 from ..errors import DataError, InvalidArgumentError
+from ..io import DECODE_ERRORS, IMAGE_EXTENSIONS, is_image_file, load_image_rgb, scan_image_folder
 from .errors import ImageReadError, IncompleteDatasetError, MissingPackageError
 from .models import imagenet_wnids, is_wnid
 
@@ -63,10 +64,7 @@ Condition = tuple[str, int]
 
 CLEAN: Condition = ("clean", 0)
 
-IMAGE_EXTENSIONS = (".jpeg", ".jpg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
 BAD_IMAGE_POLICIES = ("skip", "fail")
-_DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError)
-_FLAT_WNID = re.compile(r"^(n\d{8})[_.-]")
 
 
 @dataclass(frozen=True)
@@ -122,12 +120,6 @@ def _check_bad_images(policy: str) -> str:
     if policy not in BAD_IMAGE_POLICIES:
         raise InvalidArgumentError("bad_images", policy, f"one of {', '.join(BAD_IMAGE_POLICIES)}")
     return policy
-
-
-def _load_rgb(path: Path) -> Image.Image:
-    with Image.open(path) as im:
-        im.load()
-        return im.convert("RGB")
 
 
 def _to_tensor(arrays: list[np.ndarray]) -> torch.Tensor:
@@ -228,39 +220,8 @@ class ImageFolderSource(Source):
         return f"{self.kind}:{self.location}:n={len(self._items)}:{_digest(parts)}"
 
     def _scan(self) -> tuple[list[Item], list[str]]:
-        root = self.root
-        if not root.exists():
-            raise DataError(
-                f"--data {str(root)!r} does not exist: expected a folder of class sub-folders (ImageFolder)"
-            )
-        if not root.is_dir():
-            raise DataError(
-                f"--data {str(root)!r} is not a folder: expected a folder of class sub-folders (ImageFolder)"
-            )
-        classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
-        items: list[Item] = []
-        for label, cls in enumerate(classes):
-            for f in sorted((root / cls).iterdir()):
-                if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS and not f.name.startswith("."):
-                    items.append(Item(f"{cls}/{f.name}", label, f))
-        if items:
-            return items, classes
-        loose = sorted(f for f in root.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS)
-        flat = [(f, _FLAT_WNID.match(f.name)) for f in loose]
-        if loose and all(m is not None for _, m in flat):
-            wnids = sorted({m.group(1) for _, m in flat if m is not None})
-            index = {w: i for i, w in enumerate(wnids)}
-            items = [Item(f.name, index[m.group(1)], f) for f, m in flat if m is not None]
-            return items, wnids
-        if loose:
-            raise DataError(
-                f"--data {str(root)!r} holds {len(loose)} images but no class sub-folders: expected "
-                "<data>/<class>/<image> (ImageFolder) or files named <wnid>_<name>.<ext>"
-            )
-        raise DataError(
-            f"--data {str(root)!r} contains no images (extensions {', '.join(IMAGE_EXTENSIONS)}): expected "
-            "<data>/<class>/<image> (ImageFolder)"
-        )
+        records, classes = scan_image_folder(self.root, arg="--data")
+        return [Item(r.key, r.label, r.path) for r in records], classes
 
     def conditions(self) -> list[Condition]:
         return [CLEAN]
@@ -276,7 +237,7 @@ class ImageFolderSource(Source):
     def _read(self, item: Item) -> np.ndarray:
         if item.path is None:
             raise DataError(f"image {item.key!r} has no file")
-        img = _load_rgb(item.path)
+        img = load_image_rgb(item.path)
         return np.asarray(preprocess(img, self.edition))
 
     def batches(
@@ -302,7 +263,7 @@ class ImageFolderSource(Source):
                 try:
                     arrays.append(self._read(it))
                     good.append(it)
-                except _DECODE_ERRORS as e:
+                except DECODE_ERRORS as e:
                     if self.bad_images == "fail":
                         raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
                     bad.append((it.key, f"{type(e).__name__}: {e}"))
@@ -491,7 +452,7 @@ class ReleasedTreeSource(Source):
         c, s = self._conditions[0]
         for cls in self.classes:
             for f in sorted((self.root / c / str(s) / cls).iterdir()):
-                if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS:
+                if is_image_file(f):
                     return f
         raise IncompleteDatasetError(
             "--released", str(self.root), [f"{c}/{s} (no images)"], "images in every class folder"
@@ -510,7 +471,7 @@ class ReleasedTreeSource(Source):
                     continue
                 d = base / cls
                 for f in sorted(d.iterdir()):
-                    if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS and not f.name.startswith("."):
+                    if is_image_file(f):
                         out.append(Item(f"{cls}/{f.name}", label, f))
             if not out:
                 raise IncompleteDatasetError(
@@ -544,12 +505,12 @@ class ReleasedTreeSource(Source):
                 bad: list[tuple[str, str]] = []
                 for it in todo[start : start + batch_size]:
                     try:
-                        a = np.asarray(_load_rgb(it.path)) if it.path is not None else np.zeros((0, 0, 3), np.uint8)
+                        a = np.asarray(load_image_rgb(it.path)) if it.path is not None else np.zeros((0, 0, 3), np.uint8)
                         if a.shape[:2] != (size, size):
                             raise ValueError(f"size {a.shape[1]}x{a.shape[0]}, expected {size}x{size}")
                         arrays.append(a)
                         good.append(it)
-                    except _DECODE_ERRORS as e:
+                    except DECODE_ERRORS as e:
                         if self.bad_images == "fail":
                             raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
                         bad.append((it.key, f"{type(e).__name__}: {e}"))

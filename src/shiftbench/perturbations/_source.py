@@ -31,7 +31,7 @@ from PIL import Image
 
 from ..errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
 from ..seeding import image_key, key_to_int
-from ..sources import load_image_rgb
+from ..io import load_image_rgb
 from ._spec import resolve_p_edition
 
 __all__ = ["PreparedImages", "prepare", "center_window", "resized_crop_window"]

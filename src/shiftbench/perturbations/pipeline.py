@@ -34,13 +34,12 @@ import numpy as np
 import torch
 
 from ..editions import get_edition
+from ..io import DECODE_ERRORS, load_image_rgb
 from ..errors import DataError, InvalidArgumentError, ShiftbenchError, UnknownNameError
 from ..evaluation.data import (
-    _DECODE_ERRORS,
     BAD_IMAGE_POLICIES,
     CLEAN,
     ImageFolderSource,
-    _load_rgb,
     _spread,
     foolbox_imagenet,
 )
@@ -243,9 +242,9 @@ class _OnTheFly(_PSource):
                 try:
                     if v.path is None:
                         raise OSError("no file")
-                    arrays.append(np.asarray(_load_rgb(v.path)))
+                    arrays.append(np.asarray(load_image_rgb(v.path)))
                     good.append(v)
-                except _DECODE_ERRORS as e:
+                except DECODE_ERRORS as e:
                     if self.bad_images == "fail":
                         raise ImageReadError(str(v.path), f"{type(e).__name__}: {e}") from e
                     bad.append((v.key, v.label, f"{type(e).__name__}: {e}"))
