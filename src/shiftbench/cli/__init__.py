@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from .. import __version__
-from .._cli_corrupt import corrupt_cmd, generate_group, list_cmd
+from .corrupt import corrupt_cmd, generate_group, list_cmd
 from ..errors import ShiftbenchError
 from ..overlap.cli import overlap_group, select_cmd
 from .evaluate import evaluate_cmd

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._validate import suggest
+from ..checks import suggest
 from ..errors import InvalidArgumentError
 from ..io import IMAGE_EXTENSIONS
 from .errors import (

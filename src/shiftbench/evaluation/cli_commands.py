@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .._progress import progress_for
+from ..progress import progress_for
 from .baselines import alexnet_baseline
 from .metrics import BENCHMARK_CORRUPTIONS, summarize
 from .models import DEFAULT_MODEL, read_class_list

@@ -31,6 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -57,7 +58,11 @@ __all__ = [
     "open_released",
     "IMAGE_EXTENSIONS",
     "BAD_IMAGE_POLICIES",
+    "spread_evenly",
+    "digest",
 ]
+
+T = TypeVar("T")
 
 Condition = tuple[str, int]
 """``("clean", 0)`` or ``(corruption, severity)``."""
@@ -102,8 +107,8 @@ class WorkBatch:
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _spread(items: list[Item], limit: int | None) -> list[Item]:
-    """At most ``limit`` items spread evenly over the sorted list (so over the classes too)."""
+def spread_evenly(items: list[T], limit: int | None) -> list[T]:
+    """At most ``limit`` items spread evenly over the sorted list (so over the classes too): item ``(i * n) // limit``."""
     if limit is None or limit >= len(items):
         return items
     n = len(items)
@@ -126,7 +131,8 @@ def _to_tensor(arrays: list[np.ndarray]) -> torch.Tensor:
     return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
 
 
-def _digest(parts: Sequence[str]) -> str:
+def digest(parts: Sequence[str]) -> str:
+    """A short (16 hex digits) SHA-256 of the lines ``parts``: identifies a selection of images or classes."""
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -205,7 +211,7 @@ class ImageFolderSource(Source):
         items, classes = self._scan()
         self._all = items
         self.classes = tuple(classes)
-        self._items = _spread(items, self.limit)
+        self._items = spread_evenly(items, self.limit)
         self.location = str(self.root.resolve())
         self.identity = self._identity()
 
@@ -217,7 +223,7 @@ class ImageFolderSource(Source):
             except OSError:
                 size = -1
             parts.append(f"{it.key}:{size}")
-        return f"{self.kind}:{self.location}:n={len(self._items)}:{_digest(parts)}"
+        return f"{self.kind}:{self.location}:n={len(self._items)}:{digest(parts)}"
 
     def _scan(self) -> tuple[list[Item], list[str]]:
         records, classes = scan_image_folder(self.root, arg="--data")
@@ -231,7 +237,7 @@ class ImageFolderSource(Source):
 
     def select_classes(self, classes: Sequence[str]) -> None:
         keep = {self.classes.index(c) for c in classes if c in self.classes}
-        self._items = _spread([i for i in self._all if i.label in keep], self.limit)
+        self._items = spread_evenly([i for i in self._all if i.label in keep], self.limit)
         self.identity = self._identity()
 
     def _read(self, item: Item) -> np.ndarray:
@@ -477,7 +483,7 @@ class ReleasedTreeSource(Source):
                 raise IncompleteDatasetError(
                     "--released", str(self.root), [f"{c}/{s} (no images)"], "images in every folder"
                 )
-            self._cache[condition] = _spread(out, self.limit)
+            self._cache[condition] = spread_evenly(out, self.limit)
         return list(self._cache[condition])
 
     def select_classes(self, classes: Sequence[str]) -> None:
@@ -597,7 +603,7 @@ class ReleasedArraySource(Source):
         _, s = condition
         lab = self._labels[(s - 1) * self.n : s * self.n]
         out = [Item(f"{i:05d}", int(lab[i])) for i in range(self.n) if self._keep is None or int(lab[i]) in self._keep]
-        return _spread(out, self.limit)
+        return spread_evenly(out, self.limit)
 
     def select_classes(self, classes: Sequence[str]) -> None:
         self._keep = {self.classes.index(c) for c in classes if c in self.classes}

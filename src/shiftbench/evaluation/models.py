@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from .._validate import suggest
+from ..checks import suggest
 from ..errors import InvalidArgumentError, MissingDependencyError, UnknownNameError
 from .errors import MissingPackageError, ModelOutputError
 

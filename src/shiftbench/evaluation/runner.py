@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from .. import __version__
-from .._registry import list_corruptions
-from .._validate import check_severity, suggest
+from ..corruptions import list_corruptions
+from ..checks import check_severity, suggest
 from ..editions import get_edition
 from ..errors import (
     InvalidArgumentError,

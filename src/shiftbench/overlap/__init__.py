@@ -25,9 +25,9 @@ from .analysis import (
     Balance,
     Coverage,
     balance,
-    corruption_error,
+    noc_corruption_error,
     coverage,
-    mean_corruption_error,
+    noc_mean_corruption_error,
     plot_overlap_heatmap,
 )
 from ..corruptions.candidates import CANDIDATES, PAPER_CANDIDATES, candidate_names
@@ -70,8 +70,8 @@ __all__ = [
     "Coverage",
     "balance",
     "coverage",
-    "corruption_error",
-    "mean_corruption_error",
+    "noc_corruption_error",
+    "noc_mean_corruption_error",
     "plot_overlap_heatmap",
     "IMAGENET_NOC",
     "alexnet_noc_baseline",

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._registry import get_corruption
+from ..corruptions import get_corruption
 from ..errors import DataError, InvalidArgumentError, MissingDependencyError
 from ..corruptions.candidates import CANDIDATES
 from ..training.loop import EpochLog, Recipe, fit, load_checkpoint, stream_id
@@ -161,7 +161,7 @@ def _fill(cls: type, section: dict[str, Any], where: str) -> Any:
 
 
 def _validate(cfg: StudyConfig) -> StudyConfig:
-    from .._validate import suggest
+    from ..checks import suggest
     from ..errors import UnknownCorruptionError
 
     if not cfg.name or not isinstance(cfg.name, str):
@@ -181,7 +181,7 @@ def _validate(cfg: StudyConfig) -> StudyConfig:
             raise _bad(key, lst, "names without duplicates")
     d = cfg.data
     if d.dataset not in DATASETS:
-        from .._validate import suggest as sg
+        from ..checks import suggest as sg
         from ..errors import UnknownNameError
 
         raise UnknownNameError("data.dataset", d.dataset, list(DATASETS), sg(str(d.dataset), list(DATASETS)))

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError, InvalidArgumentError
-from .analysis import corruption_error, mean_corruption_error
+from .analysis import noc_corruption_error, noc_mean_corruption_error
 from ..corruptions.candidates import CANDIDATES
 from .sampling import corrupt_candidate
 from .select import Selection
@@ -147,7 +147,7 @@ def benchmark_from_selection(
         raise InvalidArgumentError("selection", names, "at least one corruption")
     for c in names:
         if c not in CANDIDATES:
-            from .._validate import suggest
+            from ..checks import suggest
             from ..errors import UnknownCorruptionError
 
             raise UnknownCorruptionError("corruptions", c, list(CANDIDATES), suggest(c, list(CANDIDATES)))
@@ -381,7 +381,7 @@ def evaluate_noc(
             raise DataError(f"no stored predictions for {', '.join(missing)} (no readable images?)")
         n = errs["clean"][1]
         errors = {c: errs[c][0] for c in names}
-        ce = {c: corruption_error(errors[c], bench.baseline.errors[c]) for c in names}
+        ce = {c: noc_corruption_error(errors[c], bench.baseline.errors[c]) for c in names}
         notes = [
             f"CE normalised by {bench.baseline.name}'s errors ({bench.baseline.source.split(':')[0]}); the corruptions "
             "were computed by shiftbench from the paper's descriptions, the baseline errors by the authors' code."
@@ -402,7 +402,7 @@ def evaluate_noc(
             errs["clean"][0],
             errors,
             ce,
-            mean_corruption_error(ce),
+            noc_mean_corruption_error(ce),
             eid,
             db.path,
             written,

@@ -40,7 +40,8 @@ from ..evaluation.data import (
     BAD_IMAGE_POLICIES,
     CLEAN,
     ImageFolderSource,
-    _spread,
+    digest,
+    spread_evenly,
     foolbox_imagenet,
 )
 from ..evaluation.errors import ImageReadError, IncompleteDatasetError, ModelOutputError
@@ -258,7 +259,7 @@ class _OnTheFly(_PSource):
 
 
 def _spread_videos(videos: list[_Video], limit: int | None) -> list[_Video]:
-    return _spread(videos, limit)  # type: ignore[arg-type]
+    return spread_evenly(videos, limit)
 
 
 class _ReleasedMP4(_PSource):
@@ -350,9 +351,7 @@ class _ReleasedMP4(_PSource):
 
     def select_classes(self, classes: Sequence[str]) -> None:
         self._keep = set(classes)
-        from ..evaluation.data import _digest
-
-        self.identity = f"{self.kind}:{self.location}:limit={self.limit}:classes={_digest(sorted(classes))}"
+        self.identity = f"{self.kind}:{self.location}:limit={self.limit}:classes={digest(sorted(classes))}"
 
     def videos(self, name: str, level: int) -> list[_Video]:
         index = {c: i for i, c in enumerate(self.classes)}
@@ -618,7 +617,7 @@ def stored_p_baseline(db: ResultsStore, spec: str, *, edition: str) -> dict[int,
                 "baseline", spec, "the id of a stored ImageNet-P evaluation (see `shiftbench results`)"
             )
     else:
-        from .._validate import suggest
+        from ..checks import suggest
 
         names = sorted({e.model for e in evs})
         cands = [e for e in evs if e.model == s and e.edition == edition]
