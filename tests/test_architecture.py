@@ -9,6 +9,9 @@ overlap, structural, training, zoo) < ``shiftbench.benchmarks`` < ``shiftbench.c
 from __future__ import annotations
 
 import ast
+import configparser
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -103,3 +106,30 @@ def test_the_private_import_check_can_fail(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
     found = private_imports()
     assert len(found) == 2 and "overlap/noc.py:1" in found[0] and "overlap/noc.py:2" in found[1]
+
+
+def _lint_imports() -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    if exe is None:
+        pytest.fail("lint-imports is missing: pip install -e '.[test]' (import-linter)")
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": str(Path(sys.executable).parent), "LC_ALL": "C.UTF-8"}
+    return subprocess.run(
+        [exe, "--config", str(ROOT / ".importlinter"), "--no-cache"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_layer_and_cycle_contracts_hold() -> None:
+    r = _lint_imports()
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+    assert "Contracts: 2 kept, 0 broken." in r.stdout
+
+
+def test_every_subpackage_has_a_layer() -> None:
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / ".importlinter")
+    layers = cfg["importlinter:contract:layers"]["layers"]
+    named = {m.strip() for line in layers.splitlines() for m in line.split(":") if m.strip()}
+    subpackages = {f"shiftbench.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    missing = sorted(p for p in subpackages if p not in named and not any(n.startswith(p + ".") for n in named))
+    assert not missing, f"place these packages in a layer of .importlinter: {missing}"

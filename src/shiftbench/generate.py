@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from . import __version__
+from .version import __version__
 from ._registry import FAMILIES, get_corruption, list_corruptions
 from ._validate import check_severity
 from .api import corrupt

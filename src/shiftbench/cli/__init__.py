@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from .. import __version__
+from ..version import __version__
 from .corrupt import corrupt_cmd, generate_group, list_cmd
 from ..errors import ShiftbenchError
 from ..overlap.cli import overlap_group, select_cmd

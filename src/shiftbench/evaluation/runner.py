@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import torch
 
-from .. import __version__
+from ..version import __version__
 from ..corruptions import list_corruptions
 from ..checks import check_severity, suggest
 from ..editions import get_edition
