@@ -27,11 +27,10 @@ import torch
 
 from ..editions import preprocess
 from ..errors import InvalidArgumentError
-from ..io import DECODE_ERRORS, load_image_rgb
-from ..evaluation.errors import ImageReadError
-from ..evaluation.data import Condition, Item, Source, WorkBatch
+from ..evaluation.data import Condition, Item, Source, WorkBatch, read_items, to_tensor
 from ..evaluation.models import Classifier, LabelSpace, imagenet_wnids, load_model
 from ..evaluation.runner import Work, run_conditions, want_prefetch
+from ..io import load_image_rgb
 from .dataset import DomainNetDataset
 from .mapping import DOMAINS, MAPPINGS, ImageNetDMapping, benchmark_name, domainnet_classes, load_mapping, resolve_mapping
 from .metrics import (
@@ -207,6 +206,12 @@ def _register(con: sqlite3.Connection, clf: Classifier, data: DomainNetDataset, 
     return int(row[0])
 
 
+def _read(item: Item) -> np.ndarray:
+    if item.path is None:
+        raise OSError(f"image {item.key!r} has no file")
+    return np.asarray(preprocess(load_image_rgb(item.path), "224"))
+
+
 class DomainSource(Source):
     """ImageNet-D's images as a source of the evaluation loop: one condition ``(domain, 0)`` per domain.
 
@@ -248,22 +253,8 @@ class DomainSource(Source):
             for start in range(0, len(todo), batch_size):
                 if stop is not None and stop.is_set():
                     return
-                arrays: list[np.ndarray] = []
-                good: list[Item] = []
-                bad: list[tuple[str, str]] = []
-                for it in todo[start : start + batch_size]:
-                    try:
-                        arrays.append(np.asarray(preprocess(load_image_rgb(it.path), "224")))
-                        good.append(it)
-                    except DECODE_ERRORS as e:
-                        if self.bad_images == "fail":
-                            raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
-                        bad.append((it.key, f"{type(e).__name__}: {e}"))
-                x = (
-                    torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
-                    if arrays
-                    else torch.zeros((0, 3, 1, 1), dtype=torch.uint8)
-                )
+                arrays, good, bad = read_items(todo[start : start + batch_size], _read, self.bad_images)
+                x = to_tensor(arrays) if arrays else torch.zeros((0, 3, 1, 1), dtype=torch.uint8)
                 labels = torch.tensor([it.label for it in good], dtype=torch.int64)
                 yield WorkBatch(cond, [it.key for it in good], labels, x, bad)
 

@@ -28,7 +28,7 @@ import importlib.util
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -60,6 +60,8 @@ __all__ = [
     "BAD_IMAGE_POLICIES",
     "spread_evenly",
     "digest",
+    "read_items",
+    "to_tensor",
 ]
 
 T = TypeVar("T")
@@ -127,7 +129,29 @@ def _check_bad_images(policy: str) -> str:
     return policy
 
 
-def _to_tensor(arrays: list[np.ndarray]) -> torch.Tensor:
+def read_items(
+    items: Sequence[Item], read: Callable[[Item], np.ndarray], bad_images: str
+) -> tuple[list[np.ndarray], list[Item], list[tuple[str, str]]]:
+    """Decode a batch of images with ``read``: (arrays, the items read, ``(key, reason)`` of those that were not).
+
+    An unreadable file (one of :data:`shiftbench.io.DECODE_ERRORS`) is skipped and reported, or raises
+    :class:`ImageReadError` with ``bad_images="fail"``.
+    """
+    arrays: list[np.ndarray] = []
+    good: list[Item] = []
+    bad: list[tuple[str, str]] = []
+    for it in items:
+        try:
+            arrays.append(read(it))
+            good.append(it)
+        except DECODE_ERRORS as e:
+            if bad_images == "fail":
+                raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
+            bad.append((it.key, f"{type(e).__name__}: {e}"))
+    return arrays, good, bad
+
+
+def to_tensor(arrays: list[np.ndarray]) -> torch.Tensor:
     return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
 
 
@@ -261,19 +285,8 @@ class ImageFolderSource(Source):
         for start in range(0, len(todo), batch_size):
             if stop is not None and stop.is_set():
                 return
-            chunk = todo[start : start + batch_size]
-            arrays: list[np.ndarray] = []
-            good: list[Item] = []
-            bad: list[tuple[str, str]] = []
-            for it in chunk:
-                try:
-                    arrays.append(self._read(it))
-                    good.append(it)
-                except DECODE_ERRORS as e:
-                    if self.bad_images == "fail":
-                        raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
-                    bad.append((it.key, f"{type(e).__name__}: {e}"))
-            clean = _to_tensor(arrays) if arrays else None
+            arrays, good, bad = read_items(todo[start : start + batch_size], self._read, self.bad_images)
+            clean = to_tensor(arrays) if arrays else None
             for cond in conds:
                 if stop is not None and stop.is_set():
                     return
@@ -489,7 +502,7 @@ class ReleasedTreeSource(Source):
     def select_classes(self, classes: Sequence[str]) -> None:
         self._keep = {self.classes.index(c) for c in classes if c in self.classes}
         self._cache.clear()
-        self.identity = f"{self.kind}:{self.location}:limit={self.limit}:classes={_digest(sorted(classes))}"
+        self.identity = f"{self.kind}:{self.location}:limit={self.limit}:classes={digest(sorted(classes))}"
 
     def batches(
         self,
@@ -501,26 +514,20 @@ class ReleasedTreeSource(Source):
         stop: threading.Event | None = None,
     ) -> Iterator[WorkBatch]:
         size = get_edition(self.edition).size
+
+        def read(it: Item) -> np.ndarray:
+            a = np.asarray(load_image_rgb(it.path)) if it.path is not None else np.zeros((0, 0, 3), np.uint8)
+            if a.shape[:2] != (size, size):
+                raise ValueError(f"size {a.shape[1]}x{a.shape[0]}, expected {size}x{size}")
+            return a
+
         for cond, want in pending.items():
             todo = [it for it in self.items(cond) if it.key in want]
             for start in range(0, len(todo), batch_size):
                 if stop is not None and stop.is_set():
                     return
-                arrays: list[np.ndarray] = []
-                good: list[Item] = []
-                bad: list[tuple[str, str]] = []
-                for it in todo[start : start + batch_size]:
-                    try:
-                        a = np.asarray(load_image_rgb(it.path)) if it.path is not None else np.zeros((0, 0, 3), np.uint8)
-                        if a.shape[:2] != (size, size):
-                            raise ValueError(f"size {a.shape[1]}x{a.shape[0]}, expected {size}x{size}")
-                        arrays.append(a)
-                        good.append(it)
-                    except DECODE_ERRORS as e:
-                        if self.bad_images == "fail":
-                            raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
-                        bad.append((it.key, f"{type(e).__name__}: {e}"))
-                x = _to_tensor(arrays) if arrays else torch.zeros((0, 3, size, size), dtype=torch.uint8)
+                arrays, good, bad = read_items(todo[start : start + batch_size], read, self.bad_images)
+                x = to_tensor(arrays) if arrays else torch.zeros((0, 3, size, size), dtype=torch.uint8)
                 labels = torch.tensor([it.label for it in good], dtype=torch.int64)
                 yield WorkBatch(cond, [it.key for it in good], labels, x, bad)
 
@@ -607,7 +614,7 @@ class ReleasedArraySource(Source):
 
     def select_classes(self, classes: Sequence[str]) -> None:
         self._keep = {self.classes.index(c) for c in classes if c in self.classes}
-        self.identity = f"{self.kind}:{self.location}:n={self.n}:limit={self.limit}:classes={_digest(sorted(classes))}"
+        self.identity = f"{self.kind}:{self.location}:n={self.n}:limit={self.limit}:classes={digest(sorted(classes))}"
 
     def batches(
         self,
