@@ -120,6 +120,21 @@ def test_released_tree_is_read_as_published(tmp_path: Path) -> None:
     assert any("no published AlexNet errors exist for edition 64" in n for n in r.notes)
 
 
+def test_released_sources_keep_only_the_listed_classes(tmp_path: Path) -> None:
+    classes = list(WNIDS[:3])
+    root = released_tree(tmp_path / "Tiny-C", ["fog"], [1, 2, 3, 4, 5], classes, n=2, size=64)
+    src = open_released(root, ["fog"], [1])
+    whole = src.identity
+    src.select_classes(classes[1:])
+    assert src.identity != whole and {it.key.split("/")[0] for it in src.items(("fog", 1))} == set(classes[1:])
+    np.save(tmp_path / "labels.npy", np.tile(np.arange(4, dtype=np.uint8), 5))
+    np.save(tmp_path / "fog.npy", np.zeros((20, 32, 32, 3), dtype=np.uint8))
+    arr = open_released(tmp_path, ["fog"], [1])
+    before = arr.identity
+    arr.select_classes(arr.classes[:2])
+    assert arr.identity != before and {it.label for it in arr.items(("fog", 1))} == {0, 1}
+
+
 def test_incomplete_released_tree_is_reported(tmp_path: Path) -> None:
     classes = list(WNIDS[:2])
     root = released_tree(tmp_path / "C", ["fog"], [1, 2, 4, 5], classes, size=64)

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from shiftbench.overlap.analysis import balance, corruption_error, mean_corruption_error
+from shiftbench.overlap.analysis import balance, noc_corruption_error, noc_mean_corruption_error
 from shiftbench.overlap.noc import IMAGENET_NOC, alexnet_noc_baseline
 
 
@@ -30,10 +30,10 @@ RESNET50_CE = dict(zip(IC, [80, 82, 83, 75, 89, 78, 80, 78, 75, 66, 57, 71, 85, 
 def test_002_table1_standard_row_from_000_table1() -> None:
     set1 = ["gauss", "shot", "impul", "defo", "glass", "motion", "zoom", "pixel"]  # noises, blurs, pixelate
     set2 = [c for c in IC if c not in set1]
-    assert half_up(mean_corruption_error([RESNET50_CE[c] for c in set1])) == 81
-    assert half_up(mean_corruption_error([RESNET50_CE[c] for c in set2])) == 73
+    assert half_up(noc_mean_corruption_error([RESNET50_CE[c] for c in set1])) == 81
+    assert half_up(noc_mean_corruption_error([RESNET50_CE[c] for c in set2])) == 73
     # 000's ResNet-50 mCE 76.7 comes from unrounded CEs; the printed ones average 76.87 (within rounding)
-    assert abs(mean_corruption_error(list(RESNET50_CE.values())) - 76.7) <= 0.5
+    assert abs(noc_mean_corruption_error(list(RESNET50_CE.values())) - 76.7) <= 0.5
 
 
 # 003 Table 5 (ImageNet-C CE) and Table 6 (ImageNet-NOC CE) with the mCE of Table 3
@@ -79,7 +79,7 @@ ROUNDING_ONLY = {("6", "DenseNet-201"): 66.625, ("7", "Standard"): 104.8, ("7", 
 
 
 def check_mce(table: str, row: str, ces: list[int], printed: int) -> None:
-    m = mean_corruption_error(ces)
+    m = noc_mean_corruption_error(ces)
     if (table, row) in ROUNDING_ONLY:
         assert abs(m - ROUNDING_ONLY[(table, row)]) < 1e-3
         assert half_up(m - 0.5) <= printed <= half_up(m + 0.5)
@@ -157,9 +157,9 @@ def test_table6_ce_reproduced_from_alexnet_errors() -> None:
     assert list(base.errors)[:3] == ["noc_quantization", "noc_gaussian_noise", "noc_salt_pepper"]
     assert len(IMAGENET_NOC) == 8
     # a model with AlexNet's own errors has CE 100 everywhere (Table 6, first row)
-    assert all(half_up(100 * corruption_error(base.errors[c], base.errors[c])) == 100 for c in IMAGENET_NOC)
+    assert all(half_up(100 * noc_corruption_error(base.errors[c], base.errors[c])) == 100 for c in IMAGENET_NOC)
     # ResNet-50 quantization CE 130 <=> error 1.30 * 0.592 = 0.7696
-    assert half_up(100 * corruption_error(0.7696, base.errors["noc_quantization"])) == 130
+    assert half_up(100 * noc_corruption_error(0.7696, base.errors["noc_quantization"])) == 130
 
 
 # 003 Table 1 (Section 5.2): CE (AlexNet-normalised, %) of the standard ResNet-18 and of m_INOC on ImageNet-C,
@@ -176,13 +176,13 @@ TABLE1_NOC = {
 
 def test_003_table1_mce_from_its_ce_rows() -> None:
     # three of the four printed mCEs are the (half-up) means of their printed CEs
-    assert half_up(mean_corruption_error(TABLE1_IC["standard"][0])) == 104  # 103.53
-    assert half_up(mean_corruption_error(TABLE1_NOC["standard"][0])) == 89  # 88.5
-    assert half_up(mean_corruption_error(TABLE1_NOC["m_IC"][0])) == 59  # 59.125
+    assert half_up(noc_mean_corruption_error(TABLE1_IC["standard"][0])) == 104  # 103.53
+    assert half_up(noc_mean_corruption_error(TABLE1_NOC["standard"][0])) == 89  # 88.5
+    assert half_up(noc_mean_corruption_error(TABLE1_NOC["m_IC"][0])) == 59  # 59.125
     # m_INOC's printed mCE of 81 does NOT follow from its printed CEs: they average 79.93, and rounding each CE
     # moves the mean by at most 0.5, so the true mean lies in [79.43, 80.43]; 81 is outside. Either a CE or the
     # mCE is misprinted in the paper; shiftbench reports the mean of the CEs (80).
-    m = mean_corruption_error(TABLE1_IC["m_INOC"][0])
+    m = noc_mean_corruption_error(TABLE1_IC["m_INOC"][0])
     assert m == pytest.approx(79.933, abs=1e-3)
     assert abs(m - 81) > 0.5
 

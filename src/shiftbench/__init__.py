@@ -9,13 +9,12 @@ Quick start::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from . import errors, seeding
 from ._registry import Corruption, get_corruption, list_corruptions
 from .api import Corrupt, corrupt, release_jpeg, sample_draws
 from .editions import EDITIONS, Edition, edition_for_size, get_edition, preprocess
 from .style import set_style_source
+from .version import __version__
 from . import style
 
 __all__ = [
@@ -37,3 +36,6 @@ __all__ = [
     "style",
     "set_style_source",
 ]
+
+# published model weights: makes load_model("zoo:<name>") of the evaluation core resolve through shiftbench.zoo
+from . import zoo  # noqa: E402,F401

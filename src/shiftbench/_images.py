@@ -25,6 +25,8 @@ MIN_SIDE = 32
 _PIL_16 = ("I;16", "I;16B", "I;16L", "I;16N")
 _PIL_CONVERT = {"P": "RGB", "PA": "RGBA", "CMYK": "RGB", "1": "L", "La": "LA", "RGBa": "RGBA", "RGBX": "RGB"}
 PIL_MODES = ("L", "LA", "RGB", "RGBA", "F", "I", *_PIL_16, *_PIL_CONVERT)
+PIL_CONVERTED = dict(_PIL_CONVERT)
+"""PIL modes converted on input, and the mode they come back as (palette and CMYK as RGB, ...)."""
 """PIL modes :func:`~shiftbench.corrupt` accepts. 8-bit modes come back in their own mode; 16-bit ('I;16...',
 'I') and float ('F', values in [0, 1]) grayscale are corrupted as float images and come back in their mode
 (16-bit values scaled by 65535); 'P' and 'CMYK' come back as 'RGB', 'PA' as 'RGBA', '1' as 'L'."""

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from . import __version__
+from .version import __version__
 from ._registry import FAMILIES, get_corruption, list_corruptions
 from ._validate import check_severity
 from .api import corrupt
@@ -42,7 +42,8 @@ from .editions import get_edition, preprocess
 from .errors import DataError, InvalidArgumentError
 from .outputs import check_output_folder
 from .seeding import image_key
-from .sources import ArraySource, ImageRecord, load_array_source, load_image_rgb, scan_image_folder
+from .io import ImageRecord, load_image_rgb, scan_image_folder
+from .sources import ArraySource, load_array_source
 
 __all__ = ["GenerateConfig", "GenerateReport", "generate"]
 
@@ -449,13 +450,13 @@ class _Source:
 def _read_source(config: GenerateConfig, layout: str, array_input: bool) -> _Source:
     """List or load ``--src``; a missing, empty or unreadable source is a :class:`DataError`."""
     if layout == "folder":
-        return _Source(records=scan_image_folder(config.src)[0])
+        return _Source(records=scan_image_folder(config.src, arg="--src")[0])
     if array_input:
         arr: ArraySource = load_array_source(config.src, config.labels)
         if arr.images.shape[1:3] != (32, 32) and config.edition == "32":
             raise InvalidArgumentError("--src", f"images of {arr.images.shape[1]}x{arr.images.shape[2]}", "32x32 images for the CIFAR edition")
         return _Source(images=arr.images, labels=arr.labels)
-    records, _ = scan_image_folder(config.src)
+    records, _ = scan_image_folder(config.src, arg="--src")
     imgs, labs, failed = [], [], []
     for r in records:
         try:

@@ -23,7 +23,7 @@ from typing import Any
 
 from PIL import Image, features
 
-from ._images import _PIL_CONVERT, PIL_MODES
+from ._images import PIL_CONVERTED, PIL_MODES
 from .errors import DataError, InvalidArgumentError
 
 __all__ = [
@@ -65,7 +65,7 @@ def corrupted_mode(mode: str) -> str | None:
     """The PIL mode :func:`shiftbench.corrupt` returns for an image of ``mode`` (None: a mode it refuses)."""
     if mode not in PIL_MODES:
         return None
-    return _PIL_CONVERT.get(mode, mode)
+    return PIL_CONVERTED.get(mode, mode)
 
 
 def _extensions(exts: list[str]) -> str:

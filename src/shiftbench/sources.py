@@ -1,4 +1,4 @@
-"""Image sources: ImageFolder trees and CIFAR-style arrays, read lazily and robustly."""
+"""CIFAR-style array sources for ``generate --src``; image folders are read by :mod:`shiftbench.io`."""
 
 from __future__ import annotations
 
@@ -6,59 +6,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from . import safe_pickle
 from .errors import DataError, InvalidArgumentError
+from .io import IMAGE_EXTENSIONS, ImageRecord, load_image_rgb, scan_image_folder
 
-__all__ = ["IMAGE_EXTENSIONS", "ImageRecord", "scan_image_folder", "load_array_source", "ArraySource"]
-
-IMAGE_EXTENSIONS = (".jpeg", ".jpg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
-
-
-@dataclass(frozen=True)
-class ImageRecord:
-    """One source image of an ImageFolder tree."""
-
-    path: Path
-    relpath: str  # "<class>/<file>" (POSIX separators)
-    class_name: str
-    label: int
-
-
-def scan_image_folder(root: str | Path) -> tuple[list[ImageRecord], list[str]]:
-    """List an ImageFolder tree: sorted class sub-folders, files sorted within each class.
-
-    Returns the records and the class names. Raises :class:`DataError` for a
-    missing folder or one without images.
-    """
-    root = Path(root)
-    if not root.exists():
-        raise DataError(f"--src {str(root)!r} does not exist: expected a folder of class sub-folders (ImageFolder)")
-    if not root.is_dir():
-        raise DataError(f"--src {str(root)!r} is not a folder: expected a folder of class sub-folders (ImageFolder)")
-    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
-    records: list[ImageRecord] = []
-    for label, cls in enumerate(classes):
-        for f in sorted((root / cls).iterdir()):
-            if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS:
-                records.append(ImageRecord(f, f"{cls}/{f.name}", cls, label))
-    if not records:
-        loose = [f for f in root.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS]
-        if loose:
-            raise DataError(
-                f"--src {str(root)!r} holds {len(loose)} images but no class sub-folders: "
-                "expected <src>/<class>/<image> (ImageFolder layout)"
-            )
-        raise DataError(f"--src {str(root)!r} contains no images with extensions {', '.join(IMAGE_EXTENSIONS)}")
-    return records, classes
-
-
-def load_image_rgb(path: Path) -> Image.Image:
-    """Open an image fully (so truncated files fail here) and convert it to RGB."""
-    with Image.open(path) as im:
-        im.load()
-        return im.convert("RGB")
+# the image-folder names stay importable from here; their home is shiftbench.io
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "ImageRecord",
+    "scan_image_folder",
+    "load_image_rgb",
+    "load_array_source",
+    "ArraySource",
+]
 
 
 @dataclass

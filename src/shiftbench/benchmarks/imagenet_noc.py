@@ -20,7 +20,7 @@ from rich.table import Table
 from ..evaluation.models import read_class_list
 from ..evaluation.protocol import Benchmark, CountCallback, Progress, Report, Section
 from ..evaluation.store import records_to_csv
-from ..overlap.analysis import corruption_error, mean_corruption_error
+from ..overlap.analysis import noc_corruption_error, noc_mean_corruption_error
 from ..overlap.noc import NocResult, evaluate_noc, load_benchmark
 from ..overlap.store import OverlapStore
 from . import register_benchmark
@@ -65,7 +65,7 @@ def stored_records(store: Path, model: str | None = None) -> list[dict[str, Any]
                 bench = None
             ce = {}
             if bench is not None:
-                ce = {c: corruption_error(errs[c][0], bench.baseline.errors[c]) for c in bench.corruptions if c in errs}
+                ce = {c: noc_corruption_error(errs[c][0], bench.baseline.errors[c]) for c in bench.corruptions if c in errs}
             complete = bench is not None and len(ce) == len(bench.corruptions)
             out.append({
                 "label": f"{name} #{eid}",
@@ -78,7 +78,7 @@ def stored_records(store: Path, model: str | None = None) -> list[dict[str, Any]
                 "clean_error": errs["clean"][0] if "clean" in errs else None,
                 "errors": {c: e for c, (e, _) in errs.items() if c != "clean"},
                 "ce": ce,
-                "mce": mean_corruption_error(ce) if complete else None,
+                "mce": noc_mean_corruption_error(ce) if complete else None,
             })
     return out
 

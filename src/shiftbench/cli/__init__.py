@@ -16,9 +16,9 @@ from typing import Any
 
 import click
 
-from .. import __version__
-from .._cli_corrupt import corrupt_cmd, generate_group, list_cmd
 from ..errors import ImageTypeError, InvalidArgumentError, ShiftbenchError
+from ..version import __version__
+from .corrupt import corrupt_cmd, generate_group, list_cmd
 from ..overlap.cli import overlap_group, select_cmd
 from .evaluate import evaluate_cmd
 from .report import report_cmd

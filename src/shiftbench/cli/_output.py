@@ -15,7 +15,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from .._progress import progress_for
+from ..progress import progress_for
 from ..errors import InvalidArgumentError
 from ..evaluation.protocol import Report
 

@@ -26,9 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._validate import suggest
+from ..checks import suggest
 from ..errors import InvalidArgumentError
-from ..evaluation.data import IMAGE_EXTENSIONS
+from ..evaluation.data import spread_evenly
+from ..io import IMAGE_EXTENSIONS
 from .errors import (
     DomainNetLayoutError,
     ListFileError,
@@ -112,13 +113,6 @@ def _scan_dir(d: Path) -> tuple[list[str], list[str]]:
 
 def _is_image(name: str) -> bool:
     return os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
-
-
-def _spread(items: list[DomainImage], limit: int | None) -> list[DomainImage]:
-    if limit is None or limit >= len(items):
-        return items
-    n = len(items)
-    return [items[(i * n) // limit] for i in range(limit)]
 
 
 class DomainNetDataset:
@@ -321,4 +315,4 @@ class DomainNetDataset:
         have = {it.cls for it in items}
         self.report.missing_class_folders[domain] = [c for c in self.mapping.folder_names if c not in have]
         items.sort(key=lambda it: it.key)
-        return _spread(items, self.limit)
+        return spread_evenly(items, self.limit)

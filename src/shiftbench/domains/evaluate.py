@@ -14,8 +14,9 @@ recipe), then handed to the classifier, whose own transform normalises it.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +27,11 @@ import torch
 
 from ..editions import preprocess
 from ..errors import InvalidArgumentError
-from ..evaluation.data import _DECODE_ERRORS, _load_rgb
-from ..evaluation.errors import ImageReadError
-from ..evaluation.models import Classifier, imagenet_wnids, load_model
-from .dataset import DomainImage, DomainNetDataset
+from ..evaluation.data import Condition, Item, Source, WorkBatch, read_items, to_tensor
+from ..evaluation.models import Classifier, LabelSpace, imagenet_wnids, load_model
+from ..evaluation.runner import Work, run_conditions, want_prefetch
+from ..io import load_image_rgb
+from .dataset import DomainNetDataset
 from .mapping import DOMAINS, MAPPINGS, ImageNetDMapping, benchmark_name, domainnet_classes, load_mapping, resolve_mapping
 from .metrics import (
     FilteredResult,
@@ -188,10 +190,6 @@ class ImageNetDResult:
         }
 
 
-def _read(item: DomainImage) -> np.ndarray:
-    return np.asarray(preprocess(_load_rgb(item.path), "224"))
-
-
 def _register(con: sqlite3.Connection, clf: Classifier, data: DomainNetDataset, mapping: ImageNetDMapping) -> int:
     digest = mapping.digest
     args = (clf.name, clf.identity, clf.checksum, data.describe(), data.identity, digest)
@@ -207,6 +205,114 @@ def _register(con: sqlite3.Connection, clf: Classifier, data: DomainNetDataset, 
         (clf.identity, clf.checksum, data.identity, digest),
     ).fetchone()
     return int(row[0])
+
+
+def _read(item: Item) -> np.ndarray:
+    if item.path is None:
+        raise OSError(f"image {item.key!r} has no file")
+    return np.asarray(preprocess(load_image_rgb(item.path), "224"))
+
+
+class DomainSource(Source):
+    """ImageNet-D's images as a source of the evaluation loop: one condition ``(domain, 0)`` per domain.
+
+    Images are read as published (Resize(256) + CenterCrop(224)); labels are DomainNet class indices.
+    """
+
+    kind = "imagenet-d"
+    on_the_fly = False
+
+    def __init__(self, data: DomainNetDataset, label_index: dict[str, int], bad_images: str) -> None:
+        self.data, self.bad_images = data, bad_images
+        self.identity, self.location, self.edition = data.identity, data.describe(), "224"
+        self.classes = tuple(label_index)
+        self._items = {
+            (d, 0): [Item(it.key, label_index[it.cls], it.path) for it in data.items(d)] for d in data.domains
+        }
+
+    def conditions(self) -> list[Condition]:
+        return list(self._items)
+
+    def items(self, condition: Condition) -> list[Item]:
+        return list(self._items[condition])
+
+    def select_classes(self, classes: Sequence[str]) -> None:
+        raise InvalidArgumentError("classes", list(classes), "all ImageNet-D classes (the benchmark maps them all)")
+
+    def batches(
+        self,
+        pending: Mapping[Condition, set[str]],
+        *,
+        batch_size: int,
+        seed: int,
+        release: bool,
+        stop: threading.Event | None = None,
+    ) -> Iterator[WorkBatch]:
+        for cond, items in self._items.items():
+            want = pending.get(cond) or set()
+            todo = [it for it in items if it.key in want]
+            for start in range(0, len(todo), batch_size):
+                if stop is not None and stop.is_set():
+                    return
+                arrays, good, bad = read_items(todo[start : start + batch_size], _read, self.bad_images)
+                x = to_tensor(arrays) if arrays else torch.zeros((0, 3, 1, 1), dtype=torch.uint8)
+                labels = torch.tensor([it.label for it in good], dtype=torch.int64)
+                yield WorkBatch(cond, [it.key for it in good], labels, x, bad)
+
+
+class _DomainSink:
+    """Top-5 predictions per image into the ``imagenet_d_`` tables (when a store is given) and memory."""
+
+    def __init__(
+        self,
+        con: sqlite3.Connection | None,
+        eval_id: int | None,
+        mem: dict[str, dict[str, tuple[int, list[int]]]],
+        mem_skipped: dict[str, dict[str, str]],
+    ) -> None:
+        self.con, self.eval_id, self.mem, self.mem_skipped = con, eval_id, mem, mem_skipped
+
+    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> int:
+        domain = condition[0]
+        rows: list[tuple[Any, ...]] = []
+        if logits is not None:
+            top5 = torch.topk(logits, 5, dim=1).indices.tolist()
+            for key, lab, t in zip(batch.keys, labels.tolist(), top5, strict=True):
+                rows.append((self.eval_id, domain, key, lab, *t))
+                self.mem[domain][key] = (lab, t)
+        for key, why in batch.skipped:
+            self.mem_skipped[domain][key] = why
+        if self.con is not None:
+            with self.con:
+                self.con.executemany("INSERT OR REPLACE INTO imagenet_d_predictions VALUES(?,?,?,?,?,?,?,?,?)", rows)
+                self.con.executemany(
+                    "INSERT OR REPLACE INTO imagenet_d_skipped VALUES(?,?,?,?)",
+                    [(self.eval_id, domain, key, why) for key, why in batch.skipped],
+                )
+        return len(batch.keys) + len(batch.skipped)
+
+    def finish(self, conditions: Sequence[Condition]) -> None:
+        """Complete when every image is stored (counted from the tables)."""
+
+    def fail(self, conditions: Sequence[Condition], reason: str) -> None:
+        """Stored rows stay; the next run evaluates the rest."""
+
+
+class _DomainProgress:
+    """``progress(done, total, domain)`` callbacks as the evaluation loop's progress display."""
+
+    def __init__(self, callback: Callable[[int, int, str], None]) -> None:
+        self.callback, self.done, self.total = callback, 0, 0
+
+    def start(self, total: int, description: str) -> None:
+        self.total = total
+
+    def advance(self, n: int, description: str) -> None:
+        self.done += n
+        self.callback(self.done, self.total, description)
+
+    def stop(self) -> None:
+        pass
 
 
 def evaluate_imagenet_d(
@@ -287,45 +393,22 @@ def evaluate_imagenet_d(
             } | {r[0] for r in con.execute("SELECT image FROM imagenet_d_skipped WHERE evaluation_id=?", (eval_id,))}
         else:
             done = set()
-        todo = [it for d in ds.domains for it in ds.items(d) if it.key not in done]
-        total = len(todo)
-        for start in range(0, total, batch_size):
-            chunk = todo[start : start + batch_size]
-            arrays: list[np.ndarray] = []
-            good: list[DomainImage] = []
-            bad: list[tuple[DomainImage, str]] = []
-            for it in chunk:
-                try:
-                    arrays.append(_read(it))
-                    good.append(it)
-                except _DECODE_ERRORS as e:
-                    if bad_images == "fail":
-                        raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
-                    bad.append((it, f"{type(e).__name__}: {e}"))
-            rows: list[tuple[Any, ...]] = []
-            if good:
-                x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
-                logits = clf.logits(x)
-                if logits.shape[1] != 1000:
-                    raise InvalidArgumentError("model", clf.name, f"1000 ImageNet-1k logits, got {logits.shape[1]}")
-                if not bool(torch.isfinite(logits).all()):
-                    raise InvalidArgumentError("model", clf.name, "finite logits (got NaN or inf)")
-                top5 = torch.topk(logits, 5, dim=1).indices.tolist()
-                for it, t in zip(good, top5, strict=True):
-                    rows.append((eval_id, it.domain, it.key, label_index[it.cls], *t))
-                    mem[it.domain][it.key] = (label_index[it.cls], t)
-            for it, why in bad:
-                mem_skipped[it.domain][it.key] = why
-            if con is not None:
-                with con:
-                    con.executemany("INSERT OR REPLACE INTO imagenet_d_predictions VALUES(?,?,?,?,?,?,?,?,?)", rows)
-                    con.executemany(
-                        "INSERT OR REPLACE INTO imagenet_d_skipped VALUES(?,?,?,?)",
-                        [(eval_id, it.domain, it.key, why) for it, why in bad],
-                    )
-            new += len(chunk)
-            if progress is not None:
-                progress(min(start + batch_size, total), total, chunk[-1].domain)
+        dsrc = DomainSource(ds, label_index, bad_images)
+        work = Work(dsrc, np.arange(len(names), dtype=np.int64), {})
+        for d in ds.domains:
+            work.pending[(d, 0)] = {it.key for it in ds.items(d)} - done
+        sink = _DomainSink(con, eval_id, mem, mem_skipped)
+        new = run_conditions(
+            clf,
+            LabelSpace(imagenet_wnids(), None, "model"),
+            [work],
+            sink,
+            batch_size=batch_size,
+            seed=0,
+            progress=None if progress is None else _DomainProgress(progress),
+            prefetch=want_prefetch(clf.device),
+            describe=lambda c: c[0],
+        )
         if con is not None:
             wanted = {it.key for d in ds.domains for it in ds.items(d)}
             for dom, key, lab, *t in con.execute(

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import torch
 
-from ..errors import InvalidArgumentError
+from ..errors import DataError, InvalidArgumentError
 from ..evaluation.data import CLEAN, ImageFolderSource
 from ..evaluation.models import Classifier, imagenet_wnids, load_model
+from ..io import scan_image_folder
 from .mapping import DOMAINS, ImageNetDMapping, resolve_mapping
 from .metrics import ImageNetRow, imagenet_filtered_evaluation
 
@@ -32,11 +33,11 @@ def is_imagenet_folder(path: str | Path) -> bool:
     p = Path(path)
     if not p.is_dir() or p.name in DOMAINS or any((p / d).is_dir() for d in DOMAINS):
         return False
-    subs = [d.name for d in p.iterdir() if d.is_dir() and not d.name.startswith(".")]
-    if subs:
-        return all(_WNID.match(s) for s in subs)
-    files = [f.name for f in p.iterdir() if f.is_file() and not f.name.startswith(".")]
-    return bool(files) and all(_WNID.match(f[:9]) and f[9:10] in "_.-" for f in files)
+    try:
+        _, classes = scan_image_folder(p, arg="data")
+    except DataError:
+        return False
+    return all(_WNID.match(c) for c in classes)
 
 
 def evaluate_imagenet_val(

@@ -28,9 +28,10 @@ import importlib.util
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -39,6 +40,7 @@ from PIL import Image
 from .. import api as _api
 from ..editions import get_edition, preprocess
 from ..errors import DataError, InvalidArgumentError
+from ..io import DECODE_ERRORS, IMAGE_EXTENSIONS, is_image_file, load_image_rgb, scan_image_folder
 from .errors import ImageReadError, IncompleteDatasetError, MissingPackageError
 from .models import imagenet_wnids, is_wnid
 
@@ -56,17 +58,20 @@ __all__ = [
     "open_released",
     "IMAGE_EXTENSIONS",
     "BAD_IMAGE_POLICIES",
+    "spread_evenly",
+    "digest",
+    "read_items",
+    "to_tensor",
 ]
+
+T = TypeVar("T")
 
 Condition = tuple[str, int]
 """``("clean", 0)`` or ``(corruption, severity)``."""
 
 CLEAN: Condition = ("clean", 0)
 
-IMAGE_EXTENSIONS = (".jpeg", ".jpg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff")
 BAD_IMAGE_POLICIES = ("skip", "fail")
-_DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError)
-_FLAT_WNID = re.compile(r"^(n\d{8})[_.-]")
 
 
 @dataclass(frozen=True)
@@ -104,8 +109,8 @@ class WorkBatch:
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _spread(items: list[Item], limit: int | None) -> list[Item]:
-    """At most ``limit`` items spread evenly over the sorted list (so over the classes too)."""
+def spread_evenly(items: list[T], limit: int | None) -> list[T]:
+    """At most ``limit`` items spread evenly over the sorted list (so over the classes too): item ``(i * n) // limit``."""
     if limit is None or limit >= len(items):
         return items
     n = len(items)
@@ -124,17 +129,34 @@ def _check_bad_images(policy: str) -> str:
     return policy
 
 
-def _load_rgb(path: Path) -> Image.Image:
-    with Image.open(path) as im:
-        im.load()
-        return im.convert("RGB")
+def read_items(
+    items: Sequence[Item], read: Callable[[Item], np.ndarray], bad_images: str
+) -> tuple[list[np.ndarray], list[Item], list[tuple[str, str]]]:
+    """Decode a batch of images with ``read``: (arrays, the items read, ``(key, reason)`` of those that were not).
+
+    An unreadable file (one of :data:`shiftbench.io.DECODE_ERRORS`) is skipped and reported, or raises
+    :class:`ImageReadError` with ``bad_images="fail"``.
+    """
+    arrays: list[np.ndarray] = []
+    good: list[Item] = []
+    bad: list[tuple[str, str]] = []
+    for it in items:
+        try:
+            arrays.append(read(it))
+            good.append(it)
+        except DECODE_ERRORS as e:
+            if bad_images == "fail":
+                raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
+            bad.append((it.key, f"{type(e).__name__}: {e}"))
+    return arrays, good, bad
 
 
-def _to_tensor(arrays: list[np.ndarray]) -> torch.Tensor:
+def to_tensor(arrays: list[np.ndarray]) -> torch.Tensor:
     return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
 
 
-def _digest(parts: Sequence[str]) -> str:
+def digest(parts: Sequence[str]) -> str:
+    """A short (16 hex digits) SHA-256 of the lines ``parts``: identifies a selection of images or classes."""
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -213,7 +235,7 @@ class ImageFolderSource(Source):
         items, classes = self._scan()
         self._all = items
         self.classes = tuple(classes)
-        self._items = _spread(items, self.limit)
+        self._items = spread_evenly(items, self.limit)
         self.location = str(self.root.resolve())
         self.identity = self._identity()
 
@@ -225,42 +247,11 @@ class ImageFolderSource(Source):
             except OSError:
                 size = -1
             parts.append(f"{it.key}:{size}")
-        return f"{self.kind}:{self.location}:n={len(self._items)}:{_digest(parts)}"
+        return f"{self.kind}:{self.location}:n={len(self._items)}:{digest(parts)}"
 
     def _scan(self) -> tuple[list[Item], list[str]]:
-        root = self.root
-        if not root.exists():
-            raise DataError(
-                f"--data {str(root)!r} does not exist: expected a folder of class sub-folders (ImageFolder)"
-            )
-        if not root.is_dir():
-            raise DataError(
-                f"--data {str(root)!r} is not a folder: expected a folder of class sub-folders (ImageFolder)"
-            )
-        classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
-        items: list[Item] = []
-        for label, cls in enumerate(classes):
-            for f in sorted((root / cls).iterdir()):
-                if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS and not f.name.startswith("."):
-                    items.append(Item(f"{cls}/{f.name}", label, f))
-        if items:
-            return items, classes
-        loose = sorted(f for f in root.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS)
-        flat = [(f, _FLAT_WNID.match(f.name)) for f in loose]
-        if loose and all(m is not None for _, m in flat):
-            wnids = sorted({m.group(1) for _, m in flat if m is not None})
-            index = {w: i for i, w in enumerate(wnids)}
-            items = [Item(f.name, index[m.group(1)], f) for f, m in flat if m is not None]
-            return items, wnids
-        if loose:
-            raise DataError(
-                f"--data {str(root)!r} holds {len(loose)} images but no class sub-folders: expected "
-                "<data>/<class>/<image> (ImageFolder) or files named <wnid>_<name>.<ext>"
-            )
-        raise DataError(
-            f"--data {str(root)!r} contains no images (extensions {', '.join(IMAGE_EXTENSIONS)}): expected "
-            "<data>/<class>/<image> (ImageFolder)"
-        )
+        records, classes = scan_image_folder(self.root, arg="--data")
+        return [Item(r.key, r.label, r.path) for r in records], classes
 
     def conditions(self) -> list[Condition]:
         return [CLEAN]
@@ -270,13 +261,13 @@ class ImageFolderSource(Source):
 
     def select_classes(self, classes: Sequence[str]) -> None:
         keep = {self.classes.index(c) for c in classes if c in self.classes}
-        self._items = _spread([i for i in self._all if i.label in keep], self.limit)
+        self._items = spread_evenly([i for i in self._all if i.label in keep], self.limit)
         self.identity = self._identity()
 
     def _read(self, item: Item) -> np.ndarray:
         if item.path is None:
             raise DataError(f"image {item.key!r} has no file")
-        img = _load_rgb(item.path)
+        img = load_image_rgb(item.path)
         return np.asarray(preprocess(img, self.edition))
 
     def batches(
@@ -294,19 +285,8 @@ class ImageFolderSource(Source):
         for start in range(0, len(todo), batch_size):
             if stop is not None and stop.is_set():
                 return
-            chunk = todo[start : start + batch_size]
-            arrays: list[np.ndarray] = []
-            good: list[Item] = []
-            bad: list[tuple[str, str]] = []
-            for it in chunk:
-                try:
-                    arrays.append(self._read(it))
-                    good.append(it)
-                except _DECODE_ERRORS as e:
-                    if self.bad_images == "fail":
-                        raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
-                    bad.append((it.key, f"{type(e).__name__}: {e}"))
-            clean = _to_tensor(arrays) if arrays else None
+            arrays, good, bad = read_items(todo[start : start + batch_size], self._read, self.bad_images)
+            clean = to_tensor(arrays) if arrays else None
             for cond in conds:
                 if stop is not None and stop.is_set():
                     return
@@ -494,13 +474,13 @@ class ReleasedTreeSource(Source):
         found = 0
         for cls in self.classes:
             for f in sorted((self.root / c / str(s) / cls).iterdir()):
-                if not (f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS):
+                if not is_image_file(f):
                     continue
                 found += 1
                 try:
                     with Image.open(f) as im:
                         return im.size
-                except _DECODE_ERRORS:
+                except DECODE_ERRORS:
                     continue
         raise IncompleteDatasetError(
             "--released",
@@ -522,19 +502,19 @@ class ReleasedTreeSource(Source):
                     continue
                 d = base / cls
                 for f in sorted(d.iterdir()):
-                    if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS and not f.name.startswith("."):
+                    if is_image_file(f):
                         out.append(Item(f"{cls}/{f.name}", label, f))
             if not out:
                 raise IncompleteDatasetError(
                     "--released", str(self.root), [f"{c}/{s} (no images)"], "images in every folder"
                 )
-            self._cache[condition] = _spread(out, self.limit)
+            self._cache[condition] = spread_evenly(out, self.limit)
         return list(self._cache[condition])
 
     def select_classes(self, classes: Sequence[str]) -> None:
         self._keep = {self.classes.index(c) for c in classes if c in self.classes}
         self._cache.clear()
-        self.identity = f"{self.kind}:{self.location}:limit={self.limit}:classes={_digest(sorted(classes))}"
+        self.identity = f"{self.kind}:{self.location}:limit={self.limit}:classes={digest(sorted(classes))}"
 
     def batches(
         self,
@@ -546,26 +526,20 @@ class ReleasedTreeSource(Source):
         stop: threading.Event | None = None,
     ) -> Iterator[WorkBatch]:
         size = get_edition(self.edition).size
+
+        def read(it: Item) -> np.ndarray:
+            a = np.asarray(load_image_rgb(it.path)) if it.path is not None else np.zeros((0, 0, 3), np.uint8)
+            if a.shape[:2] != (size, size):
+                raise ValueError(f"size {a.shape[1]}x{a.shape[0]}, expected {size}x{size}")
+            return a
+
         for cond, want in pending.items():
             todo = [it for it in self.items(cond) if it.key in want]
             for start in range(0, len(todo), batch_size):
                 if stop is not None and stop.is_set():
                     return
-                arrays: list[np.ndarray] = []
-                good: list[Item] = []
-                bad: list[tuple[str, str]] = []
-                for it in todo[start : start + batch_size]:
-                    try:
-                        a = np.asarray(_load_rgb(it.path)) if it.path is not None else np.zeros((0, 0, 3), np.uint8)
-                        if a.shape[:2] != (size, size):
-                            raise ValueError(f"size {a.shape[1]}x{a.shape[0]}, expected {size}x{size}")
-                        arrays.append(a)
-                        good.append(it)
-                    except _DECODE_ERRORS as e:
-                        if self.bad_images == "fail":
-                            raise ImageReadError(str(it.path), f"{type(e).__name__}: {e}") from e
-                        bad.append((it.key, f"{type(e).__name__}: {e}"))
-                x = _to_tensor(arrays) if arrays else torch.zeros((0, 3, size, size), dtype=torch.uint8)
+                arrays, good, bad = read_items(todo[start : start + batch_size], read, self.bad_images)
+                x = to_tensor(arrays) if arrays else torch.zeros((0, 3, size, size), dtype=torch.uint8)
                 labels = torch.tensor([it.label for it in good], dtype=torch.int64)
                 yield WorkBatch(cond, [it.key for it in good], labels, x, bad)
 
@@ -656,11 +630,11 @@ class ReleasedArraySource(Source):
         _, s = condition
         lab = self._labels[(s - 1) * self.n : s * self.n]
         out = [Item(f"{i:05d}", int(lab[i])) for i in range(self.n) if self._keep is None or int(lab[i]) in self._keep]
-        return _spread(out, self.limit)
+        return spread_evenly(out, self.limit)
 
     def select_classes(self, classes: Sequence[str]) -> None:
         self._keep = {self.classes.index(c) for c in classes if c in self.classes}
-        self.identity = f"{self.kind}:{self.location}:n={self.n}:limit={self.limit}:classes={_digest(sorted(classes))}"
+        self.identity = f"{self.kind}:{self.location}:n={self.n}:limit={self.limit}:classes={digest(sorted(classes))}"
 
     def batches(
         self,

@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from .._validate import suggest
+from ..checks import suggest
 from ..errors import InvalidArgumentError, MissingDependencyError, UnknownNameError
 from .errors import MissingPackageError, ModelOutputError
 
@@ -55,6 +55,8 @@ __all__ = [
     "IMAGENET_TRANSFORM",
     "Classifier",
     "load_model",
+    "register_model_source",
+    "MODEL_SOURCES",
     "builtin_models",
     "module_checksum",
     "file_checksum",
@@ -328,6 +330,25 @@ def parse_device(device: torch.device | str | None, argument: str = "device") ->
     return dev
 
 
+MODEL_SOURCES: dict[str, Callable[[str, str | None], Classifier]] = {}
+"""Model-name prefixes that packages above the evaluation core add (``"zoo"``: :mod:`shiftbench.zoo`)."""
+
+
+def register_model_source(prefix: str, loader: Callable[[str, str | None], Classifier]) -> None:
+    """Let :func:`load_model` resolve ``"<prefix>:<name>"`` with ``loader(name, weights)``.
+
+    The evaluation core knows no model collection itself: :mod:`shiftbench.zoo` registers ``"zoo"``
+    when imported (``import shiftbench`` does).
+    """
+    if not isinstance(prefix, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", prefix) or prefix in _BUILTIN_PREFIXES:
+        raise InvalidArgumentError(
+            "prefix", prefix, f"a lower-case name other than {', '.join(_BUILTIN_PREFIXES)} (the built-in sources)"
+        )
+    MODEL_SOURCES[prefix] = loader
+
+
+_BUILTIN_PREFIXES = ("torchvision", "tv", "timm")
+
 _LITE = re.compile(r"^(?:efficientnet[-_]?)?lite([0-4])$")
 
 
@@ -514,10 +535,9 @@ def load_model(
         if low in ("default", ""):
             low = DEFAULT_MODEL
         m = _LITE.match(low)
-        if low.startswith("zoo:"):  # published weights by name: shiftbench.zoo (download, verify, load)
-            from ..zoo import load_zoo_model
-
-            clf = load_zoo_model(spec[4:], weights=w)
+        prefix = low.split(":", 1)[0] if ":" in low else None
+        if prefix is not None and prefix in MODEL_SOURCES:  # e.g. "zoo:" (shiftbench.zoo registers it)
+            clf = MODEL_SOURCES[prefix](spec.split(":", 1)[1], w)
         elif m:
             clf = _load_lite(int(m.group(1)), w)
         elif low.startswith(("torchvision:", "tv:")):

@@ -23,9 +23,9 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import torch
 
-from .. import __version__
-from .._registry import list_corruptions
-from .._validate import check_severity, suggest
+from ..version import __version__
+from ..corruptions import list_corruptions
+from ..checks import check_severity, suggest
 from ..editions import get_edition
 from ..errors import (
     InvalidArgumentError,
@@ -65,6 +65,11 @@ __all__ = [
     "resolve_corruptions",
     "resolve_baseline",
     "package_versions",
+    "run_conditions",
+    "ResultSink",
+    "RunStoreSink",
+    "Work",
+    "want_prefetch",
 ]
 
 
@@ -525,8 +530,13 @@ def evaluate(
 
         if prefetch is None:
             prefetch = want_prefetch(device if device is not None else "cpu")
-        written = _run_pending(
-            clf, space, label_maps, db, run_ids, pending, conditions, batch_size, seed, release, progress, prefetch
+        by_source: dict[int, Work] = {}
+        for cond, src in conditions:
+            if cond in pending:
+                by_source.setdefault(id(src), Work(src, label_maps[id(src)], {})).pending[cond] = pending[cond]
+        written = run_conditions(
+            clf, space, list(by_source.values()), RunStoreSink(db, run_ids), batch_size=batch_size, seed=seed,
+            release=release, progress=progress, prefetch=prefetch,
         )
 
         clean_err, table, _ = db.error_table(eval_id)
@@ -582,51 +592,83 @@ def evaluate(
             db.close()
 
 
-def _run_pending(
+class ResultSink(Protocol):
+    """Where :func:`run_conditions` puts the model's outputs (a benchmark's results tables).
+
+    ``write`` gets each batch with its labels mapped into the label space and the checked
+    logits (B x classes of the label space; None for a batch of unreadable images only);
+    ``finish`` the conditions that were run to the end; ``fail`` those left unfinished by an error.
+    """
+
+    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> int:
+        """Store one batch; returns the number of predictions written."""
+
+    def finish(self, conditions: Sequence[Condition]) -> None:
+        """Mark conditions complete."""
+
+    def fail(self, conditions: Sequence[Condition], reason: str) -> None:
+        """Mark conditions failed (they resume on the next run)."""
+
+
+@dataclass
+class Work:
+    """The pending images of one source: ``pending[condition]`` image keys, labels mapped by ``label_map``."""
+
+    source: Source
+    label_map: np.ndarray
+    pending: dict[Condition, set[str]]
+
+
+def run_conditions(
     clf: Classifier,
     space: LabelSpace,
-    label_maps: Mapping[int, np.ndarray],
-    db: ResultsStore,
-    run_ids: Mapping[Condition, int],
-    pending: dict[Condition, set[str]],
-    conditions: Sequence[tuple[Condition, Source]],
+    work: Sequence[Work],
+    sink: ResultSink,
+    *,
     batch_size: int,
     seed: int,
-    release: bool,
-    progress: Progress | None,
-    prefetch: bool,
+    release: bool = False,
+    progress: Progress | None = None,
+    prefetch: bool = False,
+    describe: Callable[[Condition], str] | None = None,
 ) -> int:
-    """Predict and store every pending image; returns the number of predictions written."""
-    if not pending:
+    """The evaluation loop every benchmark shares; returns the number of predictions written.
+
+    For each source, batches of its pending images per condition (decoded, corrupted by the
+    source; in a thread ahead of the model with ``prefetch``) go through the model; the
+    logits are restricted to the label space and checked (width, finite values), then handed
+    to ``sink.write``. Every condition is finished at the end, or failed when a
+    :class:`~shiftbench.errors.ShiftbenchError` stops the loop (the error is raised again).
+    ``describe(condition)`` names a condition on the progress display (default ``"clean"`` /
+    ``"<corruption> s<severity>"``).
+    """
+    conds = [c for w in work for c, keys in w.pending.items() if keys]
+    if not conds:
         return 0
-    by_source: dict[int, tuple[Source, dict[Condition, set[str]]]] = {}
-    for cond, src in conditions:
-        if cond in pending:
-            by_source.setdefault(id(src), (src, {}))[1][cond] = pending[cond]
-    total = sum(len(v) for v in pending.values())
+    total = sum(len(keys) for w in work for keys in w.pending.values())
     written = 0
     stop = threading.Event()
     if progress is not None:
         progress.start(total, "starting")
     try:
-        for src, work in by_source.values():
-            lmap = label_maps[id(src)]
+        for w in work:
+            todo = {c: keys for c, keys in w.pending.items() if keys}
+            if not todo:
+                continue
 
-            def make(src: Source = src, work: dict[Condition, set[str]] = work) -> Iterator[WorkBatch]:
-                return src.batches(work, batch_size=batch_size, seed=seed, release=release, stop=stop)
+            def make(src: Source = w.source, todo: dict[Condition, set[str]] = todo) -> Iterator[WorkBatch]:
+                return src.batches(todo, batch_size=batch_size, seed=seed, release=release, stop=stop)
 
             stream = _prefetch(make, stop) if prefetch else make()
             for wb in stream:
-                written += _score_and_store(clf, space, lmap, db, run_ids[wb.condition], wb)
+                written += _score(clf, space, w.label_map, sink, wb)
                 if progress is not None:
-                    label = "clean" if wb.condition == CLEAN else f"{wb.condition[0]} s{wb.condition[1]}"
-                    progress.advance(len(wb.keys) + len(wb.skipped), label)
+                    progress.advance(len(wb.keys) + len(wb.skipped), (describe or _describe)(wb.condition))
             stop.clear()
-        for cond in pending:
-            db.finish_run(run_ids[cond])
+        sink.finish(conds)
     except ShiftbenchError as e:
         stop.set()
-        db.fail_runs([run_ids[c] for c in pending], str(e))
+        sink.fail(conds, str(e))
         raise
     finally:
         stop.set()
@@ -635,14 +677,13 @@ def _run_pending(
     return written
 
 
-def _score_and_store(
-    clf: Classifier, space: LabelSpace, lmap: np.ndarray, db: ResultsStore, run_id: int, wb: WorkBatch
-) -> int:
-    n = int(wb.images.shape[0])
-    if n == 0:
-        if wb.skipped:
-            db.write_batch(run_id, [], [], [], wb.skipped)
-        return 0
+def _describe(condition: Condition) -> str:
+    return "clean" if condition == CLEAN else f"{condition[0]} s{condition[1]}"
+
+
+def _score(clf: Classifier, space: LabelSpace, lmap: np.ndarray, sink: ResultSink, wb: WorkBatch) -> int:
+    if int(wb.images.shape[0]) == 0:
+        return sink.write(wb.condition, wb, np.zeros(0, dtype=np.int64), None) if wb.skipped else 0
     logits = space.restrict(clf.logits(wb.images))
     if logits.shape[1] != len(space.classes):
         raise ModelOutputError(
@@ -654,8 +695,28 @@ def _score_and_store(
         )
     cond = "clean images" if wb.condition == CLEAN else f"{wb.condition[0]} severity {wb.condition[1]}"
     check_logits(clf.name, logits, wb.keys, cond)
-    k = min(5, logits.shape[1])
-    top = torch.topk(logits, k=k, dim=1).indices.numpy()
-    labels = lmap[wb.labels.numpy()]
-    db.write_batch(run_id, wb.keys, labels.tolist(), top.tolist(), wb.skipped)
-    return n
+    return sink.write(wb.condition, wb, lmap[wb.labels.numpy()], logits)
+
+
+class RunStoreSink:
+    """ImageNet-C's sink: top-5 predictions per image into the results store's runs."""
+
+    def __init__(self, db: ResultsStore, run_ids: Mapping[Condition, int]) -> None:
+        self.db = db
+        self.run_ids = run_ids
+
+    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> int:
+        rid = self.run_ids[condition]
+        if logits is None:
+            self.db.write_batch(rid, [], [], [], batch.skipped)
+            return 0
+        top = torch.topk(logits, k=min(5, logits.shape[1]), dim=1).indices.numpy()
+        self.db.write_batch(rid, batch.keys, labels.tolist(), top.tolist(), batch.skipped)
+        return len(batch.keys)
+
+    def finish(self, conditions: Sequence[Condition]) -> None:
+        for c in conditions:
+            self.db.finish_run(self.run_ids[c])
+
+    def fail(self, conditions: Sequence[Condition], reason: str) -> None:
+        self.db.fail_runs([self.run_ids[c] for c in conditions], reason)

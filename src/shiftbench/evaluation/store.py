@@ -778,7 +778,7 @@ class ResultsStore:
             names = sorted({e.model for e in evs})
             cands = [e for e in evs if e.model == s]
             if not cands:
-                from .._validate import suggest
+                from ..checks import suggest
 
                 raise UnknownNameError("baseline", spec, ["alexnet", *names], suggest(s, names))
             if edition is not None:

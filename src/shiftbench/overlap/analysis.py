@@ -15,8 +15,8 @@ from .scores import STANDARD, AccuracyMatrix, OverlapMatrix
 from .select import check_threshold
 
 __all__ = [
-    "corruption_error",
-    "mean_corruption_error",
+    "noc_corruption_error",
+    "noc_mean_corruption_error",
     "Balance",
     "balance",
     "benchmark_mces",
@@ -39,7 +39,7 @@ def _fraction(argument: str, v: Any) -> float:
     return f
 
 
-def corruption_error(error: float, baseline_error: float) -> float:
+def noc_corruption_error(error: float, baseline_error: float) -> float:
     """CE of one corruption without severities: ``E_c / E_baseline,c`` (1.0 = the baseline; x100 for %).
 
     003 recommends the CE of Hendrycks & Dietterich with the AlexNet errors of its Appendix A;
@@ -52,7 +52,7 @@ def corruption_error(error: float, baseline_error: float) -> float:
     return e / b
 
 
-def mean_corruption_error(ces: Mapping[str, float] | Sequence[float]) -> float:
+def noc_mean_corruption_error(ces: Mapping[str, float] | Sequence[float]) -> float:
     """mCE: the plain mean of the CE values (in whatever unit they are given)."""
     vals = list(ces.values()) if isinstance(ces, Mapping) else list(ces)
     if not vals:
@@ -123,8 +123,8 @@ def benchmark_mces(
         baseline_errors = {c: 1.0 - accuracies.get(STANDARD, c) for c in bench}
     out = {}
     for m in bench:
-        ces = [corruption_error(1.0 - accuracies.get(m, c), baseline_errors[c]) for c in bench]
-        out[m] = mean_corruption_error(ces)
+        ces = [noc_corruption_error(1.0 - accuracies.get(m, c), baseline_errors[c]) for c in bench]
+        out[m] = noc_mean_corruption_error(ces)
     return out
 
 
@@ -255,10 +255,10 @@ def mixture_coverage(
     ces: dict[str, tuple[float, float]] = {}
     for c in cs:
         e_std, e_mix = 1.0 - accuracies.get(STANDARD, c), 1.0 - accuracies.get(model, c)
-        ces[c] = (100 * corruption_error(e_std, base[c]), 100 * corruption_error(e_mix, base[c]))
+        ces[c] = (100 * noc_corruption_error(e_std, base[c]), 100 * noc_corruption_error(e_mix, base[c]))
     covered = tuple(c for c in cs if ces[c][1] < ces[c][0])
     uncovered = tuple(c for c in cs if c not in covered)
-    mce = (mean_corruption_error([v[0] for v in ces.values()]), mean_corruption_error([v[1] for v in ces.values()]))
+    mce = (noc_mean_corruption_error([v[0] for v in ces.values()]), noc_mean_corruption_error([v[1] for v in ces.values()]))
     clean = (1.0 - accuracies.get(STANDARD, "clean"), 1.0 - accuracies.get(model, "clean"))
     return MixtureCoverage(model, ces, clean, mce, covered, uncovered)
 

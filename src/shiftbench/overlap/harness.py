@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..corruptions import get_corruption
 from ..errors import DataError, InvalidArgumentError, MissingDependencyError
 from ..corruptions.candidates import CANDIDATES, PAPER_CANDIDATES
 from ..training.loop import EpochLog, Recipe, fit, load_checkpoint, stream_id
@@ -175,6 +176,9 @@ def _fill(cls: type, section: dict[str, Any], where: str) -> Any:
 
 
 def _validate(cfg: StudyConfig) -> StudyConfig:
+    from ..checks import suggest
+    from ..errors import UnknownCorruptionError
+
     if not cfg.name or not isinstance(cfg.name, str):
         raise _bad("study.name", cfg.name, "a non-empty name")
     if not cfg.corruptions and not cfg.mixtures:
@@ -193,7 +197,7 @@ def _validate(cfg: StudyConfig) -> StudyConfig:
         mixture(mname, members)  # resolves every member, with errors naming mixtures.<name>
     d = cfg.data
     if d.dataset not in DATASETS:
-        from .._validate import suggest as sg
+        from ..checks import suggest as sg
         from ..errors import UnknownNameError
 
         raise UnknownNameError("data.dataset", d.dataset, list(DATASETS), sg(str(d.dataset), list(DATASETS)))

@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -29,12 +30,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import DataError, InvalidArgumentError
-from .analysis import corruption_error, mean_corruption_error
 from ..corruptions.candidates import CANDIDATES
+from ..errors import DataError, InvalidArgumentError
+from ..evaluation.data import CLEAN, Condition, Item, Source, WorkBatch
+from ..evaluation.store import DEFAULT_STORE
+from .analysis import noc_corruption_error, noc_mean_corruption_error
 from .sampling import corrupt_candidate
 from .select import Selection
-from ..evaluation.store import DEFAULT_STORE
 from .store import OverlapStore
 
 __all__ = [
@@ -147,7 +149,7 @@ def benchmark_from_selection(
         raise InvalidArgumentError("selection", names, "at least one corruption")
     for c in names:
         if c not in CANDIDATES:
-            from .._validate import suggest
+            from ..checks import suggest
             from ..errors import UnknownCorruptionError
 
             raise UnknownCorruptionError("corruptions", c, list(CANDIDATES), suggest(c, list(CANDIDATES)))
@@ -288,6 +290,101 @@ class NocResult:
         }
 
 
+class CandidateSource(Source):
+    """Clean images of a source, and the same images under each candidate corruption of ImageNet-NOC.
+
+    Conditions are ``("clean", 0)`` and ``(candidate, 0)``: a candidate has no severity, each
+    image draws one value from the corruption's whole range (:func:`corrupt_candidate`, seeded
+    by the image's key and the seed). Each clean batch is decoded once for all conditions.
+    """
+
+    def __init__(self, images: Source, conditions: Sequence[str]) -> None:
+        self.images = images
+        self.kind, self.identity, self.location = images.kind, images.identity, images.location
+        self.classes, self.edition, self.on_the_fly = images.classes, images.edition, True
+        self._conditions = [self.condition(c) for c in conditions]
+
+    @staticmethod
+    def condition(name: str) -> Condition:
+        return CLEAN if name == "clean" else (name, 0)
+
+    def conditions(self) -> list[Condition]:
+        return list(self._conditions)
+
+    def items(self, condition: Condition) -> list[Item]:
+        return self.images.items(CLEAN)
+
+    def select_classes(self, classes: Sequence[str]) -> None:
+        self.images.select_classes(classes)
+        self.identity = self.images.identity
+
+    def batches(
+        self,
+        pending: Mapping[Condition, set[str]],
+        *,
+        batch_size: int,
+        seed: int,
+        release: bool,
+        stop: threading.Event | None = None,
+    ) -> Iterator[WorkBatch]:
+        conds = [c for c in self._conditions if pending.get(c)]
+        needed = set().union(*(pending[c] for c in conds)) if conds else set()
+        clean = self.images.batches({CLEAN: needed} if needed else {}, batch_size=batch_size, seed=seed,
+                                    release=release, stop=stop)
+        for wb in clean:
+            if not wb.keys:
+                continue
+            for c in conds:
+                if stop is not None and stop.is_set():
+                    return
+                sel = [i for i, k in enumerate(wb.keys) if k in pending[c]]
+                if not sel:
+                    continue
+                keys = [wb.keys[i] for i in sel]
+                x = wb.images[sel]
+                if c != CLEAN:
+                    x = corrupt_candidate(x, c[0], seed=seed, keys=keys)
+                yield WorkBatch(c, keys, wb.labels[sel], x)
+
+
+class _NocSink:
+    """ImageNet-NOC's results: whether the top-1 prediction is right, per image and condition (``overlap_`` tables)."""
+
+    def __init__(self, db: OverlapStore, evaluation: int) -> None:
+        self.db, self.evaluation = db, evaluation
+
+    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> int:
+        if logits is None:
+            return 0
+        pred = logits.argmax(1).numpy()
+        name = "clean" if condition == CLEAN else condition[0]
+        self.db.noc_put(self.evaluation, name, [(k, bool(pred[j] == labels[j])) for j, k in enumerate(batch.keys)])
+        return len(batch.keys)
+
+    def finish(self, conditions: Sequence[Condition]) -> None:
+        """Complete once every image of every condition is stored (counted from the tables)."""
+
+    def fail(self, conditions: Sequence[Condition], reason: str) -> None:
+        """Stored rows stay; the next run evaluates the rest."""
+
+
+class _CallbackProgress:
+    """``progress(done, total)`` callbacks as the evaluation loop's progress display."""
+
+    def __init__(self, callback: Callable[[int, int], None]) -> None:
+        self.callback, self.done, self.total = callback, 0, 0
+
+    def start(self, total: int, description: str) -> None:
+        self.total = total
+
+    def advance(self, n: int, description: str) -> None:
+        self.done += n
+        self.callback(self.done, self.total)
+
+    def stop(self) -> None:
+        pass
+
+
 def evaluate_noc(
     model: Any = "efficientnet-lite0",
     *,
@@ -315,8 +412,9 @@ def evaluate_noc(
         data: an ImageFolder of ImageNet images (wnid sub-folders); default: the 20 foolbox demo images.
         corruptions: a subset of the benchmark's corruptions.
     """
-    from ..evaluation.data import CLEAN, ImageFolderSource, foolbox_imagenet
+    from ..evaluation.data import ImageFolderSource, foolbox_imagenet
     from ..evaluation.models import load_model, resolve_label_space
+    from ..evaluation.runner import Work, run_conditions, want_prefetch
 
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InvalidArgumentError("seed", seed, "a non-negative integer")
@@ -351,37 +449,24 @@ def evaluate_noc(
         items = src.items(CLEAN)
         conds = ["clean", *names]
         pending = {c: {it.key for it in items} - db.noc_done(eid, c) for c in conds}
-        todo_keys = set().union(*pending.values())
-        total = sum(len(v) for v in pending.values())
-        done = 0
-        written = 0
-        for wb in src.batches({CLEAN: todo_keys} if todo_keys else {}, batch_size=batch_size, seed=seed, release=False):
-            if not wb.keys:
-                continue
-            labels = lmap[wb.labels.numpy()]
-            for c in conds:
-                sel = [i for i, k in enumerate(wb.keys) if k in pending[c]]
-                if not sel:
-                    continue
-                x = wb.images[sel]
-                keys = [wb.keys[i] for i in sel]
-                if c != "clean":
-                    x = corrupt_candidate(x, c, seed=seed, keys=keys)
-                with torch.no_grad():
-                    logits = space.restrict(clf.logits(x))
-                pred = logits.argmax(1).numpy()
-                db.noc_put(eid, c, [(k, bool(pred[j] == labels[i])) for j, (i, k) in enumerate(zip(sel, keys))])
-                written += len(sel)
-                done += len(sel)
-                if progress is not None:
-                    progress(done, total)
+        cand_src = CandidateSource(src, conds)
+        written = run_conditions(
+            clf,
+            space,
+            [Work(cand_src, lmap, {cand_src.condition(c): keys for c, keys in pending.items()})],
+            _NocSink(db, eid),
+            batch_size=batch_size,
+            seed=seed,
+            progress=None if progress is None else _CallbackProgress(progress),
+            prefetch=want_prefetch(clf.device),
+        )
         errs = db.noc_errors(eid)
         missing = [c for c in conds if c not in errs]
         if missing:
             raise DataError(f"no stored predictions for {', '.join(missing)} (no readable images?)")
         n = errs["clean"][1]
         errors = {c: errs[c][0] for c in names}
-        ce = {c: corruption_error(errors[c], bench.baseline.errors[c]) for c in names}
+        ce = {c: noc_corruption_error(errors[c], bench.baseline.errors[c]) for c in names}
         notes = [
             f"CE normalised by {bench.baseline.name}'s errors ({bench.baseline.source.split(':')[0]}); the corruptions "
             "were computed by shiftbench from the paper's descriptions, the baseline errors by the authors' code."
@@ -402,7 +487,7 @@ def evaluate_noc(
             errs["clean"][0],
             errors,
             ce,
-            mean_corruption_error(ce),
+            noc_mean_corruption_error(ce),
             eid,
             db.path,
             written,

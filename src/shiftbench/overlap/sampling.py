@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._images import to_batch
-from .._registry import SampleContext, get_corruption
-from .._validate import check_seed
+from ..corruptions import to_batch
+from ..corruptions import SampleContext, get_corruption
+from ..checks import check_seed
 from ..corruptions.candidates import CANDIDATES, CandidateSpec
 from ..errors import InvalidArgumentError
 from ..seeding import FastDraws, derive_generator, image_key, key_to_int

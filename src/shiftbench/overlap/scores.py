@@ -217,7 +217,7 @@ class OverlapMatrix:
 
     def _index(self, name: str) -> int:
         if name not in self.names:
-            from .._validate import suggest
+            from ..checks import suggest
             from ..errors import UnknownCorruptionError
 
             raise UnknownCorruptionError("corruption", name, self.names, suggest(name, self.names))
@@ -312,7 +312,7 @@ def overlap_matrix(
     )
     for c in names:
         if c not in acc.models or c not in acc.tests:
-            from .._validate import suggest
+            from ..checks import suggest
             from ..errors import UnknownCorruptionError
 
             have = [m for m in acc.models if m in acc.tests and m != STANDARD]

@@ -91,7 +91,7 @@ def register_corruption(
         InvalidArgumentError: the name is taken (by a registered corruption, or by another user
             corruption without ``replace=True``), or the range is not two finite numbers.
     """
-    from .._registry import get_corruption
+    from ..corruptions import get_corruption
 
     if not isinstance(name, str) or not name or "@" in name or ":" in name or name in ("standard", "clean"):
         raise InvalidArgumentError("name", name, "a non-empty name without '@' or ':', not 'standard' or 'clean'")
@@ -124,7 +124,7 @@ def unregister_corruption(name: str) -> None:
 def get_user_corruption(name: str) -> UserCorruption:
     """The user corruption registered as ``name``."""
     if name not in _USER:
-        from .._validate import suggest
+        from ..checks import suggest
 
         raise UnknownCorruptionError("corruption", name, list(_USER), suggest(name, list(_USER)))
     return _USER[name]
@@ -137,7 +137,7 @@ def user_corruptions() -> list[str]:
 
 def imagenet_c_names() -> list[str]:
     """The 15 ImageNet-C corruptions in the papers' order."""
-    from .._registry import list_corruptions
+    from ..corruptions import list_corruptions
 
     return list_corruptions(group="benchmark")
 
@@ -198,8 +198,8 @@ def resolve(spec: str, *, where: str = "corruption") -> StudyCorruption:
         UnknownCorruptionError: no registered or user corruption of that name (with suggestions).
         InvalidArgumentError: a bad ``@severity`` suffix.
     """
-    from .._registry import get_corruption, list_corruptions
-    from .._validate import suggest
+    from ..corruptions import get_corruption, list_corruptions
+    from ..checks import suggest
 
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidArgumentError(where, spec, "a corruption name such as 'fog', 'fog@3' or 'noc_rain'")
@@ -358,8 +358,8 @@ def apply_at_value(images: torch.Tensor, name: str, value: float, *, seed: int, 
         raise InvalidArgumentError(
             "corruption", name, "a candidate corruption (noc_*, border, obstruction) or a user corruption with a range"
         )
-    from .._images import to_batch
-    from .._registry import SampleContext, get_corruption
+    from ..corruptions import to_batch
+    from ..corruptions import SampleContext, get_corruption
     from ..seeding import FastDraws
 
     reg = get_corruption(sc.base)

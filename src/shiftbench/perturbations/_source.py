@@ -31,16 +31,16 @@ from PIL import Image
 
 from ..errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
 from ..seeding import image_key, key_to_int
-from ..sources import load_image_rgb
+from ..io import load_image_rgb
 from ._spec import resolve_p_edition
 
-__all__ = ["PreparedImages", "prepare", "center_window", "resized_crop_window"]
+__all__ = ["PreparedImages", "prepare", "center_window", "resized_crop_window", "resize_short_size"]
 
 _SIZES = {"224": 224, "299": 299, "64": 64, "32": 32}
 _BASE_SHORT = {"224": 256, "64": 64}
 
 
-def _resize_short_size(height: int, width: int, size: int) -> tuple[int, int]:
+def resize_short_size(height: int, width: int, size: int) -> tuple[int, int]:
     """Output ``(height, width)`` of torchvision ``Resize(size)``: shorter side ``size``, longer ``int(size * long / short)``."""
     if (width <= height and width == size) or (height <= width and height == size):
         return height, width
@@ -52,7 +52,7 @@ def _resize_short_size(height: int, width: int, size: int) -> tuple[int, int]:
 def _resize_short(img: Image.Image, size: int) -> Image.Image:
     """torchvision ``Resize(size)`` of a PIL image (PIL bilinear)."""
     w, h = img.size
-    rh, rw = _resize_short_size(h, w, size)
+    rh, rw = resize_short_size(h, w, size)
     if (rh, rw) == (h, w):
         return img
     return img.resize((rw, rh), Image.BILINEAR)

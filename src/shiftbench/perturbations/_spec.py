@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .._params import load_json
-from .._validate import suggest
+from ..params import load_json
+from ..checks import suggest
 from ..editions import get_edition
 from ..errors import InvalidArgumentError
 from ._errors import InvalidDifficultyError, UnknownPerturbationError

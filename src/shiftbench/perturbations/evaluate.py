@@ -28,7 +28,8 @@ from .metrics import (
     top5_distances_per_video,
     top5_from_logits,
 )
-from .sequences import _device, perturb_chunks
+from ..evaluation.models import parse_device
+from .sequences import perturb_chunks
 
 __all__ = [
     "SequenceScores",
@@ -341,7 +342,7 @@ def evaluate_sequences(
     names = list_perturbations(perturbations)
     if not names:
         raise InvalidArgumentError("perturbations", perturbations, "at least one perturbation")
-    dev = _device(device)
+    dev = parse_device(device)
     prep = prepare(images, edition, preprocessed=preprocessed, keys=keys)
     n = len(prep)
     lab = None
@@ -422,7 +423,7 @@ def evaluate_released(
     if spec.noise and len(diffs) > 1:
         raise InvalidArgumentError("difficulty", difficulty, "one difficulty for noise data (each is a separate dataset)")
     bs = _check_positive("batch_size", batch_size)
-    dev = _device(device)
+    dev = parse_device(device)
     labels: list[int] = []
     clips: list[np.ndarray] = []
     if isinstance(videos, np.ndarray):

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from .._params import load_json
+from ..params import load_json
 from ..errors import InvalidArgumentError
 from ._errors import InvalidDifficultyError
 from ._spec import TEST_PERTURBATIONS, check_difficulty, get_perturbation

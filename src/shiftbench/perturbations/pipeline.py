@@ -34,14 +34,14 @@ import numpy as np
 import torch
 
 from ..editions import get_edition
+from ..io import DECODE_ERRORS, load_image_rgb
 from ..errors import DataError, InvalidArgumentError, ShiftbenchError, UnknownNameError
 from ..evaluation.data import (
-    _DECODE_ERRORS,
     BAD_IMAGE_POLICIES,
     CLEAN,
     ImageFolderSource,
-    _load_rgb,
-    _spread,
+    digest,
+    spread_evenly,
     foolbox_imagenet,
 )
 from ..evaluation.errors import ImageReadError, IncompleteDatasetError, ModelOutputError
@@ -243,9 +243,9 @@ class _OnTheFly(_PSource):
                 try:
                     if v.path is None:
                         raise OSError("no file")
-                    arrays.append(np.asarray(_load_rgb(v.path)))
+                    arrays.append(np.asarray(load_image_rgb(v.path)))
                     good.append(v)
-                except _DECODE_ERRORS as e:
+                except DECODE_ERRORS as e:
                     if self.bad_images == "fail":
                         raise ImageReadError(str(v.path), f"{type(e).__name__}: {e}") from e
                     bad.append((v.key, v.label, f"{type(e).__name__}: {e}"))
@@ -259,7 +259,7 @@ class _OnTheFly(_PSource):
 
 
 def _spread_videos(videos: list[_Video], limit: int | None) -> list[_Video]:
-    return _spread(videos, limit)  # type: ignore[arg-type]
+    return spread_evenly(videos, limit)
 
 
 class _ReleasedMP4(_PSource):
@@ -351,9 +351,7 @@ class _ReleasedMP4(_PSource):
 
     def select_classes(self, classes: Sequence[str]) -> None:
         self._keep = set(classes)
-        from ..evaluation.data import _digest
-
-        self.identity = f"{self.kind}:{self.location}:limit={self.limit}:classes={_digest(sorted(classes))}"
+        self.identity = f"{self.kind}:{self.location}:limit={self.limit}:classes={digest(sorted(classes))}"
 
     def videos(self, name: str, level: int) -> list[_Video]:
         index = {c: i for i, c in enumerate(self.classes)}
@@ -619,7 +617,7 @@ def stored_p_baseline(db: ResultsStore, spec: str, *, edition: str) -> dict[int,
                 "baseline", spec, "the id of a stored ImageNet-P evaluation (see `shiftbench results`)"
             )
     else:
-        from .._validate import suggest
+        from ..checks import suggest
 
         names = sorted({e.model for e in evs})
         cands = [e for e in evs if e.model == s and e.edition == edition]

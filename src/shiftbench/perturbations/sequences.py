@@ -40,12 +40,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._registry import ApplyContext, Corruption, SampleContext, get_corruption
-from ..corruptions._geometry import motion_blur as im_motion_blur
-from ..corruptions._ops import fdiv, gaussian_filter2d
+from ..corruptions import ApplyContext, Corruption, SampleContext, get_corruption
+from ..corruptions.kernels import fdiv, gaussian_filter2d
+from ..corruptions.kernels import motion_blur as im_motion_blur
 from ..errors import InvalidArgumentError
 from ..seeding import Draws, FastDraws, derive_generator
-from ._source import PreparedImages, _resize_short_size, center_window, prepare, resized_crop_window
+from ._source import PreparedImages, center_window, prepare, resize_short_size, resized_crop_window
 from ._spec import Perturbation, check_difficulty, get_perturbation
 from ._warp import affine_matrix_tv021, cv_warp_perspective, pil_affine, pil_resize, tilt_homography
 
@@ -163,7 +163,7 @@ def _motion_blur(job: _Job) -> Iterator[torch.Tensor]:
         for i in range(job.n):
             src = job.prepared.canvas("source", i, job.device)
             h, w = int(src.shape[1]), int(src.shape[2])
-            rh, rw = _resize_short_size(h, w, s)
+            rh, rw = resize_short_size(h, w, s)
             top, left, _, _ = center_window(rh, rw, s, s)
             step = max(1, DEFAULT_CHUNK_VALUES // (3 * h * w))
             for f0 in range(a, b, step):
@@ -378,12 +378,6 @@ def _check_seed(seed: Any) -> int:
     return int(seed)
 
 
-def _device(device: torch.device | str | None) -> torch.device:
-    from ..evaluation.models import parse_device
-
-    return parse_device(device)
-
-
 def perturb_chunks(
     images: Any,
     perturbation: str,
@@ -410,7 +404,9 @@ def perturb_chunks(
     seed = _check_seed(seed)
     prep = prepare(images, edition, preprocessed=preprocessed, keys=keys)
     params = spec.edition_params(prep.edition)
-    dev = _device(device)
+    from ..evaluation.models import parse_device
+
+    dev = parse_device(device)
     frames = int(params["frames"])
     if chunk_frames is None:
         per_frame = max(1, len(prep) * 3 * prep.size * prep.size)

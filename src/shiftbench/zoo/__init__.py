@@ -13,10 +13,18 @@ to measured values.
 
 from __future__ import annotations
 
+from ..evaluation.models import Classifier, register_model_source
 from .download import cache_dir, download
 from .errors import ChecksumMismatchError, DownloadError, NotACheckpointError, OfflineError, UnsafeCheckpointError
 from .load import load_zoo_model
 from .registry import Preprocessing, ZooEntry, entries, fetch, get, register, unregister, weights_path
+
+
+def _zoo_source(name: str, weights: str | None) -> Classifier:
+    return load_zoo_model(name, weights=weights)
+
+
+register_model_source("zoo", _zoo_source)  # load_model("zoo:<name>")
 
 __all__ = [
     "ZooEntry",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from .._validate import suggest
+from ..checks import suggest
 from ..errors import InvalidArgumentError, UnknownNameError
 from .download import ProgressCallback, cache_dir, default_progress, download
 

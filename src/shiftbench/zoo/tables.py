@@ -26,7 +26,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from .._validate import suggest
+from ..checks import suggest
 from ..errors import InvalidArgumentError, UnknownNameError
 
 __all__ = [

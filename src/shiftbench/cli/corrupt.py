@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .errors import DataError, InvalidArgumentError
+from ..errors import DataError, InvalidArgumentError
 
 
 def _split_list(values: tuple[str, ...]) -> list[str]:
@@ -53,8 +53,8 @@ def list_corruptions_cmd(pattern: str, group: str | None, edition: str | None) -
     from rich.console import Console
     from rich.table import Table
 
-    from . import get_corruption, list_corruptions
-    from .editions import get_edition
+    from .. import get_corruption, list_corruptions
+    from ..editions import get_edition
 
     ed = get_edition(edition).name if edition else None
     table = Table(title="ImageNet-C corruptions")
@@ -86,10 +86,10 @@ def corrupt_cmd(
     """
     from PIL import Image
 
-    from . import corrupt
-    from .editions import preprocess as prep
-    from .outputs import check_output_image, corrupted_mode, save_image_atomic
-    from .sources import load_image_rgb
+    from .. import corrupt
+    from ..editions import preprocess as prep
+    from ..io import load_image_rgb
+    from ..outputs import check_output_image, corrupted_mode, save_image_atomic
 
     check_output_image(out_image, "OUT_IMAGE")  # extension and place, before reading anything
     try:
@@ -152,7 +152,7 @@ def generate_imagenet_c(
     """Write ImageNet-C (or Tiny/64/299/CIFAR-10-C) from clean images; resumable."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from .generate import GenerateConfig, generate
+    from ..generate import GenerateConfig, generate
 
     config = GenerateConfig(
         src=str(src),

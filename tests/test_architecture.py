@@ -1,0 +1,135 @@
+"""The package's architecture: layers checked by import-linter, and no private name crossing a module or package.
+
+The layers (lowest first) and the contracts are in ``.importlinter`` at the repository root:
+engine (corruptions, registry, api, seeding, editions, images, style, kernels) < evaluation core
+(``shiftbench.evaluation``, which names no benchmark) < benchmark engines (perturbations, domains,
+overlap, structural, training, zoo) < ``shiftbench.benchmarks`` < ``shiftbench.cli``.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "shiftbench"
+
+# Top-level private modules (shiftbench._registry, ._images, ._validate ...) and the private kernels of
+# shiftbench.corruptions belong to the corruption engine: its packages share them; every other package
+# goes through a public module (shiftbench.corruptions, .corruptions.kernels, .checks, .params, .progress, .io).
+ENGINE_PACKAGES = ("shiftbench", "shiftbench.corruptions", "shiftbench.style")
+
+
+def _module_name(path: Path) -> tuple[str, str]:
+    """(module, package it lives in)."""
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        mod = ".".join(parts[:-1])
+        return mod, mod
+    mod = ".".join(parts)
+    return mod, mod.rsplit(".", 1)[0]
+
+
+def _inside(pkg: str, owner: str) -> bool:
+    return pkg == owner or pkg.startswith(owner + ".")
+
+
+def _engine(pkg: str) -> bool:
+    return pkg == "shiftbench" or any(_inside(pkg, e) for e in ENGINE_PACKAGES[1:])
+
+
+def _is_module(dotted: str) -> bool:
+    rel = Path(*dotted.split(".")[1:]) if "." in dotted else Path()
+    return (PACKAGE / rel).with_suffix(".py").is_file() or (PACKAGE / rel / "__init__.py").is_file()
+
+
+def private_imports() -> list[str]:
+    """Every import of a ``_``-name from another module, or of a private module from outside its package."""
+    found: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        mod, pkg = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                pairs = [(target, a.name) for a in node.names]
+            elif isinstance(node, ast.Import):
+                pairs = [(a.name.rsplit(".", 1)[0], a.name.rsplit(".", 1)[-1]) for a in node.names if "." in a.name]
+            else:
+                continue
+            for target, name in pairs:
+                if target != "shiftbench" and not target.startswith("shiftbench."):
+                    continue
+                where = f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {target}.{name}"
+                parts = target.split(".")
+                for i, comp in enumerate(parts):
+                    if comp.startswith("_") and not comp.startswith("__"):
+                        owner = ".".join(parts[:i])
+                        allowed = _engine(pkg) if _engine(owner) else _inside(pkg, owner)
+                        if not allowed:
+                            found.append(f"{where} (private module of {owner}, imported from {pkg})")
+                        break
+                if name.startswith("_") and not name.startswith("__"):
+                    submodule = _is_module(f"{target}.{name}")
+                    if not submodule:
+                        found.append(f"{where} (private name of {target}, imported by {mod})")
+                    elif not (_engine(pkg) if _engine(target) else _inside(pkg, target)):
+                        found.append(f"{where} (private module of {target}, imported from {pkg})")
+    return found
+
+
+def test_no_private_name_crosses_a_module_or_package() -> None:
+    found = private_imports()
+    assert not found, "private names imported across modules or packages:\n" + "\n".join(found)
+
+
+def test_the_private_import_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "shiftbench"
+    (pkg / "evaluation").mkdir(parents=True)
+    (pkg / "overlap").mkdir()
+    for f in ("__init__.py", "_registry.py", "evaluation/__init__.py", "overlap/__init__.py"):
+        (pkg / f).write_text("")
+    (pkg / "evaluation" / "data.py").write_text("def _spread(): ...\n")
+    (pkg / "overlap" / "noc.py").write_text(
+        "from ..evaluation.data import _spread\nfrom .._registry import get_corruption\nfrom . import noc\n"
+    )
+    (pkg / "api.py").write_text("from ._registry import get_corruption\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    found = private_imports()
+    assert len(found) == 2 and "overlap/noc.py:1" in found[0] and "overlap/noc.py:2" in found[1]
+
+
+def _lint_imports() -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    if exe is None:
+        pytest.fail("lint-imports is missing: pip install -e '.[test]' (import-linter)")
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": str(Path(sys.executable).parent), "LC_ALL": "C.UTF-8"}
+    return subprocess.run(
+        [exe, "--config", str(ROOT / ".importlinter"), "--no-cache"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_layer_and_cycle_contracts_hold() -> None:
+    r = _lint_imports()
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+    assert "Contracts: 2 kept, 0 broken." in r.stdout
+
+
+def test_every_subpackage_has_a_layer() -> None:
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / ".importlinter")
+    layers = cfg["importlinter:contract:layers"]["layers"]
+    named = {m.strip() for line in layers.splitlines() for m in line.split(":") if m.strip()}
+    subpackages = {f"shiftbench.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    missing = sorted(p for p in subpackages if p not in named and not any(n.startswith(p + ".") for n in named))
+    assert not missing, f"place these packages in a layer of .importlinter: {missing}"
