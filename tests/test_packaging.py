@@ -29,7 +29,7 @@ def _expand(extra: str) -> set[str]:
 
 def test_version_has_one_source() -> None:
     assert "version" not in PROJECT and "version" in PROJECT["dynamic"]
-    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "shiftbench.__version__"}
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "shiftbench.version.__version__"}
     assert re.fullmatch(r"\d+\.\d+\.\d+(\.dev\d+|rc\d+)?", shiftbench.__version__)
     # nowhere else in the sources is a version written out
     assert "version:" not in (REPO / "CITATION.cff").read_text().replace("cff-version:", "")
