@@ -156,14 +156,34 @@ def train_classifier(
     sp = get_recipe(spec) if isinstance(spec, str) else spec
     if sp.finetune is not None:
         raise InvalidArgumentError("spec", sp.name, "a recipe that trains from scratch (use finetune_classifier)")
-    out = Path(output).expanduser()
-    path = out / f"{run_name}.pt"
+    path, x, y, fp = _prepare(train, sp, output, run_name)
+    _seed_torch(seed, run_name)
+    net = build_network(sp.arch, 3, len(train.classes), dropout=sp.dropout)
+    return _fit_and_wrap(net, x, y, train, sp, fp, path, seed=seed, device=device, run_name=run_name, log=log,
+                         on_step=on_step, on_epoch=on_epoch)
+
+
+def _prepare(train: Any, sp: TrainingSpec, output: str | Path, run_name: str) -> tuple[Path, torch.Tensor, torch.Tensor, str]:
+    """The checkpoint path, the training tensors and their fingerprint; refuses a checkpoint of other data or recipe."""
+    path = Path(output).expanduser() / f"{run_name}.pt"
     x, y = _as_tensors(train, sp.image_size)
     fp = _fingerprint(x.numpy(), y.numpy())
     _check_resume(path, fp, sp)
+    return path, x, y, fp
+
+
+def _seed_torch(seed: int, run_name: str) -> None:
     torch.manual_seed(int(np.random.default_rng([int(seed), stream_id(run_name)]).integers(2**62)))
+
+
+def _fit_and_wrap(
+    net: nn.Module, x: torch.Tensor, y: torch.Tensor, train: Any, sp: TrainingSpec, fp: str, path: Path, *,
+    seed: int, device: str | torch.device, run_name: str, log: Callable[[str], None] | None,
+    on_step: Callable[[int, int, int], None] | None, on_epoch: Any = None, meta: dict[str, Any] | None = None,
+) -> TrainedModel:
+    """Train ``net`` with the shared harness (checkpoint every epoch, resumable) and return it in eval mode."""
     dev = torch.device(device)
-    net = build_network(sp.arch, 3, len(train.classes), dropout=sp.dropout).to(dev)
+    net = net.to(dev)
     res = fit(
         net,
         n_train=len(y),
@@ -175,7 +195,7 @@ def train_classifier(
         device=dev,
         on_step=on_step,
         on_epoch=on_epoch,
-        meta={"classes": list(train.classes), "spec": sp.to_dict(), "data_fingerprint": fp, "seed": int(seed)},
+        meta={"classes": list(train.classes), "spec": sp.to_dict(), "data_fingerprint": fp, "seed": int(seed), **(meta or {})},
         label=run_name,
         log=log,
     )
@@ -237,13 +257,9 @@ def finetune_classifier(
     sp = get_recipe(spec) if isinstance(spec, str) else spec
     if sp.finetune not in ("head", "full"):
         raise InvalidArgumentError("spec", sp.name, "a fine-tuning recipe (finetune-head or finetune-full)")
-    out = Path(output).expanduser()
-    path = out / f"{run_name}.pt"
-    x, y = _as_tensors(train, sp.image_size)
-    fp = _fingerprint(x.numpy(), y.numpy())
-    _check_resume(path, fp, sp)
+    path, x, y, fp = _prepare(train, sp, output, run_name)
     parent, old = _split_head(pretrained, head)
-    torch.manual_seed(int(np.random.default_rng([int(seed), stream_id(run_name)]).integers(2**62)))
+    _seed_torch(seed, run_name)
     new = nn.Linear(old.in_features, len(train.classes))
     if sp.finetune == "head":
         setattr(parent, head.split(".")[-1], nn.Identity())
@@ -251,24 +267,8 @@ def finetune_classifier(
     else:
         setattr(parent, head.split(".")[-1], new)
         net = pretrained
-    dev = torch.device(device)
-    net = net.to(dev)
-    res = fit(
-        net,
-        n_train=len(y),
-        batches=tensor_batches(x, y, sp.recipe.batch_size),
-        recipe=sp.recipe,
-        seed=seed,
-        stream=stream_id(run_name),
-        checkpoint=path,
-        device=dev,
-        on_step=on_step,
-        meta={"classes": list(train.classes), "spec": sp.to_dict(), "data_fingerprint": fp, "seed": int(seed), "head": head},
-        label=run_name,
-        log=log,
-    )
-    net.eval()
-    return TrainedModel(net, tuple(train.classes), sp, res, path)
+    return _fit_and_wrap(net, x, y, train, sp, fp, path, seed=seed, device=device, run_name=run_name, log=log,
+                         on_step=on_step, meta={"head": head})
 
 
 def load_trained(path: str | Path, device: str | torch.device = "cpu") -> TrainedModel:
