@@ -103,6 +103,7 @@ class HoldoutBenchmark(Benchmark):
     """A structural hold-out: splits of a labelled dataset, one model per split, accuracy per part and the gap."""
 
     default_recipe = "icons50-wrn-16-4"
+    headline = ("heldout_accuracy", "seen_accuracy", "gap")
     options = ("holdout", "seed", "recipe")
     items = ("items", "items")
     records = "per item: label and top-5 classes"
