@@ -164,3 +164,8 @@ def test_sweep_function_forwards_options_unchanged(toys: None, data: Path, tmp_p
     r = sweep(["m"], [Spy()], opts)  # type: ignore[list-item]
     assert seen == [{"store": opts["store"], "data": str(data), "seed": 3, "ray": "auto", "model": "m"}]
     assert r.cells[0].headline == {"x": 0.25} and r.cells[0].evaluations == [7]
+    # the same options again: skipped; another seed: a new pair; batch size and device do not decide results
+    assert sweep(["m"], [Spy()], opts | {"batch_size": 99, "device": "cpu"}).cells[0].skipped  # type: ignore[list-item]
+    assert len(seen) == 1
+    assert not sweep(["m"], [Spy()], opts | {"seed": 4}).cells[0].skipped and len(seen) == 2  # type: ignore[list-item]
+    assert not sweep(["m"], [Spy()], opts | {"rerun": True}).cells[0].skipped and len(seen) == 3  # type: ignore[list-item]
