@@ -99,7 +99,7 @@ class SweepResult:
         cols = self.columns()
 
         def table(console: Any) -> None:
-            t = Table(title=f"Sweep: {len(self.models)} model(s) x {len(self.benchmarks)} benchmark(s) in {self.store}",
+            t = Table(title=f"Sweep: {len(self.models)} model(s) x {len(self.benchmarks)} benchmark(s)",
                       title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
             t.add_column("Model", no_wrap=True)
             for b, k in cols:
@@ -114,6 +114,8 @@ class SweepResult:
                 t.add_row(m, *cells)
             console.print(t)
             console.print(f"• Units: {UNITS}.", highlight=False)
+            console.print(f"• Stored in {self.store} (`shiftbench results --store {self.store}` for the details).",
+                          highlight=False)
             skipped = [f"{c.model} x {c.benchmark}" for c in self.cells if c.skipped]
             if skipped:
                 console.print(f"• Finished before, not evaluated again: {', '.join(skipped)}.", highlight=False)
@@ -161,7 +163,7 @@ def headline_of(bench: Benchmark, records: Sequence[Mapping[str, Any]]) -> dict[
 
 
 def _marker_key(bench: Benchmark, model: str, settings: Mapping[str, Any]) -> str:
-    what = {k: v for k, v in sorted(settings.items()) if k not in NOT_RESULT_OPTIONS}
+    what = {k: v for k, v in sorted(settings.items()) if k not in NOT_RESULT_OPTIONS and v is not None}
     text = json.dumps({"benchmark": bench.name, "model": model, "settings": what}, sort_keys=True, default=str)
     return "sweep:" + hashlib.sha256(text.encode()).hexdigest()
 
