@@ -147,7 +147,8 @@ def test_sweep_function_forwards_options_unchanged(toys: None, data: Path, tmp_p
             seen.append(dict(settings))
             from shiftbench.evaluation.protocol import Report
 
-            return Report(lambda: json.dumps({"evaluation": 7}), lambda: "", lambda c: None)
+            text = getattr(self, "evaluate_json", json.dumps({"evaluation": 7}))
+            return Report(lambda: text, lambda: "", lambda c: None)
 
         def stored(self, store, *, model, baseline, evaluation):  # type: ignore[no-untyped-def]
             from shiftbench.evaluation.protocol import Section
@@ -169,3 +170,7 @@ def test_sweep_function_forwards_options_unchanged(toys: None, data: Path, tmp_p
     assert len(seen) == 1
     assert not sweep(["m"], [Spy()], opts | {"seed": 4}).cells[0].skipped and len(seen) == 2  # type: ignore[list-item]
     assert not sweep(["m"], [Spy()], opts | {"rerun": True}).cells[0].skipped and len(seen) == 3  # type: ignore[list-item]
+    # a report naming no evaluation stored nothing: no marker, tried again next time
+    Spy.evaluate_json = json.dumps({"errors": {}})  # type: ignore[attr-defined]
+    assert sweep(["m"], [Spy()], opts | {"seed": 5}).cells[0].evaluations == []  # type: ignore[list-item]
+    assert not sweep(["m"], [Spy()], opts | {"seed": 5}).cells[0].skipped and len(seen) == 5  # type: ignore[list-item]

@@ -6,7 +6,7 @@ this module is imported, so an option added there is a sweep option too) and for
 unchanged to each benchmark; ``--model`` and ``--benchmark`` may be repeated. An option that
 one of the benchmarks does not accept is refused by evaluate's rule before any work starts.
 
-Resume: when a pair finishes, a marker (the benchmark, the model and the options that decide
+Resume: when a pair finishes and its report names its evaluations, a marker (the benchmark, the model and the options that decide
 the results, hashed) goes into the store with the evaluations it made. A rerun skips marked
 pairs without loading the model or reading data; an interrupted pair is resumed by its
 benchmark from the stored predictions. ``--rerun`` ignores the markers.
@@ -224,8 +224,9 @@ def sweep(
             else:
                 report = b.evaluate(settings, progress_for(b) if progress_for else None)
                 ids = evaluation_ids(json.loads(report.json()))
-                with ResultsStore(store) as db:
-                    db.set_marker(key, json.dumps({"benchmark": b.name, "model": m, "evaluations": ids}))
+                if ids:  # a pair that stored nothing (no evaluation named) is tried again next time
+                    with ResultsStore(store) as db:
+                        db.set_marker(key, json.dumps({"benchmark": b.name, "model": m, "evaluations": ids}))
                 skipped = False
             recs = _records(b, store, settings, ids)
             cell = SweepCell(m, b.name, ids, skipped, headline_of(b, recs), recs)
