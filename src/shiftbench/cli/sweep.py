@@ -192,8 +192,8 @@ def sweep(
         benchmarks: registered benchmark names (or instances).
         options: the ``evaluate`` options (parameter names, e.g. ``{"store": ..., "data": ..., "limit": 8}``);
             each benchmark gets the ones it accepts, unchanged. ``store`` is required.
-        given: the option names the user set explicitly; one a benchmark does not accept is refused
-            (:class:`~shiftbench.errors.InvalidArgumentError`-like usage error) before any work.
+        given: the option names the user set explicitly; one a benchmark does not accept is refused before
+            any work with evaluate's message (a ``click.UsageError``: exit code 2 on the command line).
         progress_for: a progress display per benchmark (None: none).
         on_cell: called after each pair (e.g. to print a status line).
 
