@@ -99,6 +99,7 @@ def test_two_models_two_benchmarks_then_a_rerun_does_no_work(
     # the table format: one line per model
     assert main([*_args(store, data)]) == 0
     table = capsys.readouterr().out
+    assert doc["cells"][0]["partial"] == [] and doc["cells"][1]["partial"] == []  # every corruption and perturbation
     assert "toysweep:a" in table and "toysweep:b" in table and "Finished before, not evaluated again" in table
 
 
@@ -125,6 +126,17 @@ def test_sweep_takes_every_evaluate_option() -> None:
         if p.name not in ("model", "benchmark"):
             assert ours[p.name] is p
     assert {p.name for p in evaluate_params("model")} == {p.name for p in evaluate_cmd.params} - {"model"}
+
+
+def test_a_partial_mce_is_flagged(toys: None, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["sweep", "--model", "toysweep:a", "--benchmark", "imagenet-c", "--data", str(data), "--store",
+            str(tmp_path / "s.sqlite"), "--corruptions", "contrast", "--severities", "2", "--limit", "1", "--no-progress"]
+    assert main([*args, "--results-format", "json"]) == 0
+    cell = json.loads(capsys.readouterr().out)["cells"][0]
+    assert cell["partial"] == ["mce", "relative_mce"] and cell["headline"]["mce"] is not None
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"{cell['headline']['mce']:.4f}".rstrip("0").rstrip(".") + "*" in out and "not comparable" in out
 
 
 def test_headline_is_the_mean_over_a_benchmarks_records() -> None:

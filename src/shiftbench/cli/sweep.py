@@ -62,6 +62,14 @@ class SweepCell:
     headline: dict[str, float | None]
     records: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def partial(self) -> list[str]:
+        """Headline keys averaged over less than the benchmark's protocol (a record's ``mce_complete`` is false
+        for mCE and relative mCE): not comparable with the papers."""
+        if any(r.get("mce_complete") is False for r in self.records):
+            return [k for k in self.headline if "mce" in k and self.headline[k] is not None]
+        return []
+
 
 @dataclass
 class SweepResult:
@@ -89,7 +97,7 @@ class SweepResult:
             "columns": [f"{b} {k}" for b, k in self.columns()],
             "cells": [
                 {"model": c.model, "benchmark": c.benchmark, "evaluations": c.evaluations, "skipped": c.skipped,
-                 "headline": c.headline}
+                 "headline": c.headline, "partial": c.partial}
                 for c in self.cells
             ],
         }
@@ -110,12 +118,16 @@ class SweepResult:
                 for b, k in cols:
                     c = by.get((m, b))
                     v = None if c is None else c.headline.get(k)
-                    cells.append("–" if v is None else f"{v:.4f}".rstrip("0").rstrip("."))
+                    star = "*" if c is not None and k in c.partial else ""
+                    cells.append("–" if v is None else f"{v:.4f}".rstrip("0").rstrip(".") + star)
                 t.add_row(m, *cells)
             console.print(t)
             console.print(f"• Units: {UNITS}.", highlight=False)
             console.print(f"• Stored in {self.store} (`shiftbench results --store {self.store}` for the details).",
                           highlight=False)
+            if any(c.partial for c in self.cells):
+                console.print("• * over fewer corruptions or severities than the protocol: not comparable with the "
+                              "papers' values.", highlight=False)
             skipped = [f"{c.model} x {c.benchmark}" for c in self.cells if c.skipped]
             if skipped:
                 console.print(f"• Finished before, not evaluated again: {', '.join(skipped)}.", highlight=False)
