@@ -242,3 +242,20 @@ def test_export_and_stored_baseline(tmp_path: Path) -> None:
                 db.to_pandas()
         else:
             assert len(db.to_pandas("runs")) == 22
+
+
+def test_markers_are_stored_replaced_and_removed_beside_the_schema(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    with ResultsStore(path) as db:
+        assert db.marker("sweep:abc") is None
+        db.set_marker("sweep:abc", '{"evaluations": [1]}')
+        db.set_marker("sweep:abc", '{"evaluations": [2]}')  # replaced, not duplicated
+        db.set_marker("other", "x")
+    with ResultsStore(path, create=False) as db:  # persisted, and the store still opens as a results store
+        assert db.marker("sweep:abc") == '{"evaluations": [2]}' and db.marker("other") == "x"
+        db.set_marker("other", None)
+        assert db.marker("other") is None
+    con = sqlite3.connect(path)
+    keys = sorted(r[0] for r in con.execute("SELECT key FROM meta"))
+    con.close()
+    assert "marker:sweep:abc" in keys and "schema_version" in keys and "marker:other" not in keys

@@ -1,7 +1,9 @@
 """`shiftbench report`: one self-contained HTML file from a store holding several benchmarks' evaluations.
 
 The store is the v2 fixture (ImageNet-C, -P, -NOC and -D evaluations of the toy
-model) plus a second toy model's ImageNet-C evaluation at all five severities.
+model) plus a second toy model's ImageNet-C evaluation at all five severities and
+an ICONS-50 style hold-out on the shared emoji-styles (a one-epoch small CNN;
+where that data is absent, no structural section).
 The report is checked against the registry (every benchmark with stored
 results has its section and records), the figures against the zoo's published
 tables, and the HTML in headless Chromium (skipped where no chromium exists).
@@ -15,6 +17,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +35,7 @@ from shiftbench.zoo.tables import table  # noqa: E402
 
 from ._eval_toys import SAMPLE_DIR, image_folder, toy_classifier  # noqa: E402
 
+EMOJI = SAMPLE_DIR.parent / "emoji-styles"
 FIXTURE = Path(__file__).parent / "fixtures" / "stores" / "v2_all.sqlite"
 PHOTO = SAMPLE_DIR / "n01530575_brambling.JPEG"
 
@@ -44,6 +48,15 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = image_folder(root / "data", n_per_class=2, n_classes=2)
     evaluate(toy_classifier("toy-b", seed=1), data=data, corruptions="gaussian_noise,contrast,fog",
              severities="1-5", store=path, batch_size=4)
+    from shiftbench.perturbations.pipeline import evaluate_p
+
+    # an ImageNet-P evaluation with AlexNet-normalised mFR / mT5D (edition 224, all ten test perturbations, one
+    # video each): 001 Fig. 4's points
+    evaluate_p(toy_classifier("toy-b", seed=1), data=data, difficulties="1", store=path, batch_size=16, limit=1)
+    if (EMOJI / "emoji-styles-32.npz").is_file():  # a structural hold-out: 000 Fig. 6's section
+        assert main(["evaluate", "--benchmark", "icons-50-style", "--data", str(EMOJI), "--store", str(path),
+                     "--no-progress", "--recipe", "icons50-wrn-16-4:arch=small_cnn,epochs=1", "--limit", "60",
+                     "--results-format", "json"]) == 0
     return path
 
 
@@ -66,7 +79,8 @@ def _sections(store: Path) -> dict[str, list[dict]]:
 def test_every_registered_benchmark_with_results_has_its_section_and_records(store: Path, built) -> None:  # type: ignore[no-untyped-def]
     r, html = built
     secs = _sections(store)
-    assert set(secs) == {"imagenet-c", "imagenet-p", "imagenet-noc", "imagenet-d"}
+    structural = {"icons-50-style"} if (EMOJI / "emoji-styles-32.npz").is_file() else set()
+    assert set(secs) == {"imagenet-c", "imagenet-p", "imagenet-noc", "imagenet-d"} | structural
     assert r.benchmarks == list(secs)
     for name, records in secs.items():
         part = html.split(f'id="bench-{name}"', 1)[1].split("</section>", 1)[0]
@@ -178,10 +192,82 @@ def test_imagenet_noc_figure_pairs_models_stored_with_both_benchmarks(store: Pat
         assert (pub.values["imagenet_c_mce"], pub.values["imagenet_noc_mce"]) in points
 
 
+@pytest.fixture()
+def close_figures() -> Iterator[None]:
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def _points(fig) -> set[tuple[float, float]]:  # type: ignore[no-untyped-def]
+    return {tuple(np.round(p, 3)) for c in fig.axes[0].collections for p in c.get_offsets()}
+
+
+def test_imagenet_p_figure_4_puts_the_papers_architectures_and_stored_models_in_one_plane(store: Path, built, close_figures) -> None:  # type: ignore[no-untyped-def]
+    secs = _sections(store)
+    bench = get_benchmark("imagenet-p")
+    figs = {f.name: f for f in bench.report_figures(store, bench.stored(store, model=None, baseline="alexnet", evaluation=None))}
+    p_toy = next(r for r in secs["imagenet-p"] if r["model"] == "toy-b")
+    assert p_toy["mfr"] is not None and p_toy["mt5d"] is not None
+    c_toy = [r for r in secs["imagenet-c"] if r["model"] == p_toy["model"]][-1]  # the latest evaluation wins
+    for key in ("mfr", "mt5d"):
+        pts = _points(figs[f"{key}-vs-error"].figure)
+        for pub in table("001:P").rows:  # e.g. ResNet-50 (23.9, 58.0) from 001 line 385
+            assert (pub.values["error"], pub.values[key]) in pts
+        assert (round(100 * c_toy["clean_error"], 3), round(100 * p_toy[key], 3)) in pts
+        assert "fewer than the 10 test perturbations" not in figs[f"{key}-vs-error"].caption
+        assert "no ImageNet-C evaluation" not in figs[f"{key}-vs-error"].caption
+    _, html = built
+    assert "mFR against clean error (001 Figure 4)" in html and "mT5D against clean error (001 Figure 4)" in html
+
+
+@pytest.mark.skipif(not (EMOJI / "emoji-styles-32.npz").is_file(), reason="shared emoji-styles data absent")
+def test_structural_section_shows_seen_and_held_out_accuracy(store: Path, built, close_figures) -> None:  # type: ignore[no-untyped-def]
+    rec = _sections(store)["icons-50-style"][0]
+    bench = get_benchmark("icons-50-style")
+    (fig,) = bench.report_figures(store, bench.stored(store, model=None, baseline="alexnet", evaluation=None))
+    bars = {c.get_label(): [b.get_height() for b in c] for c in fig.figure.axes[0].containers}
+    assert bars["seen"] == [pytest.approx(100 * rec["seen_accuracy"])]
+    assert bars["held out"] == [pytest.approx(100 * rec["heldout_accuracy"])]
+    assert "no held-out accuracy" in fig.caption  # emoji-styles holds out a style the paper never reports
+    _, html = built
+    assert "ICONS-50 style hold-out: seen and held-out accuracy" in html
+    # the comparison table carries the structural headline next to the others
+    cmp = html.split('id="table-comparison"', 1)[1].split("</table>", 1)[0]
+    assert "icons-50-style heldout_accuracy" in cmp
+
+
+def test_structural_figure_draws_the_papers_held_out_accuracy_for_the_same_split(close_figures: None) -> None:
+    from shiftbench.benchmarks.icons_50_style import holdout_figures
+
+    pub = get_benchmark("cifar-100-subclass").published_heldout
+    recs = [{"model": "wrn", "evaluation": 3, "split": "cifar100:k=2", "seen_accuracy": 0.7, "heldout_accuracy": 0.3},
+            {"model": "wrn", "evaluation": 4, "split": "cifar100:k=9", "seen_accuracy": 0.6, "heldout_accuracy": None}]
+    (fig,) = holdout_figures("CIFAR-100", recs, pub)
+    bars = {c.get_label(): [b.get_height() for b in c] for c in fig.figure.axes[0].containers}
+    assert bars["held out, published (000)"] == [26.78, 0.0] and bars["held out"] == [pytest.approx(30.0), 0.0]
+    assert "cifar100:k=2 26.78 % (line 149)" in fig.caption
+
+
+def test_published_held_out_accuracies_are_the_papers_text() -> None:
+    from ._eval_toys import PAPER_000
+
+    if not PAPER_000.is_file():
+        pytest.skip("paper text absent")
+    lines = PAPER_000.read_text(encoding="utf-8").splitlines()
+    n = 0
+    for name in ("icons-50-style", "icons-50-subtype", "cifar-100-subclass", "imagenet-22k-subclass"):
+        for split, (acc, line) in get_benchmark(name).published_heldout.items():
+            assert re.search(rf"(?<![\d.]){acc:g}%", lines[line - 1]), (name, split, acc, line)
+            n += 1
+    assert n == 6
+
+
 def test_cli_writes_the_report_and_refuses_a_missing_store(store: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "r.html"
     assert main(["report", "--store", str(store), "--out", str(out), "--no-gallery"]) == 0
-    assert "4 benchmark(s)" in capsys.readouterr().err
+    assert f"{len(_sections(store))} benchmark(s)" in capsys.readouterr().err
     text = out.read_text(encoding="utf-8")
     assert "Left out (--no-gallery)." in text and "data:image/jpeg" not in text
     assert main(["report", "--store", str(tmp_path / "none.sqlite"), "--out", str(out)]) == 2

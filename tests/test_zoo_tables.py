@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from shiftbench.benchmarks import list_benchmarks
 from shiftbench.cli import main
 from shiftbench.errors import InvalidArgumentError, UnknownNameError
 from shiftbench.zoo import entries
@@ -81,13 +82,42 @@ def test_mce_column_is_the_mean_of_the_ce_columns() -> None:
         assert abs(mean - row.values["mce"]) <= 0.5, row.label  # type: ignore[operator]
 
 
+NOT_IN_ZOO = {("001:P", "resnext50-32x4d"), ("001:P", "densenet161"), ("001:P", "resnext101-32x8d")}
+"""Rows whose architecture the zoo has no weights for (``shiftbench reproduce`` lists them as not in the zoo)."""
+
+
+def test_imagenet_p_rows_are_the_numbers_the_paper_text_states() -> None:
+    t = table("001:P")
+    lines = _paper_lines(t.paper_file)
+    text = "\n".join(lines)
+    for row in t.rows[1:]:
+        # e.g. line 386: "... a ResNeXt-50 does even better with a 52.4% mFR and a 74.2% mT5D."
+        m = re.search(re.escape(row.label) + r"\D*?(\d+\.\d)% mFR and (?:a )?(\d+\.\d)%", lines[row.line - 1])
+        assert m, (row.label, row.line)
+        assert (float(m.group(1)), float(m.group(2))) == (row.values["mfr"], row.values["mt5d"])
+        # the clean error: "ResNet-50 (23.9% top-1 error)", "DenseNet-161 (22.9% top-" (lines 358-369)
+        errors = {float(e) for e in re.findall(re.escape(row.label) + r" \((\d+\.\d)% (?:top-|error)", text)}
+        assert errors == {row.values["error"]}, row.label
+    # AlexNet: 100 by definition (FR divides by AlexNet's FP, line 239) and its error in Table 1 (line 284)
+    alex = t.rows[0]
+    assert alex.values == {"error": 43.5, "mfr": 100.0, "mt5d": 100.0}
+    assert "FPAlexNet" in lines[alex.line - 1] and "uT5DAlexNet" in lines[261] and lines[283].startswith("43.5 100.0")
+    # every mFR the section states is a row
+    stated = re.findall(r"(\d+\.\d)% mFR", " ".join(lines[384:388]))
+    assert sorted(map(float, stated)) == sorted(r.values["mfr"] for r in t.rows[1:])
+
+
 def test_every_row_names_a_zoo_entry_and_every_table_id_resolves() -> None:
     zoo = entries()
     for t in tables().values():
         assert table(t.id) is t
         for r in t.rows:
+            if (t.id, r.model) in NOT_IN_ZOO:
+                assert r.model not in zoo and any(r.label in n and "zoo has neither" in n for n in t.notes)
+                continue
             assert r.model in zoo, (t.id, r.label, r.model)
-    assert table("4:3") is table("004:3") and table("004-3") is table("004:3")
+        assert t.benchmarks and all(b in list_benchmarks() for b in t.benchmarks), t.id
+    assert table("4:3") is table("004:3") and table("004-3") is table("004:3") and table("1:p") is table("001:P")
     with pytest.raises(UnknownNameError, match="004:3"):
         table("004:9")
 
@@ -156,6 +186,7 @@ def test_published_for_lists_every_table_of_a_model() -> None:
         ("003:3", "Res-50"),
         ("003:4", "Standard"),
         ("004:3", "vanilla ResNet50"),
+        ("001:P", "ResNet-50"),
     }
 
 
@@ -181,3 +212,22 @@ def test_cli_zoo_list_table_and_info(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "ANT3x3_Model.pth" in info and "none published" in info and "003:4 'ANT ^{3x3}'" in info
     assert main(["zoo", "table", "004:9"]) == 2
     assert "004:3" in capsys.readouterr().err
+
+
+def test_measured_from_stored_records_of_each_benchmark() -> None:
+    from shiftbench.zoo.tables import measured_from_records
+
+    noc = [{"model": "zoo:resnet50", "clean_error": 0.24, "ce": {"noc_blur": 0.5, "noc_hue": 0.25}, "mce": None},
+           {"model": "zoo:resnet50-augmix", "ce": {"noc_blur": 0.4}, "mce": 0.59}]
+    assert measured_from_records("003:4", "imagenet-noc", noc) == {
+        "zoo:resnet50": {"noc_blur": 50.0, "noc_hue": 25.0}, "zoo:resnet50-augmix": {"noc_blur": 40.0, "imagenet_noc_mce": 59.0}}
+    d = [{"model": "zoo:resnet50", "benchmark": "imagenet-d", "errors": {"clipart": 0.634, "sketch": 0.5}, "mde": 88.0},
+         {"model": "zoo:resnet50-ant", "benchmark": "imagenet-d:wordnet", "errors": {"clipart": 0.1}, "mde": 10.0}]
+    assert measured_from_records("004:3", "imagenet-d", d) == {"zoo:resnet50": {"clipart": 63.4, "sketch": 50.0, "mde": 88.0}}
+    p = [{"model": "zoo:resnet50", "mfr": 0.58, "mt5d": 0.783, "test_perturbations": 10},
+         {"model": "zoo:alexnet", "mfr": 0.9, "mt5d": 0.9, "test_perturbations": 2}]  # partial: no mFR
+    assert measured_from_records("001:P", "imagenet-p", p) == {"zoo:resnet50": {"mfr": 58.0, "mt5d": 78.3}}
+    assert measured_from_records("001:P", "icons-50-style", [{"model": "x", "gap": 0.1}]) == {}
+    # compare takes them as they are
+    r50 = {r.model: r for r in compare("001:P", measured_from_records("001:P", "imagenet-p", p)).rows}["resnet50"]
+    assert r50.difference == {"mfr": 0.0, "mt5d": 0.0}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ from ..training.loop import normaliser
 from ..training.recipes import TrainedModel, get_recipe, load_trained, train_classifier
 from . import register_benchmark
 
-__all__ = ["HoldoutBenchmark", "Icons50Style", "read_icons_data", "parse_recipe", "spread"]
+__all__ = ["HoldoutBenchmark", "Icons50Style", "holdout_figures", "read_icons_data", "parse_recipe", "spread"]
 
 
 def read_icons_data(path: str | None) -> LabelledImages:
@@ -99,10 +100,47 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+PAPER_000 = "000_430187b989425aff.txt"
+
+
+def holdout_figures(title: str, records: list[dict[str, Any]], published: Mapping[str, tuple[float, int]]) -> list[Any]:
+    """000 Fig. 6 for a structural hold-out: seen against held-out accuracy of each stored evaluation, with the
+    paper's published held-out accuracy for the same split beside them (``published``: split -> (%, line of 000))."""
+    from ..report.figures import ReportFigure, bar_chart
+
+    recs = [r for r in records if r.get("heldout_accuracy") is not None or r.get("seen_accuracy") is not None]
+    if not recs:
+        return []
+    cats = [f"{r['model']} #{r['evaluation']} ({r['split']})" for r in recs]
+    series: dict[str, dict[str, float | None]] = {
+        "seen": {c: None if r.get("seen_accuracy") is None else 100.0 * r["seen_accuracy"] for c, r in zip(cats, recs)},
+        "held out": {c: None if r.get("heldout_accuracy") is None else 100.0 * r["heldout_accuracy"]
+                     for c, r in zip(cats, recs)},
+    }
+    pub_name = "held out, published (000)"
+    pub = {c: published[r["split"]][0] for c, r in zip(cats, recs) if r.get("split") in published}
+    cited = sorted({f"{r['split']} {published[r['split']][0]:g} % (line {published[r['split']][1]})"
+                    for r in recs if r.get("split") in published})
+    if pub:
+        series[pub_name] = dict(pub)
+    caption = ("Accuracy on the held-out part against the seen part's held-out test share, per stored evaluation "
+               "(the paper's Figure 6 shows the same gap for ImageNet-22K subclasses). ")
+    caption += (f"Grey: the held-out accuracy 000 ({PAPER_000}) states for the same split: {'; '.join(cited)}."
+                if cited else "The paper states no held-out accuracy for these splits.")
+    return [ReportFigure("seen-vs-held-out", f"{title}: seen and held-out accuracy", caption,
+                         bar_chart(cats, series, ylabel="accuracy (%)", published=[pub_name] if pub else []))]
+
+
 class HoldoutBenchmark(Benchmark):
-    """A structural hold-out: splits of a labelled dataset, one model per split, accuracy per part and the gap."""
+    """A structural hold-out: splits of a labelled dataset, one model per split, accuracy per part and the gap.
+
+    ``published_heldout``: the held-out accuracy (%) paper 000 states per split name, with the line of
+    its text (drawn beside the stored ones in the report).
+    """
 
     default_recipe = "icons50-wrn-16-4"
+    headline = ("heldout_accuracy", "seen_accuracy", "gap")
+    published_heldout: Mapping[str, tuple[float, int]] = {}
     options = ("holdout", "seed", "recipe")
     items = ("items", "items")
     records = "per item: label and top-5 classes"
@@ -208,6 +246,9 @@ class HoldoutBenchmark(Benchmark):
         return Section(self.name.replace("-", "_"), recs, lambda: records_to_csv(recs),
                        lambda console: _table(console, f"{self.title}: stored", recs))
 
+    def report_figures(self, store: Path, section: Section) -> list[Any]:
+        return holdout_figures(self.title.split(" (")[0], section.value, self.published_heldout)
+
 
 def db_predictions(db: ResultsStore, evaluation_id: int, run_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Item keys (as ints), labels and top-1 classes of a run's stored predictions."""
@@ -259,6 +300,7 @@ class Icons50Style(HoldoutBenchmark):
     measures = "Accuracy on a held-out icon style against a held-out share of the seen styles, and the gap."
     conditions = "per split: the held-out style, and 10 % of each class of the seen styles (seeded)"
     sources = ("Icons-50.npy or the ICONS-50 folder release (--data)", "the emoji-styles folder or .npz (--data)")
+    published_heldout = {"style:microsoft": (57.0, 141), "style:apple": (93.0, 141)}  # 000 Section 4.2
 
     def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
         h = settings.get("holdout")

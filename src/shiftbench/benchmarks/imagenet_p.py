@@ -30,11 +30,43 @@ from ..perturbations.report import (
 )
 from . import register_benchmark
 
-__all__ = ["ImageNetP", "report_figures"]
+__all__ = ["ImageNetP", "report_figures", "architecture_figures"]
 
 
-def report_figures(records: list[dict[str, Any]]) -> list[Any]:
-    """The report's ImageNet-P figures from stored records: flip rate (FR, 100 = AlexNet) per perturbation.
+def architecture_figures(records: list[dict[str, Any]], clean_error: dict[str, float]) -> list[Any]:
+    """001 Figure 4: mFR and mT5D against clean top-1 error, the architectures of the 001:P table (grey)
+    and the stored models (stars; ``clean_error``: model name -> % from its stored ImageNet-C evaluation)."""
+    from ..report.figures import ReportFigure, published_scatter
+    from ..zoo.tables import table
+
+    t = table("001:P")
+    figs: list[Any] = []
+    scored = [r for r in records if r.get("mfr") is not None or r.get("mt5d") is not None]
+    if not scored:
+        return figs
+    left_out = sorted({r["label"] for r in scored if r["model"] not in clean_error})
+    partial = sorted({r["label"] for r in scored if r.get("test_perturbations") != 10})
+    tail = ""
+    if left_out:
+        tail += f" Not shown, no ImageNet-C evaluation (clean error) stored: {', '.join(left_out)}."
+    if partial:
+        tail += f" Over fewer than the 10 test perturbations, not comparable: {', '.join(partial)}."
+    for key, what in (("mfr", "mFR"), ("mt5d", "mT5D")):
+        measured = [(r["label"], clean_error.get(r["model"]), None if r.get(key) is None else 100.0 * r[key])
+                    for r in scored]
+        figs.append(ReportFigure(
+            f"{key}-vs-error", f"{what} against clean error (001 Figure 4)",
+            f"Stored models (stars; clean error from their ImageNet-C evaluation) next to the architectures the "
+            f"ImageNet-P paper states (grey, {t.paper_file} lines 385-388; AlexNet = 100 by definition). "
+            f"The paper's Figure 4 plots mT5D against accuracy.{tail}",
+            published_scatter([(p.label, p.values.get("error"), p.values.get(key)) for p in t.rows], measured,
+                              xlabel="clean top-1 error (%)", ylabel=f"{what} (%)", reference=100.0)))
+    return figs
+
+
+def report_figures(records: list[dict[str, Any]], clean_error: dict[str, float] | None = None) -> list[Any]:
+    """The report's ImageNet-P figures from stored records: flip rate (FR, 100 = AlexNet) per perturbation,
+    and with ``clean_error`` (model -> %) 001 Figure 4 (:func:`architecture_figures`).
 
     Where no record has an FR (no AlexNet numbers for the edition) the bars show the
     flip probability FP in % instead.
@@ -52,7 +84,8 @@ def report_figures(records: list[dict[str, Any]]) -> list[Any]:
     caption = ("Flip rate per perturbation (100 = AlexNet, dashed line)." if use_fr else
                "Flip probability per perturbation (no AlexNet numbers for this edition, so no FR).")
     return [ReportFigure("flip-rate", "Prediction flips per perturbation", caption,
-                         bar_chart(cats, series, ylabel=unit, reference=100.0 if use_fr else None))]
+                         bar_chart(cats, series, ylabel=unit, reference=100.0 if use_fr else None)),
+            *(architecture_figures(records, clean_error) if clean_error is not None else [])]
 
 
 @register_benchmark
@@ -125,7 +158,14 @@ class ImageNetP(Benchmark):
                        lambda console: render_results_section(records, console))
 
     def report_figures(self, store: Path, section: Section) -> list[Any]:
-        return report_figures(section.value)
+        from . import get_benchmark
+
+        clean: dict[str, float] = {}
+        c = get_benchmark("imagenet-c").stored(store, model=None, baseline="alexnet", evaluation=None)
+        for row in c.value if c is not None else []:
+            if row.get("clean_error") is not None and not row.get("reference"):
+                clean[row["model"]] = 100.0 * row["clean_error"]  # the latest evaluation of a model wins
+        return report_figures(section.value, clean)
 
     def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
         with ResultsStore(store, create=False) as db:

@@ -22,7 +22,9 @@ from .corrupt import corrupt_cmd, generate_group, list_cmd
 from ..overlap.cli import overlap_group, select_cmd
 from .evaluate import evaluate_cmd
 from .report import report_cmd
+from .reproduce import reproduce_cmd
 from .results import results_cmd
+from .sweep import sweep_cmd
 from .zoo import zoo_group
 
 __all__ = ["cli", "main"]
@@ -69,7 +71,7 @@ def list_benchmarks_cmd(results_format: str) -> None:
     stdout_console().print(t)
 
 
-for _cmd in (list_cmd, corrupt_cmd, generate_group, evaluate_cmd, results_cmd, report_cmd, overlap_group, select_cmd, zoo_group):
+for _cmd in (list_cmd, corrupt_cmd, generate_group, evaluate_cmd, results_cmd, sweep_cmd, reproduce_cmd, report_cmd, overlap_group, select_cmd, zoo_group):
     cli.add_command(_cmd)
 
 

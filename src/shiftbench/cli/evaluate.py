@@ -19,7 +19,7 @@ from ..evaluation.protocol import BENCHMARK_OPTIONS, accepted_list
 from ..evaluation.store import DEFAULT_STORE, check_store_path
 from ._output import FORMATS, UserError, check_results_file, emit, progress
 
-__all__ = ["evaluate_cmd"]
+__all__ = ["evaluate_cmd", "given_options", "refuse_given", "refuse_inapplicable"]
 
 _FLAG_NAMES = {"release": "--release/--no-release", "clean": "--clean/--no-clean", "progress": "--progress/--no-progress"}
 
@@ -28,15 +28,27 @@ def _option_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def refuse_inapplicable(ctx: click.Context, bench: Any, kw: dict[str, Any]) -> None:
-    """Refuse every benchmark option given on the command line that ``bench`` does not accept."""
-    for name in BENCHMARK_OPTIONS:
-        if bench.accepts(name):
-            continue
+def given_options(ctx: click.Context) -> set[str]:
+    """The parameter names given on the command line (or through the environment), not left at their defaults."""
+    out = set()
+    for name in ctx.params:
         src = ctx.get_parameter_source(name)
         if src is not None and src.name in ("COMMANDLINE", "ENVIRONMENT"):
+            out.add(name)
+    return out
+
+
+def refuse_given(bench: Any, given: set[str] | frozenset[str]) -> None:
+    """Refuse every benchmark option among ``given`` (parameter names) that ``bench`` does not accept."""
+    for name in BENCHMARK_OPTIONS:
+        if name in given and not bench.accepts(name):
             why = bench.refusals.get(name) or f"it accepts {accepted_list(bench, BENCHMARK_OPTIONS)}"
             raise UserError(f"{_option_name(name)} does not apply to {bench.name}: {why}")
+
+
+def refuse_inapplicable(ctx: click.Context, bench: Any, kw: dict[str, Any]) -> None:
+    """Refuse every benchmark option given on the command line that ``bench`` does not accept."""
+    refuse_given(bench, given_options(ctx))
 
 
 @click.command("evaluate")

@@ -460,6 +460,23 @@ class ResultsStore:
             cur = self._db.execute(insert, iargs)
             return int(cur.lastrowid or 0)
 
+    # -- markers ----------------------------------------------------------------------
+
+    def marker(self, key: str) -> str | None:
+        """The value stored under ``key`` with :meth:`set_marker` (None: never set)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key=?", (f"marker:{key}",)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_marker(self, key: str, value: str | None) -> None:
+        """Store ``value`` under ``key`` (None removes it), in one transaction: e.g. that a piece of work is finished.
+
+        Markers live beside the schema version in the ``meta`` table, prefixed ``marker:``.
+        """
+        with self.transaction():
+            self._db.execute("DELETE FROM meta WHERE key=?", (f"marker:{key}",))
+            if value is not None:
+                self._db.execute("INSERT INTO meta(key, value) VALUES(?, ?)", (f"marker:{key}", value))
+
     # -- registration ---------------------------------------------------------------
 
     def register_model(self, name: str, identity: str, checksum: str, details: dict[str, Any]) -> int:

@@ -40,6 +40,7 @@ __all__ = [
     "compare",
     "render",
     "measured_from_report",
+    "measured_from_records",
 ]
 
 FORMATS = ("table", "json", "csv")
@@ -73,6 +74,8 @@ class PublishedTable:
     columns: tuple[Column, ...]
     rows: tuple[Row, ...]
     notes: tuple[str, ...]
+    benchmarks: tuple[str, ...] = ()
+    """The registered benchmarks whose stored records give its columns (``shiftbench reproduce`` runs them)."""
 
     def column_keys(self) -> list[str]:
         return [c.key for c in self.columns]
@@ -95,6 +98,7 @@ def tables() -> dict[str, PublishedTable]:
             columns=tuple(Column(c["key"], c["label"]) for c in t["columns"]),
             rows=tuple(Row(r["label"], r["model"], int(r["line"]), dict(r["values"])) for r in t["rows"]),
             notes=tuple(t.get("notes", ())),
+            benchmarks=tuple(t.get("benchmarks", ())),
         )
     return out
 
@@ -111,6 +115,8 @@ def table(table_id: str) -> PublishedTable:
         paper, num = key.split(":", 1)
         if paper.isdigit():
             key = f"{int(paper):03d}:{num}"
+    if key not in known:
+        key = next((k for k in known if k.lower() == key.lower()), key)
     if key not in known:
         raise UnknownNameError("table", table_id, sorted(known), suggest(key, sorted(known)))
     return known[key]
@@ -212,6 +218,49 @@ def measured_from_report(report: Mapping[str, Any], table_id: str) -> dict[str, 
         metrics = {k: round(100 * float(v), 4) for k, v in got.items() if k in keys and v is not None}
         if metrics:
             out[str(row.get("model"))] = metrics
+    return out
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def measured_from_records(table_id: str, benchmark: str, records: Any) -> dict[str, dict[str, float]]:
+    """The metrics of a table's columns from a benchmark's stored records (``shiftbench results`` JSON), in %.
+
+    ``imagenet-c``: as :func:`measured_from_report` (its records are that report's rows).
+    ``imagenet-noc``: clean error, CE per corruption, mCE (``imagenet_noc_mce``, only when complete).
+    ``imagenet-d``: error per domain and mDE. ``imagenet-p``: mFR and mT5D (only over all ten test
+    perturbations). Other benchmarks give nothing. Models are keyed by their stored name
+    (``zoo:resnet50``); a later record of a model overrides an earlier one.
+    """
+    t = table(table_id)
+    keys = set(t.column_keys())
+    if not isinstance(records, list):
+        return {}
+    if benchmark == "imagenet-c":
+        return measured_from_report({"units": "", "rows": records}, table_id)
+    out: dict[str, dict[str, float]] = {}
+    for r in records:
+        if not isinstance(r, Mapping) or r.get("reference"):
+            continue
+        got: dict[str, Any] = {}
+        if benchmark == "imagenet-noc":
+            got = {c: 100 * v for c, v in (r.get("ce") or {}).items() if _finite(v)}
+            if _finite(r.get("mce")):
+                got["imagenet_noc_mce"] = 100 * r["mce"]
+        elif benchmark == "imagenet-d":
+            if r.get("benchmark") not in (None, "imagenet-d"):
+                continue  # another mapping scores other classes: not the paper's numbers
+            got = {d: 100 * v for d, v in (r.get("errors") or {}).items() if _finite(v)}
+            if _finite(r.get("mde")):
+                got["mde"] = float(r["mde"])
+        elif benchmark == "imagenet-p":
+            if r.get("test_perturbations") == 10:
+                got = {k: 100 * r[k] for k in ("mfr", "mt5d") if _finite(r.get(k))}
+        metrics = {k: round(float(v), 4) for k, v in got.items() if k in keys}
+        if metrics:
+            out.setdefault(str(r.get("model")), {}).update(metrics)
     return out
 
 
