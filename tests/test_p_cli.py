@@ -24,7 +24,7 @@ import torch
 
 import shiftbench.perturbations.pipeline as PP
 from shiftbench.cli import main
-from shiftbench.evaluation.store import SCHEMA_VERSION, ResultsStore, decode_top5
+from shiftbench.evaluation.store import ResultsStore, decode_top5
 from shiftbench.perturbations import TEST_PERTURBATIONS, alexnet_p_baseline, evaluate_sequences, get_perturbation
 from shiftbench.perturbations import video as V
 
