@@ -36,12 +36,7 @@ def _copy(name: str, tmp_path: Path) -> Path:
     return dst
 
 
-def _version(path: Path) -> int:
-    db = sqlite3.connect(path)
-    try:
-        return int(db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
-    finally:
-        db.close()
+_version = MF.schema_version
 
 
 def test_version_1_store_opens_keeps_its_predictions_and_is_listed(
