@@ -82,6 +82,9 @@ def test_version_2_store_moves_every_benchmark_into_one_layout(tmp_path: Path) -
         # ImageNet-D's rows: one run per domain, the mapping in the options
         assert sorted(r.condition for r in runs["imagenet-d"]) == sorted({row[0] for row in V2_ROWS["imagenet-d"]})
         assert set(evs[2].options) == {"mapping_digest"}
+        # schema 2 did not judge ImageNet-D's top-1 (the mapping does, on reading): no top-1 error is made up
+        assert all(r.n_unjudged == r.n_predicted and r.top1_error is None for r in runs["imagenet-d"])
+        assert not any(r.n_unjudged for b in ("imagenet-c", "imagenet-p", "imagenet-noc") for r in runs[b])
         # ImageNet-NOC's rows: one run per condition with its right/wrong flags
         noc = {r.condition: (r.n_predicted, r.n_wrong) for r in runs["imagenet-noc"]}
         want: dict[str, list[int]] = {}

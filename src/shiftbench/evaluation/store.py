@@ -451,6 +451,8 @@ class RunInfo:
     n_skipped: int
     error: str | None
     frames: int = 1
+    n_unjudged: int = 0
+    """Still images stored without a right/wrong flag (ImageNet-D rows of schema 2, scored with the mapping)."""
 
     @property
     def condition(self) -> str:
@@ -464,8 +466,8 @@ class RunInfo:
 
     @property
     def top1_error(self) -> float | None:
-        """Top-1 error over the predicted images (None if none)."""
-        return self.n_wrong / self.n_predicted if self.n_predicted else None
+        """Top-1 error over the predicted images (None if none, or if some carry no right/wrong flag)."""
+        return self.n_wrong / self.n_predicted if self.n_predicted and not self.n_unjudged else None
 
 
 @dataclass(frozen=True)
@@ -946,14 +948,15 @@ class ResultsStore:
         rows = self._db.execute(
             "SELECT r.id, r.evaluation_id, r.condition, r.level, r.status, r.n_expected, "
             "COALESCE(SUM(c.item IS NOT NULL AND c.skipped IS NULL), 0), COALESCE(SUM(c.correct = 0), 0), "
-            "COALESCE(SUM(c.skipped IS NOT NULL), 0), "
-            "r.error, r.frames FROM runs r LEFT JOIN records c ON c.run_id=r.id "
+            "COALESCE(SUM(c.skipped IS NOT NULL), 0), r.error, r.frames, "
+            "COALESCE(SUM(c.item IS NOT NULL AND c.skipped IS NULL AND c.frames_top5 IS NULL AND c.correct IS NULL), 0) "
+            "FROM runs r LEFT JOIN records c ON c.run_id=r.id "
             "WHERE r.evaluation_id=? GROUP BY r.id ORDER BY r.level!=0, r.id",
             (evaluation_id,),
         ).fetchall()
         return [
             RunInfo(int(r[0]), int(r[1]), r[2], int(r[3]), r[4], int(r[5]), int(r[6]), int(r[7]), int(r[8]), r[9],
-                    int(r[10]))
+                    int(r[10]), int(r[11]))
             for r in rows
         ]
 
