@@ -111,7 +111,7 @@ def test_store_resume_and_scores(result_and_store, domainnet_tree: Path) -> None
     with ResultsStore(store, create=False) as db:  # one evaluation, one complete run per domain, one record per image
         (ev,) = db.evaluations_of(["imagenet-d"])
         runs = db.runs(ev.id)
-    assert ev.id == r.evaluation_id and ev.options == {"mapping_digest": load_mapping("wordnet").digest}
+    assert ev.id == r.evaluation_id and ev.options == {"mapping_digest": load_mapping("wordnet").digest, "label_classes": "source"}
     assert {x.condition for x in runs} == set(DOMAINS) and all(x.status == "complete" for x in runs)
     assert {x.condition: x.n_predicted for x in runs} == r.n_images
     assert {x.condition: x.top1_error for x in runs} == pytest.approx(r.errors)  # stored flags follow the mapping

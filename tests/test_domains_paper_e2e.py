@@ -79,8 +79,8 @@ def test_stored_runs_say_which_mapping_and_are_ranked_apart(runs, capsys: pytest
     with ResultsStore(store, create=False) as db:
         rows = {e.id: e.options for e in db.evaluations_of(["imagenet-d"])}
     assert rows == {
-        paper.evaluation_id: {"mapping_digest": load_mapping("paper").digest},
-        wordnet.evaluation_id: {"mapping_digest": load_mapping("wordnet").digest},
+        paper.evaluation_id: {"mapping_digest": load_mapping("paper").digest, "label_classes": "source"},
+        wordnet.evaluation_id: {"mapping_digest": load_mapping("wordnet").digest, "label_classes": "source"},
     }
     recs = stored_domain_errors(store)
     assert {(r["mapping"], r["benchmark"]) for r in recs} == {("paper", "imagenet-d"), ("wordnet", "imagenet-d:wordnet")}

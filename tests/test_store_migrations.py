@@ -81,7 +81,7 @@ def test_version_2_store_moves_every_benchmark_into_one_layout(tmp_path: Path) -
         assert all(r.status == "complete" and r.n_skipped == 0 for rs in runs.values() for r in rs)
         # ImageNet-D's rows: one run per domain, the mapping in the options
         assert sorted(r.condition for r in runs["imagenet-d"]) == sorted({row[0] for row in V2_ROWS["imagenet-d"]})
-        assert set(evs[2].options) == {"mapping_digest"}
+        assert set(evs[2].options) == {"mapping_digest", "label_classes"}
         # schema 2 did not judge ImageNet-D's top-1 (the mapping does, on reading): no top-1 error is made up
         assert all(r.n_unjudged == r.n_predicted and r.top1_error is None for r in runs["imagenet-d"])
         assert not any(r.n_unjudged for b in ("imagenet-c", "imagenet-p", "imagenet-noc") for r in runs[b])
@@ -190,3 +190,20 @@ def test_counts_of_a_run_without_records_are_zero(tmp_path: Path) -> None:
         (run,) = db.runs(ev)
         assert (run.n_predicted, run.n_wrong, run.n_skipped, run.top1_error) == (1, 0, 1, 0.0)
         assert db.finish_run(rid) and db.runs(ev)[0].status == "complete"
+
+
+def test_exports_name_each_label_in_its_own_class_list(tmp_path: Path) -> None:
+    """ImageNet-D labels are DomainNet classes (the data's), its predictions ImageNet classes (the label space)."""
+    store = _copy("v3_all.sqlite", tmp_path)
+    with ResultsStore(store, create=False) as db:
+        rows = db.rows("predictions")
+        (d,) = db.evaluations_of(["imagenet-d"])
+        space = db.label_space_classes(d.id)
+    d_rows = [r for r in rows if r["benchmark"] == "imagenet-d"]
+    assert len(d_rows) == len(V2_ROWS["imagenet-d"])
+    domainnet = {row[1]: row[1].split("/")[1] for row in V2_ROWS["imagenet-d"]}  # <domain>/<class>/<file>
+    for r in d_rows:
+        assert r["label_class"] == domainnet[r["image"]]
+        assert r["top5_classes"].split() == [space[int(v)] for v in r["top5"].split()]
+    c_rows = [r for r in rows if r["benchmark"] == "imagenet-c"]
+    assert c_rows and all(r["label_class"] == space[r["label"]] for r in c_rows)  # the same 1000 ImageNet classes

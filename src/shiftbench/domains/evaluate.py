@@ -1,7 +1,7 @@
 """Evaluate an ImageNet-1k classifier on ImageNet-D, storing per-image predictions.
 
 Predictions go to the results store (:class:`shiftbench.evaluation.store.ResultsStore`):
-one evaluation (benchmark ``imagenet-d``, options ``{"mapping_digest": ...}``) with
+one evaluation (benchmark ``imagenet-d``, options: the mapping's digest) with
 one run per domain and one record per image (the DomainNet label, the top-5
 ImageNet classes, and whether top-1 is right under the mapping). Every batch is
 committed in one transaction, keyed by ``(run, image)``: an interrupted evaluation
@@ -145,8 +145,9 @@ BENCHMARK = "imagenet-d"
 
 
 def _options(mapping: ImageNetDMapping) -> dict[str, Any]:
-    """The stored evaluation's identity besides model and data: the mapping (its digest)."""
-    return {"mapping_digest": mapping.digest}
+    """The stored evaluation's identity besides model and data: the mapping (its digest); labels are DomainNet
+    classes (the data's), not classes of the label space."""
+    return {"mapping_digest": mapping.digest, "label_classes": "source"}
 
 
 def _read(item: Item) -> np.ndarray:

@@ -233,9 +233,6 @@ CREATE TABLE IF NOT EXISTS records(
 
 CLEAN_NAME = "clean"
 
-# Benchmarks whose stored evaluations are no CE baseline of `--baseline <model>` (other conditions or scores).
-_NOT_BASELINES = ("imagenet-p", "imagenet-d", "imagenet-noc")
-
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def run(db: sqlite3.Connection) -> None:
@@ -351,7 +348,7 @@ def _import_companions(db: sqlite3.Connection) -> None:
             new = int(db.execute(
                 "INSERT INTO evaluations(model_id, source_id, benchmark, edition, seed, release, label_space_id, "
                 "options, created) VALUES(?,?,'imagenet-d','224',-1,0,?,?,?)",
-                (mid, sid, ls, _json({"mapping_digest": digest}), created),
+                (mid, sid, ls, _json({"mapping_digest": digest, "label_classes": "source"}), created),
             ).lastrowid or 0)
             domains = [r[0] for r in db.execute(
                 "SELECT domain FROM imagenet_d_predictions WHERE evaluation_id=? UNION "
@@ -1012,8 +1009,15 @@ class ResultsStore:
             InvalidArgumentError: several evaluations match (pass ``eval:<id>``), or
                 the match has no complete corrupted runs.
         """
-        # Baselines are ImageNet-C-style evaluations (corruption x severity of still images).
-        evs = [e for e in self.evaluations() if e.benchmark not in _NOT_BASELINES]
+        # Baselines are evaluations of corruptions at severities 1..5 on still images (not ImageNet-P's videos,
+        # nor benchmarks whose conditions have no severity).
+        graded = {
+            int(r[0])
+            for r in self._db.execute(
+                "SELECT evaluation_id FROM runs GROUP BY evaluation_id HAVING MAX(frames) = 1 AND MAX(level) >= 1"
+            )
+        }
+        evs = [e for e in self.evaluations() if e.id in graded]
         s = spec.strip()
         if s.startswith(("eval:", "#")):
             try:
@@ -1182,19 +1186,20 @@ class ResultsStore:
             raise InvalidArgumentError("table", table, f"one of {', '.join(EXPORT_TABLES)}")
         if table.startswith("p_"):
             return self._p_rows(table, evaluation_id)
-        where = "" if evaluation_id is None else "WHERE e.id=?"
+        where = "" if evaluation_id is None else "AND e.id=?"
         args: tuple[Any, ...] = () if evaluation_id is None else (evaluation_id,)
         base = (
             "SELECT r.id, e.id, m.name, m.checksum, s.kind, s.location, e.benchmark, e.edition, e.seed, e.release, "
-            "r.condition, r.level, r.status, r.n_expected, r.versions, r.error, l.classes "
+            "r.condition, r.level, r.status, r.n_expected, r.versions, r.error, l.classes, "
+            "json_extract(e.options, '$.label_classes'), s.classes "
             "FROM runs r JOIN evaluations e ON e.id=r.evaluation_id JOIN models m ON m.id=e.model_id "
             f"JOIN sources s ON s.id=r.source_id JOIN label_spaces l ON l.id=e.label_space_id "
-            f"WHERE r.frames=1 {where.replace('WHERE', 'AND')} ORDER BY r.id"
+            f"WHERE r.frames=1 {where} ORDER BY r.id"
         )
         out: list[dict[str, Any]] = []
         runs: dict[int, RunInfo] = {}
         for r in self._db.execute(base, args).fetchall():
-            if int(r[1]) not in {x.evaluation_id for x in runs.values()}:
+            if int(r[0]) not in runs:
                 runs.update((x.id, x) for x in self.runs(int(r[1])))
             meta = {
                 "run": int(r[0]),
@@ -1226,6 +1231,8 @@ class ResultsStore:
                 )
                 continue
             classes = json.loads(r[16])
+            # labels of evaluations with options {"label_classes": "source"} (ImageNet-D) index the data's classes
+            names = json.loads(r[18]) if r[17] == "source" else classes
             for p in self._db.execute(
                 "SELECT item, label, top1, top2, top3, top4, top5, correct FROM records "
                 "WHERE run_id=? AND skipped IS NULL ORDER BY item",
@@ -1237,7 +1244,7 @@ class ResultsStore:
                         **meta,
                         "image": p[0],
                         "label": int(p[1]),
-                        "label_class": classes[int(p[1])] if 0 <= int(p[1]) < len(classes) else None,
+                        "label_class": names[int(p[1])] if 0 <= int(p[1]) < len(names) else None,
                         "top1": None if p[2] is None else int(p[2]),
                         "top5": " ".join(str(int(v)) for v in top),
                         "top5_classes": " ".join(classes[int(v)] for v in top if 0 <= int(v) < len(classes)),
@@ -1247,13 +1254,13 @@ class ResultsStore:
         return out
 
     def _p_rows(self, table: str, evaluation_id: int | None) -> list[dict[str, Any]]:
-        where = "" if evaluation_id is None else "WHERE e.id=?"
+        where = "" if evaluation_id is None else "AND e.id=?"
         args: tuple[Any, ...] = () if evaluation_id is None else (evaluation_id,)
         base = (
             "SELECT r.id, e.id, m.name, m.checksum, s.kind, s.location, e.benchmark, e.edition, e.seed, "
             "r.condition, r.level, r.frames, r.status, r.n_expected, r.versions, r.error "
             "FROM runs r JOIN evaluations e ON e.id=r.evaluation_id JOIN models m ON m.id=e.model_id "
-            f"JOIN sources s ON s.id=r.source_id WHERE r.frames>1 {where.replace('WHERE', 'AND')} ORDER BY r.id"
+            f"JOIN sources s ON s.id=r.source_id WHERE r.frames>1 {where} ORDER BY r.id"
         )
         out: list[dict[str, Any]] = []
         for r in self._db.execute(base, args).fetchall():
