@@ -133,3 +133,100 @@ def test_every_subpackage_has_a_layer() -> None:
     subpackages = {f"shiftbench.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
     missing = sorted(p for p in subpackages if p not in named and not any(n.startswith(p + ".") for n in named))
     assert not missing, f"place these packages in a layer of .importlinter: {missing}"
+
+
+def _engine_names(root: Path = ROOT) -> list[str]:
+    """The modules and packages of the two lowest layers of ``.importlinter`` (the engine and its foundations)."""
+    cfg = configparser.ConfigParser()
+    cfg.read(root / ".importlinter")
+    lines = [ln for ln in cfg["importlinter:contract:layers"]["layers"].splitlines() if ln.strip()]
+    return [m.strip() for line in lines[-2:] for m in line.split(":") if m.strip()]
+
+
+def engine_import_cycles(package: Path | None = None, engine: list[str] | None = None) -> list[list[str]]:
+    """Cycles of imports between the engine's modules, imports inside functions included (an AST walk).
+
+    import-linter's acyclic contract takes sibling packages as units; here each module is one
+    (importing a module's own parent package is no edge: Python loads it anyway).
+    """
+    pkg_root = package or PACKAGE
+    names = engine if engine is not None else _engine_names()
+
+    def in_engine(mod: str) -> bool:
+        return any(mod == n or mod.startswith(n + ".") for n in names)
+
+    def exists(mod: str) -> bool:
+        rel = Path(*mod.split(".")[1:]) if "." in mod else Path()
+        return (pkg_root / rel).with_suffix(".py").is_file() or (pkg_root / rel / "__init__.py").is_file()
+
+    def resolve(mod: str) -> str:
+        while "." in mod and not exists(mod):
+            mod = mod.rsplit(".", 1)[0]
+        return mod
+
+    edges: dict[str, set[str]] = {}
+    for path in sorted(pkg_root.rglob("*.py")):
+        parts = list(path.relative_to(pkg_root.parent).with_suffix("").parts)
+        mod, pkg = (".".join(parts[:-1]),) * 2 if parts[-1] == "__init__" else (".".join(parts), ".".join(parts[:-1]))
+        if not in_engine(mod):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module or ""
+                targets = [resolve(f"{target}.{a.name}") for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [resolve(a.name) for a in node.names]
+            else:
+                continue
+            for t in targets:
+                if in_engine(t) and t != mod and not mod.startswith(t + "."):
+                    edges.setdefault(mod, set()).add(t)
+    # strongly connected components (Tarjan)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_engine_modules_import_each_other_in_no_cycle() -> None:
+    cycles = engine_import_cycles()
+    assert not cycles, f"engine modules importing each other (lazy imports included): {cycles}"
+
+
+def test_the_engine_cycle_check_can_fail(tmp_path: Path) -> None:
+    pkg = tmp_path / "shiftbench"
+    (pkg / "corruptions").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "corruptions" / "__init__.py").write_text("from .blur import blur\n")  # the parent package: no edge
+    (pkg / "corruptions" / "blur.py").write_text("def blur():\n    from ..api import corrupt\n")  # lazy
+    (pkg / "api.py").write_text("from .corruptions.blur import blur\nfrom . import seeding\n")
+    (pkg / "seeding.py").write_text("import numpy\n")
+    engine = ["shiftbench.corruptions", "shiftbench.api", "shiftbench.seeding"]
+    assert engine_import_cycles(pkg, engine) == [["shiftbench.api", "shiftbench.corruptions.blur"]]
+    (pkg / "corruptions" / "blur.py").write_text("def blur():\n    pass\n")
+    assert engine_import_cycles(pkg, engine) == []

@@ -38,10 +38,10 @@ def test_icons_50_style_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture
     # the same accuracies from the store by plain SQL
     db = sqlite3.connect(store)
     for part, key in (("held_out", "heldout_accuracy"), ("seen_test", "seen_accuracy")):
-        n, right = db.execute("SELECT COUNT(*), SUM(p.top1 = p.label) FROM predictions p JOIN runs r ON r.id=p.run_id "
-                              "WHERE r.corruption LIKE ?", (part + ":%",)).fetchone()
+        n, right = db.execute("SELECT COUNT(*), SUM(p.top1 = p.label) FROM records p JOIN runs r ON r.id=p.run_id "
+                              "WHERE r.condition LIKE ? AND p.skipped IS NULL", (part + ":%",)).fetchone()
         assert n == 120 and right / n == pytest.approx(rec[key])
-        assert db.execute("SELECT COUNT(*) FROM predictions WHERE top5 IS NULL").fetchone()[0] == 0
+        assert db.execute("SELECT COUNT(*) FROM records WHERE top5 IS NULL").fetchone()[0] == 0
     db.close()
     # an independent prediction with the trained network (structural.predict) on the held-out items
     model = load_trained(rec["checkpoint"])
@@ -175,7 +175,7 @@ def test_interrupted_evaluation_resumes_without_lost_or_duplicated_items(tmp_pat
     with pytest.raises(KeyboardInterrupt):
         bench.evaluate(settings, _StopAfter(2))
     db = sqlite3.connect(tmp_path / "a.sqlite")
-    assert db.execute("SELECT COUNT(*) FROM predictions").fetchone()[0] == 32  # two batches of the first part
+    assert db.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 32  # two batches of the first part
     assert db.execute("SELECT COUNT(*) FROM runs WHERE status='complete'").fetchone()[0] == 0
     db.close()
     resumed = json.loads(bench.evaluate(settings, None).json())["splits"][0]
@@ -183,7 +183,7 @@ def test_interrupted_evaluation_resumes_without_lost_or_duplicated_items(tmp_pat
     for k in ("heldout_accuracy", "seen_accuracy", "n_heldout", "n_seen"):
         assert resumed[k] == whole[k]
     db = sqlite3.connect(tmp_path / "a.sqlite")
-    assert db.execute("SELECT COUNT(*), COUNT(DISTINCT run_id || '/' || image) FROM predictions").fetchone() == (80, 80)
+    assert db.execute("SELECT COUNT(*), COUNT(DISTINCT run_id || '/' || item) FROM records").fetchone() == (80, 80)
     db.close()
 
 

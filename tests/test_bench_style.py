@@ -63,8 +63,8 @@ def _reset_style() -> Any:
 def _errors_by_sql(store: Path, evaluation: int) -> dict[int, float]:
     db = sqlite3.connect(store)
     rows = db.execute(
-        "SELECT r.severity, AVG(p.top1 != p.label) FROM predictions p JOIN runs r ON r.id=p.run_id "
-        "WHERE r.evaluation_id=? GROUP BY r.severity", (evaluation,)).fetchall()
+        "SELECT r.level, AVG(p.top1 != p.label) FROM records p JOIN runs r ON r.id=p.run_id "
+        "WHERE r.evaluation_id=? AND p.skipped IS NULL GROUP BY r.level", (evaluation,)).fetchall()
     db.close()
     return {int(s): float(e) for s, e in rows}
 

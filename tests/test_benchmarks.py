@@ -101,8 +101,8 @@ def test_toy_benchmark_end_to_end_through_the_command_line(
     db = sqlite3.connect(store)
     for split, err in errs.items():
         n, wrong = db.execute(
-            "SELECT COUNT(*), SUM(p.top1 != p.label) FROM predictions p JOIN runs r ON r.id=p.run_id "
-            "WHERE r.corruption=?", (split,)
+            "SELECT COUNT(*), SUM(p.top1 != p.label) FROM records p JOIN runs r ON r.id=p.run_id "
+            "WHERE r.condition=? AND p.skipped IS NULL", (split,)
         ).fetchone()
         assert n == 4 and wrong / n == pytest.approx(err)
     db.close()

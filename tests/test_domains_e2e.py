@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from shiftbench.cli import main
-from shiftbench.domains import DOMAINS, alexnet_errors, evaluate_imagenet_d, plot_error_analysis, stored_scores
+from shiftbench.domains import DOMAINS, alexnet_errors, evaluate_imagenet_d, load_mapping, plot_error_analysis, stored_scores
+from shiftbench.evaluation.store import ResultsStore
 from shiftbench.evaluation.errors import MissingPackageError
 from shiftbench.evaluation.models import imagenet_wnids
 
@@ -108,10 +108,13 @@ def test_store_resume_and_scores(result_and_store, domainnet_tree: Path) -> None
     r, store = result_and_store
     again = evaluate_imagenet_d("efficientnet-lite0", domainnet_tree, store=store, mapping="wordnet")
     assert again.new_predictions == 0 and again.evaluation_id == r.evaluation_id and again.errors == r.errors
-    con = sqlite3.connect(store)
-    tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    con.close()
-    assert {"imagenet_d_evaluations", "imagenet_d_predictions", "imagenet_d_skipped", "meta"} <= tables
+    with ResultsStore(store, create=False) as db:  # one evaluation, one complete run per domain, one record per image
+        (ev,) = db.evaluations_of(["imagenet-d"])
+        runs = db.runs(ev.id)
+    assert ev.id == r.evaluation_id and ev.options == {"mapping_digest": load_mapping("wordnet").digest, "label_classes": "source"}
+    assert {x.condition for x in runs} == set(DOMAINS) and all(x.status == "complete" for x in runs)
+    assert {x.condition: x.n_predicted for x in runs} == r.n_images
+    assert {x.condition: x.top1_error for x in runs} == pytest.approx(r.errors)  # stored flags follow the mapping
     scores = stored_scores(store, "wordnet")
     assert stored_scores(store) == {}  # the default (paper) mapping has no evaluation in this store
     assert scores["efficientnet-lite0"]["IN-D mDE"] == pytest.approx(r.mde)

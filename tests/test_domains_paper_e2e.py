@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,9 @@ import pytest
 
 from shiftbench.cli import main
 from shiftbench.domains import confusion_matrix, evaluate_imagenet_d, imagenet_filtered_evaluation
+from shiftbench.domains import load_mapping
 from shiftbench.domains.evaluate import stored_domain_errors
+from shiftbench.evaluation.store import ResultsStore
 
 from .conftest import SAMPLE_DIR
 
@@ -75,10 +76,12 @@ def test_merged_folders_are_scored_as_their_class(runs) -> None:  # type: ignore
 
 def test_stored_runs_say_which_mapping_and_are_ranked_apart(runs, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     paper, wordnet, store = runs
-    con = sqlite3.connect(store)
-    rows = dict(con.execute("SELECT id, mapping FROM imagenet_d_evaluations").fetchall())
-    con.close()
-    assert rows == {paper.evaluation_id: "paper", wordnet.evaluation_id: "wordnet"}
+    with ResultsStore(store, create=False) as db:
+        rows = {e.id: e.options for e in db.evaluations_of(["imagenet-d"])}
+    assert rows == {
+        paper.evaluation_id: {"mapping_digest": load_mapping("paper").digest, "label_classes": "source"},
+        wordnet.evaluation_id: {"mapping_digest": load_mapping("wordnet").digest, "label_classes": "source"},
+    }
     recs = stored_domain_errors(store)
     assert {(r["mapping"], r["benchmark"]) for r in recs} == {("paper", "imagenet-d"), ("wordnet", "imagenet-d:wordnet")}
     assert [r["errors"]["real"] for r in stored_domain_errors(store, "paper")] == pytest.approx([paper.errors["real"]])

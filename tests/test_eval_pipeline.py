@@ -277,8 +277,8 @@ def test_lite0_numbers_match_a_hand_check_on_the_stored_predictions(tmp_path: Pa
     err = {
         (c, s): wrong / n
         for c, s, wrong, n in db.execute(
-            "SELECT r.corruption, r.severity, SUM(p.top1 != p.label), COUNT(*) FROM runs r "
-            "JOIN predictions p ON p.run_id = r.id GROUP BY r.id"
+            "SELECT r.condition, r.level, SUM(p.top1 != p.label), COUNT(*) FROM runs r "
+            "JOIN records p ON p.run_id = r.id WHERE p.skipped IS NULL GROUP BY r.id"
         )
     }
     db.close()

@@ -66,9 +66,9 @@ def _child(script: Path, store: Path) -> subprocess.Popen[str]:
 def _rows(store: Path) -> dict[tuple[str, int], set[tuple]]:  # type: ignore[type-arg]
     db = sqlite3.connect(store)
     out: dict[tuple[str, int], set[tuple]] = {}  # type: ignore[type-arg]
-    for rid, corr, sev in db.execute("SELECT id, corruption, severity FROM runs"):
+    for rid, corr, sev in db.execute("SELECT id, condition, level FROM runs"):
         rows = db.execute(
-            "SELECT image, label, top1, top2, top3, top4, top5 FROM predictions WHERE run_id=?", (rid,)
+            "SELECT item, label, top1, top2, top3, top4, top5 FROM records WHERE run_id=? AND skipped IS NULL", (rid,)
         ).fetchall()
         out[(corr, sev)] = set(rows)
         assert len(rows) == len(set(r[0] for r in rows))

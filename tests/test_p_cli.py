@@ -24,7 +24,7 @@ import torch
 
 import shiftbench.perturbations.pipeline as PP
 from shiftbench.cli import main
-from shiftbench.evaluation.store import SCHEMA_VERSION, ResultsStore, decode_top5
+from shiftbench.evaluation.store import ResultsStore, decode_top5
 from shiftbench.perturbations import TEST_PERTURBATIONS, alexnet_p_baseline, evaluate_sequences, get_perturbation
 from shiftbench.perturbations import video as V
 
@@ -50,8 +50,8 @@ def _stored(store: Path) -> dict[tuple[str, int], dict[str, tuple[int, np.ndarra
     """Raw rows of the store, decoded without the library's readers: (perturbation, level) -> video -> (label, top5)."""
     db = sqlite3.connect(store)
     out: dict[tuple[str, int], dict[str, tuple[int, np.ndarray]]] = {}
-    for rid, name, level, frames in db.execute("SELECT id, perturbation, level, frames FROM p_runs"):
-        rows = db.execute("SELECT video, label, top5 FROM p_videos WHERE run_id=?", (rid,)).fetchall()
+    for rid, name, level, frames in db.execute("SELECT id, condition, level, frames FROM runs WHERE frames > 1"):
+        rows = db.execute("SELECT item, label, frames_top5 FROM records WHERE run_id=?", (rid,)).fetchall()
         assert len(rows) == len({r[0] for r in rows})  # exactly one row per (run, video)
         out[(name, level)] = {
             v: (lab, np.frombuffer(blob, dtype="<u2").astype(np.int64).reshape(frames, 5)) for v, lab, blob in rows
@@ -309,22 +309,6 @@ def test_released_mp4_tree_and_cifar_p_arrays(tmp_path: Path, toy: Any, monkeypa
     assert r3.scores[("translate", 1)].top5.shape == (3, 16, 5) and r3.scores[("translate", 1)].frame_accuracy is None
     with pytest.raises(PP.IncompleteDatasetError, match="rotate.npy"):
         PP.evaluate_p("toy", released=cifar, perturbations="translate,rotate", store=store)
-
-
-def test_version_1_store_is_migrated_in_place(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite"
-    with ResultsStore(path) as db:
-        mid = db.register_model("m", "m-id", "c", {})
-    db = sqlite3.connect(path)
-    db.executescript("DROP TABLE p_videos; DROP TABLE p_runs; UPDATE meta SET value='1' WHERE key='schema_version';")
-    db.close()
-    with ResultsStore(path) as store:
-        assert store.p_runs(1) == [] and store.register_model("m", "m-id", "c", {}) == mid
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION) == "2"
-    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    db.close()
-    assert {"p_runs", "p_videos", "runs", "predictions"} <= tables
 
 
 def test_top5_blob_round_trip() -> None:

@@ -252,10 +252,10 @@ def _store_rows(store: Path) -> dict[tuple[str, int, str], tuple[int, list[int]]
     con = sqlite3.connect(store)
     try:
         tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        assert "predictions" in tables and "runs" in tables, tables
+        assert "records" in tables and "runs" in tables, tables
         rows = con.execute(
-            "SELECT r.corruption, r.severity, p.image, p.label, p.top1, p.top2, p.top3, p.top4, p.top5 "
-            "FROM predictions p JOIN runs r ON p.run_id = r.id"
+            "SELECT r.condition, r.level, p.item, p.label, p.top1, p.top2, p.top3, p.top4, p.top5 "
+            "FROM records p JOIN runs r ON p.run_id = r.id WHERE p.skipped IS NULL"
         ).fetchall()
     finally:
         con.close()

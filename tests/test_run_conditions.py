@@ -105,3 +105,54 @@ def test_bad_logits_fail_every_condition_and_raise(tmp_path: Path) -> None:
         run_conditions(clf, space, [Work(src, lmap, {CLEAN: keys, ("contrast", 1): keys})], sink, batch_size=8, seed=0)
     assert not sink.rows and not sink.finished
     assert [c for c, _ in sink.failed] == [CLEAN, ("contrast", 1)]
+
+
+class FrameSource(ImageFolderSource):
+    """Each photo as an item of ``t`` frames (the photo, brightened a little more each frame); -1 labels: unknown."""
+
+    def __init__(self, root: Path, t: int, known_labels: bool) -> None:
+        super().__init__(root, edition="224")
+        self.t, self.known = t, known_labels
+
+    def batches(self, pending, *, batch_size, seed, release, stop=None):  # type: ignore[no-untyped-def]
+        for cond, keys in pending.items():
+            rows: list[tuple[str, int, int, torch.Tensor]] = []
+            for wb in super().batches({CLEAN: keys}, batch_size=64, seed=seed, release=release, stop=stop):
+                for k, lab, x in zip(wb.keys, wb.labels.tolist(), wb.images, strict=True):
+                    rows += [(k, lab if self.known else -1, f, (x.int() + 20 * f).clamp(0, 255).to(torch.uint8))
+                             for f in range(self.t)]  # fmt: skip
+            for a in range(0, len(rows), batch_size):
+                part = rows[a : a + batch_size]
+                yield WorkBatch(cond, [r[0] for r in part], torch.tensor([r[1] for r in part]),
+                                torch.stack([r[3] for r in part]), frames=[r[2] for r in part])  # fmt: skip
+
+
+@pytest.mark.parametrize("known_labels", [True, False])
+def test_items_of_several_frames_go_through_the_same_loop(tmp_path: Path, known_labels: bool) -> None:
+    """Frames of several items share a batch; each row names its item and frame; unknown labels stay -1."""
+    data = image_folder(tmp_path / "data", n_per_class=2)
+    src = FrameSource(data, t=3, known_labels=known_labels)
+    clf = toy_classifier()
+    space = resolve_label_space(clf.classes, src.classes)
+    lmap = np.array([space.classes.index(c) for c in src.classes])
+    keys = {it.key for it in src.items(CLEAN)}
+    frames: list[tuple[str, int]] = []
+
+    class FrameSink(RecordingSink):
+        def write(self, condition, batch, labels, logits):  # type: ignore[no-untyped-def]
+            assert batch.frames is not None and len(batch.frames) == len(batch.keys) <= 5
+            frames.extend(zip(batch.keys, batch.frames, strict=True))
+            return super().write(condition, batch, labels, logits)
+
+    sink, progress = FrameSink(), Progress()
+    cond = ("brighter", 1)
+    run_conditions(clf, space, [Work(src, lmap, {cond: keys}, {cond: 3})], sink, batch_size=5, seed=0,
+                   progress=progress)  # fmt: skip
+    assert sorted(frames) == sorted((k, f) for k in keys for f in range(3))  # every frame once
+    assert progress.total == progress.done == 3 * len(keys)  # progress in frames
+    by_key = {k: lab for _, k, lab, _ in sink.rows}
+    want = {it.key: int(lmap[it.label]) if known_labels else -1 for it in src.items(CLEAN)}
+    assert by_key == want and sink.finished == [cond]
+    # the same frames scored one by one give the same top-1 (the loop adds nothing to the logits)
+    x = next(iter(FrameSource(data, 3, known_labels).batches({cond: keys}, batch_size=1, seed=0, release=False)))
+    assert sink.rows[0][3] == int(space.restrict(clf.logits(x.images)).argmax(1)[0])

@@ -36,12 +36,7 @@ def _copy(name: str, tmp_path: Path) -> Path:
     return dst
 
 
-def _version(path: Path) -> int:
-    db = sqlite3.connect(path)
-    try:
-        return int(db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
-    finally:
-        db.close()
+_version = MF.schema_version
 
 
 def test_version_1_store_opens_keeps_its_predictions_and_is_listed(
@@ -101,3 +96,36 @@ def test_toy_runs_store_the_same_rows_as_the_release_before(tmp_path: Path) -> N
     got = json.loads(json.dumps(MF.stored_rows(store)))
     for name in expected:
         assert got[name] == expected[name], name
+
+
+@needs_foolbox
+def test_one_store_holds_every_benchmark_whatever_writes_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ImageNet-NOC first, then ImageNet-C, -P and -D into the same file: one store, listed and exported."""
+    data = MF._folder(tmp_path / "data")
+    store = tmp_path / "one.sqlite"
+    MF.make_noc(store)
+    MF.make_c(store, data)  # schema 2 refused this file after ImageNet-NOC alone had written it
+    MF.make_p(store, data)
+    MF.make_d(store, MF._d_tree(tmp_path / "DomainNet"))
+    db = sqlite3.connect(store)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    db.close()
+    assert not {t for t in tables if t.startswith(("overlap_noc", "imagenet_d_", "p_"))}, tables
+    with ResultsStore(store, create=False) as rs:
+        assert [e.benchmark for e in rs.evaluations()] == ["imagenet-noc", "imagenet-c", "imagenet-p", "imagenet-d"]
+    assert main(["results", "--store", str(store), "--results-format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["rows"]) == len(doc["imagenet_p"]) == len(doc["imagenet_noc"]) == len(doc["imagenet_d"]) == 1
+    assert main(["results", "--store", str(store), "--results-format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert {ln.split(",")[0] for ln in lines[1:]} == {"imagenet-c", "imagenet-p", "imagenet-noc", "imagenet-d:wordnet"}
+    export = tmp_path / "runs.json"
+    assert main(["results", "--store", str(store), "--export", str(export)]) == 0
+    runs = json.loads(export.read_text())
+    assert {r["benchmark"] for r in runs} == {"imagenet-c", "imagenet-noc", "imagenet-d"}  # videos: --table p_runs
+    assert main(["results", "--store", str(store), "--export", str(export), "--table", "p_runs"]) == 0
+    assert {r["benchmark"] for r in json.loads(export.read_text())} == {"imagenet-p"}
+    expected = json.loads((FIXTURES / "v2_rows.json").read_text())
+    assert json.loads(json.dumps(MF.stored_rows(store))) == expected

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -26,13 +25,8 @@ __all__ = ["validate_draws", "draw_bounds"]
 Bounds = dict[str, tuple[Any, Any]]  # key -> (low, high), inclusive, scalars or per-element arrays
 
 
-@lru_cache(maxsize=64)
-def _schema(name: str, h: int, w: int, edition: str, severity: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:
-    """(key, shape, dtype) of the draws sampling produces for an image of h x w (blank image, seed 0)."""
-    from .api import sample_draws
-
-    d = sample_draws(np.zeros((h, w, 3), np.uint8), name, severity, seed=0, key=0, edition=edition)
-    return tuple((k, tuple(np.asarray(v).shape), np.asarray(v).dtype.str) for k, v in d.items())
+Schema = tuple[tuple[str, tuple[int, ...], str], ...]
+"""(key, shape, dtype) of the draws sampling produces for an image of h x w."""
 
 
 def _frost(h: int, w: int, edition: str, params: Any, d: Mapping[str, np.ndarray]) -> Bounds:
@@ -181,9 +175,20 @@ def _check_range(arg: str, a: np.ndarray, lo: Any, hi: Any) -> None:
 
 
 def validate_draws(
-    spec: Corruption, draws: Any, n: int, h: int, w: int, edition: str, severity: int, params: Any
+    spec: Corruption,
+    draws: Any,
+    n: int,
+    h: int,
+    w: int,
+    edition: str,
+    severity: int,
+    params: Any,
+    schema_of: Callable[[], Schema],
 ) -> list[dict[str, np.ndarray]]:
     """Check ``draws`` (one mapping per image) against what sampling gives for h x w images; return them as arrays.
+
+    ``schema_of()`` gives the (key, shape, dtype) of sampled draws (:mod:`shiftbench.api` samples
+    a blank image; called only for corruptions that draw).
 
     Raises :class:`~shiftbench.errors.InvalidArgumentError` naming ``draws[i]['key']`` for a
     missing or unknown key, another shape, an incompatible dtype, a non-finite value or a value
@@ -198,7 +203,7 @@ def validate_draws(
             if not isinstance(d, Mapping) or len(d):
                 raise InvalidArgumentError(f"draws[{i}]", _describe(d), f"an empty dict ({spec.name} draws nothing)")
         return [{} for _ in draws]
-    schema = _schema(spec.name, h, w, edition, severity)
+    schema = schema_of()
     keys = [k for k, _, _ in schema]
     out: list[dict[str, np.ndarray]] = []
     for i, d in enumerate(draws):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ import torch
 from . import corruptions  # noqa: F401  (registers every corruption)
 from ._images import Batch, Output, to_batch
 from ._parallel import resolve_threads, run_in_threads, split
-from ._drawcheck import validate_draws
+from ._drawcheck import Schema, validate_draws
 from ._registry import ApplyContext, Corruption, SampleContext, get_corruption
 from ._validate import check_seed, check_severity
 from .editions import Edition, edition_for_size, get_edition
@@ -83,6 +84,13 @@ def _threaded_stacked_draws(draw: Any, a: int, e: int, device: torch.device) -> 
     put(a, first)
     list(_draw_pool().map(lambda i: put(i, draw(i)), range(a + 1, e)))
     return {k: t.to(device, non_blocking=pin) for k, t in bufs.items()}
+
+
+@lru_cache(maxsize=64)
+def _draw_schema(name: str, h: int, w: int, edition: str, severity: int) -> Schema:
+    """(key, shape, dtype) of the draws sampling produces for an image of h x w (blank image, seed 0)."""
+    d = sample_draws(np.zeros((h, w, 3), np.uint8), name, severity, seed=0, key=0, edition=edition)
+    return tuple((k, tuple(np.asarray(v).shape), np.asarray(v).dtype.str) for k, v in d.items())
 
 
 def sample_draws(
@@ -221,7 +229,7 @@ def corrupt(
     if keys is not None and len(keys) != n:
         raise InvalidArgumentError("keys", f"{len(keys)} keys", f"exactly one key per image ({n})")
     if draws is not None:  # before any kernel runs: kernels index by the draws
-        draws = validate_draws(spec, draws, n, h, w, ed.name, s, params)
+        draws = validate_draws(spec, draws, n, h, w, ed.name, s, params, lambda: _draw_schema(spec.name, h, w, ed.name, s))
     chosen = spec.select_backend(b.raw.device, spec.input_dtype(b.float_input), backend)
     out = Output(b, quantize=quantize or release)
     levels = out.to_uint8 and b.raw.device.type == "cpu"

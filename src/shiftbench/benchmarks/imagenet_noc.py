@@ -11,7 +11,6 @@ baseline) and mCE.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,11 @@ from rich.table import Table
 
 from ..evaluation.models import read_class_list
 from ..evaluation.protocol import Benchmark, CountCallback, Progress, Report, Section
-from ..evaluation.store import records_to_csv
+from ..errors import ShiftbenchError
+from ..evaluation.store import ResultsStore, records_to_csv
 from ..overlap.analysis import noc_corruption_error, noc_mean_corruption_error
-from ..overlap.noc import NocResult, evaluate_noc, load_benchmark
-from ..overlap.store import OverlapStore
+from ..overlap.noc import BENCHMARK as NOC_BENCHMARK
+from ..overlap.noc import NocResult, evaluate_noc, find_benchmark
 from . import register_benchmark
 
 __all__ = ["ImageNetNOC", "result_records", "stored_records", "report_figures"]
@@ -44,42 +44,34 @@ def result_records(r: NocResult) -> list[dict[str, Any]]:
 
 def stored_records(store: Path, model: str | None = None) -> list[dict[str, Any]]:
     """Stored ImageNet-NOC (and saved-benchmark) evaluations: errors, CE and mCE where the baseline is known."""
-    db = sqlite3.connect(f"file:{Path(store)}?mode=ro", uri=True, timeout=60.0)
-    try:
-        if db.execute("SELECT 1 FROM sqlite_master WHERE name='overlap_noc_evals'").fetchone() is None:
-            return []
-        evals = db.execute("SELECT id, model, data, benchmark, seed FROM overlap_noc_evals ORDER BY id").fetchall()
-    finally:
-        db.close()
     out: list[dict[str, Any]] = []
-    if not evals:
-        return out
-    with OverlapStore(store) as ost:
-        for eid, name, data, bench_name, seed in evals:
-            if model is not None and model not in name:
-                continue
-            errs = ost.noc_errors(int(eid))
-            try:
-                bench: Any = load_benchmark(bench_name, store=ost)
-            except Exception:  # noqa: BLE001 - a saved benchmark no longer found: errors without CE
-                bench = None
-            ce = {}
-            if bench is not None:
-                ce = {c: noc_corruption_error(errs[c][0], bench.baseline.errors[c]) for c in bench.corruptions if c in errs}
-            complete = bench is not None and len(ce) == len(bench.corruptions)
-            out.append({
-                "label": f"{name} #{eid}",
-                "evaluation": int(eid),
-                "model": name,
-                "benchmark": bench_name,
-                "data": data,
-                "seed": int(seed),
-                "images": errs.get("clean", (None, 0))[1],
-                "clean_error": errs["clean"][0] if "clean" in errs else None,
-                "errors": {c: e for c, (e, _) in errs.items() if c != "clean"},
-                "ce": ce,
-                "mce": noc_mean_corruption_error(ce) if complete else None,
-            })
+    with ResultsStore(store, create=False) as db:
+        evals = db.evaluations_of([NOC_BENCHMARK], model)
+        runs = {e.id: db.runs(e.id) for e in evals}
+    for e in evals:
+        bench_name = str(e.options.get("benchmark", NOC_BENCHMARK))
+        errs = {r.condition: (r.top1_error, r.n_predicted) for r in runs[e.id] if r.top1_error is not None}
+        try:
+            bench: Any = find_benchmark(bench_name, store)
+        except ShiftbenchError:  # a saved benchmark no longer found: errors without CE
+            bench = None
+        ce = {}
+        if bench is not None:
+            ce = {c: noc_corruption_error(errs[c][0], bench.baseline.errors[c]) for c in bench.corruptions if c in errs}
+        complete = bench is not None and len(ce) == len(bench.corruptions)
+        out.append({
+            "label": f"{e.model} #{e.id}",
+            "evaluation": e.id,
+            "model": e.model,
+            "benchmark": bench_name,
+            "data": e.source,
+            "seed": e.seed,
+            "images": errs.get("clean", (None, 0))[1],
+            "clean_error": errs["clean"][0] if "clean" in errs else None,
+            "errors": {c: err for c, (err, _) in errs.items() if c != "clean"},
+            "ce": ce,
+            "mce": noc_mean_corruption_error(ce) if complete else None,
+        })  # fmt: skip
     return out
 
 

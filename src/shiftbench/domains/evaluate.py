@@ -1,10 +1,11 @@
 """Evaluate an ImageNet-1k classifier on ImageNet-D, storing per-image predictions.
 
-Predictions go to the results store file (SQLite) in tables of their own,
-prefixed ``imagenet_d_``; the store's own tables are left untouched (the file
-is created through :class:`shiftbench.evaluation.store.ResultsStore`, so it stays a
-valid results store). Every batch is committed in one transaction, keyed by
-``(evaluation, image)``: an interrupted evaluation resumes where it stopped.
+Predictions go to the results store (:class:`shiftbench.evaluation.store.ResultsStore`):
+one evaluation (benchmark ``imagenet-d``, options: the mapping's digest) with
+one run per domain and one record per image (the DomainNet label, the top-5
+ImageNet classes, and whether top-1 is right under the mapping). Every batch is
+committed in one transaction, keyed by ``(run, image)``: an interrupted evaluation
+resumes where it stopped.
 
 Each image is decoded in place, resized to 256 on its shorter side and centre
 cropped to 224 (``shiftbench.preprocess(img, "224")``, the standard ImageNet
@@ -13,11 +14,8 @@ recipe), then handed to the classifier, whose own transform normalises it.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,8 @@ from ..editions import preprocess
 from ..errors import InvalidArgumentError
 from ..evaluation.data import Condition, Item, Source, WorkBatch, read_items, to_tensor
 from ..evaluation.models import Classifier, LabelSpace, imagenet_wnids, load_model
-from ..evaluation.runner import Work, run_conditions, want_prefetch
+from ..evaluation.runner import Work, package_versions, run_conditions, want_prefetch
+from ..evaluation.store import ResultsStore
 from ..io import load_image_rgb
 from .dataset import DomainNetDataset
 from .mapping import DOMAINS, MAPPINGS, ImageNetDMapping, benchmark_name, domainnet_classes, load_mapping, resolve_mapping
@@ -53,54 +52,6 @@ __all__ = [
     "stored_scores",
     "stored_correlations",
 ]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS imagenet_d_evaluations(
-    id INTEGER PRIMARY KEY,
-    model TEXT NOT NULL,
-    model_identity TEXT NOT NULL,
-    model_checksum TEXT NOT NULL,
-    data TEXT NOT NULL,
-    data_identity TEXT NOT NULL,
-    mapping_digest TEXT NOT NULL,
-    created REAL NOT NULL,
-    mapping TEXT,
-    UNIQUE(model_identity, model_checksum, data_identity, mapping_digest)
-);
-CREATE TABLE IF NOT EXISTS imagenet_d_predictions(
-    evaluation_id INTEGER NOT NULL REFERENCES imagenet_d_evaluations(id),
-    domain TEXT NOT NULL,
-    image TEXT NOT NULL,
-    label INTEGER NOT NULL,
-    top1 INTEGER NOT NULL, top2 INTEGER, top3 INTEGER, top4 INTEGER, top5 INTEGER,
-    PRIMARY KEY(evaluation_id, image)
-);
-CREATE TABLE IF NOT EXISTS imagenet_d_skipped(
-    evaluation_id INTEGER NOT NULL REFERENCES imagenet_d_evaluations(id),
-    domain TEXT NOT NULL,
-    image TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    PRIMARY KEY(evaluation_id, image)
-);
-"""
-
-
-@contextmanager
-def _open_store(path: Path) -> Iterator[sqlite3.Connection]:
-    from ..evaluation.store import ResultsStore
-
-    ResultsStore(path).close()  # creates (or checks) a valid results store file
-    con = sqlite3.connect(str(path), timeout=60.0)
-    try:
-        con.executescript(_SCHEMA)
-        cols = {r[1] for r in con.execute("PRAGMA table_info(imagenet_d_evaluations)")}
-        if "mapping" not in cols:  # a store written before the mapping name was recorded
-            with con:
-                con.execute("ALTER TABLE imagenet_d_evaluations ADD COLUMN mapping TEXT")
-        yield con
-    finally:
-        con.close()
-
 
 @dataclass
 class DomainPredictions:
@@ -190,21 +141,13 @@ class ImageNetDResult:
         }
 
 
-def _register(con: sqlite3.Connection, clf: Classifier, data: DomainNetDataset, mapping: ImageNetDMapping) -> int:
-    digest = mapping.digest
-    args = (clf.name, clf.identity, clf.checksum, data.describe(), data.identity, digest)
-    with con:
-        con.execute(
-            "INSERT OR IGNORE INTO imagenet_d_evaluations(model, model_identity, model_checksum, data, data_identity, "
-            "mapping_digest, created, mapping) VALUES(?,?,?,?,?,?,?,?)",
-            (*args, time.time(), mapping.name),
-        )
-    row = con.execute(
-        "SELECT id FROM imagenet_d_evaluations WHERE model_identity=? AND model_checksum=? AND data_identity=? "
-        "AND mapping_digest=?",
-        (clf.identity, clf.checksum, data.identity, digest),
-    ).fetchone()
-    return int(row[0])
+BENCHMARK = "imagenet-d"
+
+
+def _options(mapping: ImageNetDMapping) -> dict[str, Any]:
+    """The stored evaluation's identity besides model and data: the mapping (its digest); labels are DomainNet
+    classes (the data's), not classes of the label space."""
+    return {"mapping_digest": mapping.digest, "label_classes": "source"}
 
 
 def _read(item: Item) -> np.ndarray:
@@ -261,41 +204,46 @@ class DomainSource(Source):
 
 
 class _DomainSink:
-    """Top-5 predictions per image into the ``imagenet_d_`` tables (when a store is given) and memory."""
+    """Top-5 predictions per image into the store's runs (one per domain) and/or memory.
+
+    Whether top-1 is right is decided by the mapping (labels are DomainNet classes).
+    """
 
     def __init__(
         self,
-        con: sqlite3.Connection | None,
-        eval_id: int | None,
+        db: ResultsStore | None,
+        run_ids: Mapping[Condition, int],
+        mapping: ImageNetDMapping,
         mem: dict[str, dict[str, tuple[int, list[int]]]],
         mem_skipped: dict[str, dict[str, str]],
     ) -> None:
-        self.con, self.eval_id, self.mem, self.mem_skipped = con, eval_id, mem, mem_skipped
+        self.db, self.run_ids, self.mapping, self.mem, self.mem_skipped = db, run_ids, mapping, mem, mem_skipped
+        self.names = domainnet_classes()
 
     def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> int:
         domain = condition[0]
-        rows: list[tuple[Any, ...]] = []
+        top5: list[list[int]] = []
         if logits is not None:
             top5 = torch.topk(logits, 5, dim=1).indices.tolist()
-            for key, lab, t in zip(batch.keys, labels.tolist(), top5, strict=True):
-                rows.append((self.eval_id, domain, key, lab, *t))
+        labs = labels.tolist() if logits is not None else []
+        if self.db is not None:
+            ok = self.mapping.correct([self.names[lab] for lab in labs], [t[0] for t in top5]) if labs else []
+            self.db.write_batch(self.run_ids[condition], batch.keys if labs else [], labs, top5, batch.skipped, ok)
+        else:
+            for key, lab, t in zip(batch.keys, labs, top5, strict=True):
                 self.mem[domain][key] = (lab, t)
-        for key, why in batch.skipped:
-            self.mem_skipped[domain][key] = why
-        if self.con is not None:
-            with self.con:
-                self.con.executemany("INSERT OR REPLACE INTO imagenet_d_predictions VALUES(?,?,?,?,?,?,?,?,?)", rows)
-                self.con.executemany(
-                    "INSERT OR REPLACE INTO imagenet_d_skipped VALUES(?,?,?,?)",
-                    [(self.eval_id, domain, key, why) for key, why in batch.skipped],
-                )
+            for key, why in batch.skipped:
+                self.mem_skipped[domain][key] = why
         return len(batch.keys) + len(batch.skipped)
 
     def finish(self, conditions: Sequence[Condition]) -> None:
-        """Complete when every image is stored (counted from the tables)."""
+        if self.db is not None:
+            for c in conditions:
+                self.db.finish_run(self.run_ids[c])
 
     def fail(self, conditions: Sequence[Condition], reason: str) -> None:
-        """Stored rows stay; the next run evaluates the rest."""
+        if self.db is not None:
+            self.db.fail_runs([self.run_ids[c] for c in conditions], reason)
 
 
 class _DomainProgress:
@@ -376,31 +324,37 @@ def evaluate_imagenet_d(
     label_index = {c: i for i, c in enumerate(names)}
     mem: dict[str, dict[str, tuple[int, list[int]]]] = {d: {} for d in ds.domains}
     mem_skipped: dict[str, dict[str, str]] = {d: {} for d in ds.domains}
-    con_cm = _open_store(Path(store)) if store is not None else None
-    con = con_cm.__enter__() if con_cm is not None else None
+    space = LabelSpace(imagenet_wnids(), None, "model")
+    db = ResultsStore(store) if store is not None else None
     new = 0
     try:
         eval_id = None
-        if con is not None:
-            eval_id = _register(con, clf, ds, m)
-            if rerun:
-                with con:
-                    con.execute("DELETE FROM imagenet_d_predictions WHERE evaluation_id=?", (eval_id,))
-                    con.execute("DELETE FROM imagenet_d_skipped WHERE evaluation_id=?", (eval_id,))
-            done = {
-                r[0]
-                for r in con.execute("SELECT image FROM imagenet_d_predictions WHERE evaluation_id=?", (eval_id,))
-            } | {r[0] for r in con.execute("SELECT image FROM imagenet_d_skipped WHERE evaluation_id=?", (eval_id,))}
-        else:
-            done = set()
+        run_ids: dict[Condition, int] = {}
         dsrc = DomainSource(ds, label_index, bad_images)
         work = Work(dsrc, np.arange(len(names), dtype=np.int64), {})
-        for d in ds.domains:
-            work.pending[(d, 0)] = {it.key for it in ds.items(d)} - done
-        sink = _DomainSink(con, eval_id, mem, mem_skipped)
+        if db is not None:
+            mid = db.register_model(clf.name, clf.identity, clf.checksum, clf.details)
+            sid = db.register_source(dsrc.kind, ds.identity, ds.describe(), names, {})
+            lid = db.register_label_space(space.digest, space.mode, space.classes)
+            eval_id = db.register_evaluation(mid, sid, BENCHMARK, "224", -1, False, lid, _options(m))
+            if rerun:
+                db.delete_runs([r.id for r in db.runs(eval_id) if r.condition in set(ds.domains)])
+            versions = package_versions()
+            for d in ds.domains:
+                items = ds.items(d)
+                rid = db.register_run(eval_id, sid, d, 0, len(items), versions)
+                run_ids[(d, 0)] = rid
+                work.pending[(d, 0)] = {it.key for it in items} - db.done_keys(rid)
+                if not work.pending[(d, 0)]:
+                    db.finish_run(rid)
+            db.mark_running([run_ids[c] for c, keys in work.pending.items() if keys])
+        else:
+            for d in ds.domains:
+                work.pending[(d, 0)] = {it.key for it in ds.items(d)}
+        sink = _DomainSink(db, run_ids, m, mem, mem_skipped)
         new = run_conditions(
             clf,
-            LabelSpace(imagenet_wnids(), None, "model"),
+            space,
             [work],
             sink,
             batch_size=batch_size,
@@ -409,23 +363,14 @@ def evaluate_imagenet_d(
             prefetch=want_prefetch(clf.device),
             describe=lambda c: c[0],
         )
-        if con is not None:
-            wanted = {it.key for d in ds.domains for it in ds.items(d)}
-            for dom, key, lab, *t in con.execute(
-                "SELECT domain, image, label, top1, top2, top3, top4, top5 FROM imagenet_d_predictions "
-                "WHERE evaluation_id=?",
-                (eval_id,),
-            ):
-                if key in wanted:
-                    mem[dom][key] = (int(lab), [int(v) for v in t])
-            for dom, key, why in con.execute(
-                "SELECT domain, image, reason FROM imagenet_d_skipped WHERE evaluation_id=?", (eval_id,)
-            ):
-                if key in wanted:
-                    mem_skipped[dom][key] = why
+        if db is not None:
+            for (d, _), rid in run_ids.items():
+                keys, labs, t5, sk = db.top5(rid)
+                mem[d] = {k: (int(lab), [int(v) for v in t]) for k, lab, t in zip(keys, labs, t5.tolist())}
+                mem_skipped[d] = dict(sk)
     finally:
-        if con_cm is not None:
-            con_cm.__exit__(None, None, None)
+        if db is not None:
+            db.close()
 
     preds: dict[str, DomainPredictions] = {}
     errors: dict[str, float] = {}
@@ -484,7 +429,6 @@ def stored_scores(store: str | Path, mapping: str | ImageNetDMapping | None = No
     """
     from ..evaluation.metrics import summarize
     from ..evaluation.runner import resolve_baseline
-    from ..evaluation.store import ResultsStore
 
     m = resolve_mapping(mapping)  # one mapping: scores of different mappings are not comparable
     path = Path(store)
@@ -523,36 +467,30 @@ def stored_domain_errors(store: str | Path, mapping: str | ImageNetDMapping | No
     """
     wanted = [resolve_mapping(mapping)] if mapping is not None else [load_mapping(n) for n in MAPPINGS]
     by_digest = {m.digest: m for m in wanted}
-    path = Path(store)
     names = domainnet_classes()
     out: list[dict[str, Any]] = []
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0)
-    try:
-        if con.execute("SELECT 1 FROM sqlite_master WHERE name='imagenet_d_evaluations'").fetchone() is None:
-            return []
-        evs = con.execute("SELECT id, model, data, mapping_digest FROM imagenet_d_evaluations ORDER BY id").fetchall()
-        for eid, model, data, digest in evs:
-            m = by_digest.get(digest)
+    with ResultsStore(Path(store), create=False) as db:
+        for ev in db.evaluations_of([BENCHMARK]):
+            m = by_digest.get(ev.options.get("mapping_digest", ""))
             if m is None:
                 continue
             errs: dict[str, float] = {}
             n = 0
+            runs = {r.condition: r for r in db.runs(ev.id)}
             for d in DOMAINS:
-                rows = con.execute(
-                    "SELECT label, top1 FROM imagenet_d_predictions WHERE evaluation_id=? AND domain=?", (eid, d)
-                ).fetchall()
-                if rows:
-                    ok = m.correct([names[r[0]] for r in rows], [r[1] for r in rows])
+                if d not in runs:
+                    continue
+                _, labels, t5, _ = db.top5(runs[d].id)
+                if len(labels):
+                    ok = m.correct([names[int(v)] for v in labels], t5[:, 0].tolist())
                     errs[d] = 1.0 - sum(ok) / len(ok)
-                    n += len(rows)
+                    n += len(labels)
             if errs:
                 mde = mean_domain_error(errs) if len(errs) == len(DOMAINS) else None
                 out.append(
-                    {"evaluation": eid, "model": model, "data": data, "images": n, "mapping": m.name,
+                    {"evaluation": ev.id, "model": ev.model, "data": ev.source, "images": n, "mapping": m.name,
                      "benchmark": benchmark_name(m.name), "errors": errs, "mde": mde}
                 )  # fmt: skip
-    finally:
-        con.close()
     return out
 
 
@@ -566,16 +504,13 @@ def stored_error_analysis(
     """
     m = resolve_mapping(mapping)
     out: dict[str, list[PredictionCount]] = {}
-    con = sqlite3.connect(f"file:{Path(store)}?mode=ro", uri=True, timeout=60.0)
-    try:
+    with ResultsStore(Path(store), create=False) as db:
+        runs = {r.condition: r for r in db.runs(int(evaluation))}
         for d in DOMAINS:
-            rows = con.execute(
-                "SELECT top1 FROM imagenet_d_predictions WHERE evaluation_id=? AND domain=?", (int(evaluation), d)
-            ).fetchall()
-            if rows:
-                out[d] = error_analysis([r[0] for r in rows], top=top, mapping=m)
-    finally:
-        con.close()
+            if d in runs:
+                _, _, t5, _ = db.top5(runs[d].id)
+                if len(t5):
+                    out[d] = error_analysis(t5[:, 0].tolist(), top=top, mapping=m)
     return out
 
 

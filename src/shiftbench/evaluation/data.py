@@ -100,6 +100,8 @@ class WorkBatch:
         labels: int64 labels (indices into the source's classes).
         images: uint8 B x 3 x H x W.
         skipped: ``(key, reason)`` of images of this batch that could not be read.
+        frames: for items of several frames (ImageNet-P's videos), the frame index of each
+            row (``keys`` and ``labels`` then name the item of each row); None for still images.
     """
 
     condition: Condition
@@ -107,6 +109,7 @@ class WorkBatch:
     labels: torch.Tensor
     images: torch.Tensor
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    frames: list[int] | None = None
 
 
 def spread_evenly(items: list[T], limit: int | None) -> list[T]:

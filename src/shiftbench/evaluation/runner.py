@@ -612,11 +612,16 @@ class ResultSink(Protocol):
 
 @dataclass
 class Work:
-    """The pending images of one source: ``pending[condition]`` image keys, labels mapped by ``label_map``."""
+    """The pending items of one source: ``pending[condition]`` item keys, labels mapped by ``label_map``.
+
+    ``frames[condition]``: frames per item where items are sequences (ImageNet-P's videos; the
+    source then yields batches of frames, :attr:`WorkBatch.frames`); progress counts frames.
+    """
 
     source: Source
     label_map: np.ndarray
     pending: dict[Condition, set[str]]
+    frames: dict[Condition, int] = field(default_factory=dict)
 
 
 def run_conditions(
@@ -639,13 +644,15 @@ def run_conditions(
     logits are restricted to the label space and checked (width, finite values), then handed
     to ``sink.write``. Every condition is finished at the end, or failed when a
     :class:`~shiftbench.errors.ShiftbenchError` stops the loop (the error is raised again).
-    ``describe(condition)`` names a condition on the progress display (default ``"clean"`` /
-    ``"<corruption> s<severity>"``).
+    ``describe(condition)`` names a condition on the progress display and in errors (default
+    ``"clean"`` / ``"<corruption> s<severity>"``). Items may be sequences of frames
+    (``Work.frames``): each batch is then frames of several items, and the sink assembles
+    an item's record once all its frames are ranked. Labels of -1 (unknown) stay -1.
     """
     conds = [c for w in work for c, keys in w.pending.items() if keys]
     if not conds:
         return 0
-    total = sum(len(keys) for w in work for keys in w.pending.values())
+    total = sum(len(keys) * w.frames.get(c, 1) for w in work for c, keys in w.pending.items())
     written = 0
     stop = threading.Event()
     if progress is not None:
@@ -661,7 +668,7 @@ def run_conditions(
 
             stream = _prefetch(make, stop) if prefetch else make()
             for wb in stream:
-                written += _score(clf, space, w.label_map, sink, wb)
+                written += _score(clf, space, w.label_map, sink, wb, describe)
                 if progress is not None:
                     progress.advance(len(wb.keys) + len(wb.skipped), (describe or _describe)(wb.condition))
             stop.clear()
@@ -681,7 +688,14 @@ def _describe(condition: Condition) -> str:
     return "clean" if condition == CLEAN else f"{condition[0]} s{condition[1]}"
 
 
-def _score(clf: Classifier, space: LabelSpace, lmap: np.ndarray, sink: ResultSink, wb: WorkBatch) -> int:
+def _score(
+    clf: Classifier,
+    space: LabelSpace,
+    lmap: np.ndarray,
+    sink: ResultSink,
+    wb: WorkBatch,
+    describe: Callable[[Condition], str] | None = None,
+) -> int:
     if int(wb.images.shape[0]) == 0:
         return sink.write(wb.condition, wb, np.zeros(0, dtype=np.int64), None) if wb.skipped else 0
     logits = space.restrict(clf.logits(wb.images))
@@ -693,9 +707,15 @@ def _score(clf: Classifier, space: LabelSpace, lmap: np.ndarray, sink: ResultSin
             f"{logits.shape[1]}",
             "Pass classes= with the model's class ids so its outputs can be mapped or restricted.",
         )
-    cond = "clean images" if wb.condition == CLEAN else f"{wb.condition[0]} severity {wb.condition[1]}"
-    check_logits(clf.name, logits, wb.keys, cond)
-    return sink.write(wb.condition, wb, lmap[wb.labels.numpy()], logits)
+    if describe is not None:
+        cond = describe(wb.condition)
+    else:
+        cond = "clean images" if wb.condition == CLEAN else f"{wb.condition[0]} severity {wb.condition[1]}"
+    names = wb.keys if wb.frames is None else [f"{k} frame {f}" for k, f in zip(wb.keys, wb.frames, strict=True)]
+    check_logits(clf.name, logits, names, cond)
+    raw = wb.labels.numpy()
+    labels = lmap[raw] if not raw.size or int(raw.min()) >= 0 else np.where(raw >= 0, lmap[np.maximum(raw, 0)], -1)
+    return sink.write(wb.condition, wb, labels, logits)
 
 
 class RunStoreSink:

@@ -1,44 +1,55 @@
-"""The results store: an embedded SQLite database of runs and per-image predictions.
+"""The results store: an embedded SQLite database of every benchmark's evaluations and per-item records.
 
-Layout (schema version 2)::
+Layout (schema version 3)::
 
     meta(key, value)                          schema_version, created_by
     models(id, name, identity, checksum, details)       UNIQUE(identity, checksum)
     sources(id, kind, identity, location, classes, details)   UNIQUE(identity)
     label_spaces(id, digest, mode, classes)              UNIQUE(digest)
     evaluations(id, model_id, source_id, benchmark, edition, seed, release,
-                label_space_id, created)                 UNIQUE(all but id, created)
-    runs(id, evaluation_id, source_id, corruption, severity, n_expected, status,
-         versions, error, created, updated, finished)  UNIQUE(evaluation_id, corruption, severity)
-    predictions(run_id, image, label, top1, top2, top3, top4, top5)  PRIMARY KEY(run_id, image)
-    skipped(run_id, image, reason)                      PRIMARY KEY(run_id, image)
-    p_runs(id, evaluation_id, source_id, perturbation, level, frames, n_expected,
-           status, versions, error, created, updated, finished)
-                                                UNIQUE(evaluation_id, perturbation, level)
-    p_videos(run_id, video, label, top5, skipped)        PRIMARY KEY(run_id, video)
+                label_space_id, options, created)        UNIQUE(all but id, created)
+    runs(id, evaluation_id, source_id, condition, level, frames, n_expected, status,
+         versions, error, created, updated, finished)   UNIQUE(evaluation_id, condition, level)
+    records(run_id, item, label, top1..top5, frames_top5, correct, skipped)
+                                                        PRIMARY KEY(run_id, item)
 
 An *evaluation* is one model on one dataset with fixed settings (benchmark,
-edition, seed, release mode, label space); its *runs* are the conditions
-(``clean``/severity 0, or a corruption and severity 1..5). Labels and
-predictions are indices into the evaluation's label space. Each batch of
-predictions is written in one transaction, and ``(run, image)`` is a primary
-key, so a run interrupted at any point (Ctrl-C, ``kill -9``) resumes without
-lost or duplicated rows. A run is marked ``complete`` only when every expected
-image has a prediction or a recorded skip.
+edition, seed (-1: none), release mode, label space, and ``options``: JSON of
+what else identifies it for its benchmark, e.g. ImageNet-D's mapping digest or
+the ImageNet-NOC benchmark's name and corruptions). Its *runs* are the
+conditions: ``condition``/``level`` is ``clean``/0 or a corruption and severity
+(ImageNet-C and its editions), a domain and 0 (ImageNet-D), a candidate
+corruption and 0 (ImageNet-NOC), a perturbation and level (ImageNet-P: the data
+generated or read, the noise difficulty for noise sequences, always 1 for
+temporal ones whose difficulties 2 and 3 are strides over the same frames).
+``frames`` is the number of frames of each item: 1 for still images.
 
-ImageNet-P evaluations (``benchmark = 'imagenet-p'``) keep their runs in
-``p_runs``: one per perturbation and *level* (the data that is generated or
-read: the noise difficulty for noise sequences, always 1 for temporal ones,
-whose difficulties 2 and 3 are strides over the same frames). ``p_videos``
-holds exactly one row per run and video: the label (-1 when the data has
-none) and the top-5 classes of every frame (``top5``: T x 5 little-endian
-uint16, or int32 for label spaces of 65 536 classes or more, row-major), or,
-for a video that could not be read, NULL and the reason in ``skipped``. Every
-ImageNet-P metric of every difficulty follows from these rows
-(:mod:`shiftbench.perturbations.pipeline`).
+``records`` holds exactly one row per run and item: the label (an index into
+the label space; the DomainNet class for ImageNet-D; -1 when unknown) and
 
-Schema history: version 1 had no ``p_*`` tables; opening a version-1 store
-adds them and records version 2 (old rows are untouched).
+* for a still image: the top-5 classes in ``top1..top5`` (fewer for label
+  spaces of fewer classes) and ``correct``, whether top-1 is right (for
+  ImageNet-D under the evaluation's mapping);
+* for an item of several frames: ``frames_top5``, the top-5 classes of every
+  frame (T x 5 little-endian uint16, or int32 for label spaces of 65 536
+  classes or more, row-major; :func:`encode_top5`);
+* for an item that could not be read: only the reason in ``skipped``.
+
+Each batch of records is written in one transaction, and ``(run, item)`` is a
+primary key, so a run interrupted at any point (Ctrl-C, ``kill -9``) resumes
+without lost or duplicated rows. A run is marked ``complete`` only when every
+expected item has a record and one is scored.
+
+Schema history (:data:`MIGRATIONS`, one numbered step per version, each in one
+transaction: a failed step leaves the file as it was): version 1 had
+ImageNet-C's ``runs(corruption, severity)``, ``predictions`` and ``skipped``;
+version 2 added ImageNet-P's ``p_runs``/``p_videos``; ImageNet-D
+(``imagenet_d_*``) and ImageNet-NOC (``overlap_noc_*``) kept tables of their own
+in the same file. Version 3 moves all of them into ``evaluations``/``runs``/
+``records`` and drops the old tables (ImageNet-D's records of version 2 keep
+``correct`` NULL: it is scored with the mapping on reading; ImageNet-NOC's keep
+only ``correct``, and its model identity was not recorded, so a new run does not
+resume them).
 """
 
 from __future__ import annotations
@@ -48,9 +59,9 @@ import io
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +85,15 @@ __all__ = [
     "decode_top5",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_STORE = Path("shiftbench-workspace") / "results.sqlite"
 EXPORT_TABLES = ("runs", "predictions", "p_runs", "p_videos")
 
 LOCK_WAIT_S = 60.0
 """How long a write waits for another writer of the same store before it fails (``SHIFTBENCH_LOCK_WAIT`` overrides)."""
 
-# Tables other parts of shiftbench keep in the same file (ImageNet-D, the overlap study and ImageNet-NOC).
+# Tables other parts of shiftbench keep in the same file: the overlap study's bookkeeping, and the tables
+# ImageNet-D and ImageNet-NOC kept until schema 2 (moved into this store's tables when it is opened).
 _COMPANION_PREFIXES = ("imagenet_d_", "overlap_")
 
 
@@ -143,50 +155,9 @@ CREATE TABLE IF NOT EXISTS label_spaces(
     mode TEXT NOT NULL,
     classes TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS evaluations(
-    id INTEGER PRIMARY KEY,
-    model_id INTEGER NOT NULL REFERENCES models(id),
-    source_id INTEGER NOT NULL REFERENCES sources(id),
-    benchmark TEXT NOT NULL,
-    edition TEXT NOT NULL,
-    seed INTEGER NOT NULL,
-    release INTEGER NOT NULL,
-    label_space_id INTEGER NOT NULL REFERENCES label_spaces(id),
-    created REAL NOT NULL,
-    UNIQUE(model_id, source_id, benchmark, edition, seed, release, label_space_id)
-);
-CREATE TABLE IF NOT EXISTS runs(
-    id INTEGER PRIMARY KEY,
-    evaluation_id INTEGER NOT NULL REFERENCES evaluations(id),
-    source_id INTEGER NOT NULL REFERENCES sources(id),
-    corruption TEXT NOT NULL,
-    severity INTEGER NOT NULL,
-    n_expected INTEGER NOT NULL,
-    status TEXT NOT NULL CHECK(status IN ('running', 'complete', 'failed')),
-    versions TEXT NOT NULL,
-    error TEXT,
-    created REAL NOT NULL,
-    updated REAL NOT NULL,
-    finished REAL,
-    UNIQUE(evaluation_id, corruption, severity)
-);
-CREATE TABLE IF NOT EXISTS predictions(
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    image TEXT NOT NULL,
-    label INTEGER NOT NULL,
-    top1 INTEGER NOT NULL,
-    top2 INTEGER, top3 INTEGER, top4 INTEGER, top5 INTEGER,
-    PRIMARY KEY(run_id, image)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS skipped(
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    image TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    PRIMARY KEY(run_id, image)
-) WITHOUT ROWID;
 """
 
-# Added in schema version 2 (ImageNet-P).
+# Added in schema version 2 (ImageNet-P; moved into runs/records in version 3).
 _SCHEMA_V2 = """
 CREATE TABLE IF NOT EXISTS p_runs(
     id INTEGER PRIMARY KEY,
@@ -215,10 +186,226 @@ CREATE TABLE IF NOT EXISTS p_videos(
 ) WITHOUT ROWID;
 """
 
-# Statements that bring a store from version k to k + 1.
-_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V2}
+# Version 3: one layout for every benchmark's evaluations.
+_SCHEMA_V3_RESULTS = """
+CREATE TABLE IF NOT EXISTS evaluations(
+    id INTEGER PRIMARY KEY,
+    model_id INTEGER NOT NULL REFERENCES models(id),
+    source_id INTEGER NOT NULL REFERENCES sources(id),
+    benchmark TEXT NOT NULL,
+    edition TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    release INTEGER NOT NULL,
+    label_space_id INTEGER NOT NULL REFERENCES label_spaces(id),
+    options TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL,
+    UNIQUE(model_id, source_id, benchmark, edition, seed, release, label_space_id, options)
+);
+CREATE TABLE IF NOT EXISTS runs(
+    id INTEGER PRIMARY KEY,
+    evaluation_id INTEGER NOT NULL REFERENCES evaluations(id),
+    source_id INTEGER NOT NULL REFERENCES sources(id),
+    condition TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    frames INTEGER NOT NULL DEFAULT 1 CHECK(frames >= 1),
+    n_expected INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK(status IN ('running', 'complete', 'failed')),
+    versions TEXT NOT NULL,
+    error TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    finished REAL,
+    UNIQUE(evaluation_id, condition, level)
+);
+CREATE TABLE IF NOT EXISTS records(
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    item TEXT NOT NULL,
+    label INTEGER NOT NULL,
+    top1 INTEGER, top2 INTEGER, top3 INTEGER, top4 INTEGER, top5 INTEGER,
+    frames_top5 BLOB,
+    correct INTEGER CHECK(correct IN (0, 1)),
+    skipped TEXT,
+    PRIMARY KEY(run_id, item),
+    CHECK(skipped IS NULL OR (top1 IS NULL AND frames_top5 IS NULL AND correct IS NULL)),
+    CHECK(skipped IS NOT NULL OR top1 IS NOT NULL OR frames_top5 IS NOT NULL OR correct IS NOT NULL)
+) WITHOUT ROWID;
+"""
 
 CLEAN_NAME = "clean"
+
+
+def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
+    def run(db: sqlite3.Connection) -> None:
+        for stmt in sql.split(";"):
+            if stmt.strip():
+                db.execute(stmt)
+
+    return run
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _migrate_2_to_3(db: sqlite3.Connection) -> None:
+    """Version 3: ImageNet-C's, ImageNet-P's (p_runs/p_videos), ImageNet-D's (imagenet_d_*) and ImageNet-NOC's
+    (overlap_noc_*) rows in one layout: evaluations (+ options), runs (condition, level, frames), records.
+
+    Ids of evaluations and runs of version 2's ``evaluations``/``runs`` are kept; the other tables' rows get new ids.
+    """
+    for t in ("evaluations", "runs", "predictions", "skipped"):
+        db.execute(f"ALTER TABLE {t} RENAME TO v2_{t}")
+    _script(_SCHEMA_V3_RESULTS)(db)
+    db.execute(
+        "INSERT INTO evaluations(id, model_id, source_id, benchmark, edition, seed, release, label_space_id, options, "
+        "created) SELECT id, model_id, source_id, benchmark, edition, seed, release, label_space_id, '{}', created "
+        "FROM v2_evaluations"
+    )
+    db.execute(
+        "INSERT INTO runs(id, evaluation_id, source_id, condition, level, frames, n_expected, status, versions, error, "
+        "created, updated, finished) SELECT id, evaluation_id, source_id, corruption, severity, 1, n_expected, status, "
+        "versions, error, created, updated, finished FROM v2_runs"
+    )
+    db.execute(
+        "INSERT INTO records(run_id, item, label, top1, top2, top3, top4, top5, correct) "
+        "SELECT run_id, image, label, top1, top2, top3, top4, top5, top1 = label FROM v2_predictions"
+    )
+    db.execute(
+        "INSERT OR IGNORE INTO records(run_id, item, label, skipped) SELECT run_id, image, -1, reason FROM v2_skipped"
+    )
+    tables = _tables(db)
+    if "p_runs" in tables:
+        for row in db.execute(
+            "SELECT id, evaluation_id, source_id, perturbation, level, frames, n_expected, status, versions, error, "
+            "created, updated, finished FROM p_runs ORDER BY id"
+        ).fetchall():
+            cur = db.execute(
+                "INSERT INTO runs(evaluation_id, source_id, condition, level, frames, n_expected, status, versions, "
+                "error, created, updated, finished) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                row[1:],
+            )
+            db.execute(
+                "INSERT INTO records(run_id, item, label, frames_top5, skipped) "
+                "SELECT ?, video, label, top5, skipped FROM p_videos WHERE run_id=?",
+                (cur.lastrowid, row[0]),
+            )
+        db.execute("DROP TABLE p_videos")
+        db.execute("DROP TABLE p_runs")
+    for t in ("skipped", "predictions", "runs", "evaluations"):
+        db.execute(f"DROP TABLE v2_{t}")
+    _import_companions(db)
+
+
+def _import_companions(db: sqlite3.Connection) -> None:
+    """Move the tables ImageNet-D (``imagenet_d_*``) and ImageNet-NOC (``overlap_noc_*``) kept beside a
+    version-2 store (or in a file of their own) into version 3's tables, then drop them.
+
+    Their evaluations had no run status: each stored domain / condition becomes a complete run of the
+    rows it holds.
+    """
+    tables = _tables(db)
+    now = time.time()
+
+    def get_or_insert(select: str, sargs: tuple[Any, ...], insert: str, iargs: tuple[Any, ...]) -> int:
+        row = db.execute(select, sargs).fetchone()
+        if row is not None:
+            return int(row[0])
+        return int(db.execute(insert, iargs).lastrowid or 0)
+
+    def label_space(digest: str, mode: str, classes: Sequence[str]) -> int:
+        return get_or_insert("SELECT id FROM label_spaces WHERE digest=?", (digest,),
+                             "INSERT INTO label_spaces(digest, mode, classes) VALUES(?,?,?)",
+                             (digest, mode, json.dumps(list(classes))))
+
+    def run(eid: int, sid: int, cond: str, n: int, created: float) -> int:
+        return int(db.execute(
+            "INSERT INTO runs(evaluation_id, source_id, condition, level, frames, n_expected, status, versions, "
+            "created, updated, finished) VALUES(?,?,?,0,1,?,'complete','{}',?,?,?)",
+            (eid, sid, cond, n, created, now, now),
+        ).lastrowid or 0)
+
+    if "imagenet_d_evaluations" in tables:
+        from .models import LabelSpace, imagenet_wnids
+
+        space = LabelSpace(imagenet_wnids(), None, "model")
+        ls = label_space(space.digest, space.mode, space.classes)
+        cols = {r[1] for r in db.execute("PRAGMA table_info(imagenet_d_evaluations)")}
+        mapping = "mapping" if "mapping" in cols else "NULL"
+        for eid, model, ident, checksum, data, data_ident, digest, created, mname in db.execute(
+            "SELECT id, model, model_identity, model_checksum, data, data_identity, mapping_digest, created, "
+            f"{mapping} FROM imagenet_d_evaluations ORDER BY id"
+        ).fetchall():
+            mid = get_or_insert("SELECT id FROM models WHERE identity=? AND checksum=?", (ident, checksum),
+                                "INSERT INTO models(name, identity, checksum, details, created) VALUES(?,?,?,'{}',?)",
+                                (model, ident, checksum, created))
+            sid = get_or_insert("SELECT id FROM sources WHERE identity=?", (data_ident,),
+                                "INSERT INTO sources(kind, identity, location, classes, details) "
+                                "VALUES('imagenet-d',?,?,'[]','{}')", (data_ident, data))
+            new = int(db.execute(
+                "INSERT INTO evaluations(model_id, source_id, benchmark, edition, seed, release, label_space_id, "
+                "options, created) VALUES(?,?,'imagenet-d','224',-1,0,?,?,?)",
+                (mid, sid, ls, _json({"mapping_digest": digest, "label_classes": "source"}), created),
+            ).lastrowid or 0)
+            domains = [r[0] for r in db.execute(
+                "SELECT domain FROM imagenet_d_predictions WHERE evaluation_id=? UNION "
+                "SELECT domain FROM imagenet_d_skipped WHERE evaluation_id=?", (eid, eid))]
+            for d in sorted(domains):
+                n = db.execute(
+                    "SELECT (SELECT COUNT(*) FROM imagenet_d_predictions WHERE evaluation_id=? AND domain=?) + "
+                    "(SELECT COUNT(*) FROM imagenet_d_skipped WHERE evaluation_id=? AND domain=?)", (eid, d, eid, d)
+                ).fetchone()[0]
+                rid = run(new, sid, d, int(n), created)
+                db.execute(
+                    # labels are DomainNet classes: whether top1 is right depends on the mapping (scored on reading)
+                    "INSERT INTO records(run_id, item, label, top1, top2, top3, top4, top5, correct) "
+                    "SELECT ?, image, label, top1, top2, top3, top4, top5, NULL FROM imagenet_d_predictions "
+                    "WHERE evaluation_id=? AND domain=?", (rid, eid, d))
+                db.execute(
+                    "INSERT OR IGNORE INTO records(run_id, item, label, skipped) SELECT ?, image, -1, reason "
+                    "FROM imagenet_d_skipped WHERE evaluation_id=? AND domain=?", (rid, eid, d))
+        for t in ("imagenet_d_skipped", "imagenet_d_predictions", "imagenet_d_evaluations"):
+            db.execute(f"DROP TABLE {t}")
+    if "overlap_noc_evals" in tables:
+        # Version 2 kept a digest of the model, data and benchmark and a description of each, not their
+        # identities: the rows keep that digest as the model's checksum and are not resumed by new runs.
+        ls = label_space("unrecorded", "unrecorded", [])
+        for eid, ident, model, data, bench, seed, created in db.execute(
+            "SELECT id, identity, model, data, benchmark, seed, created FROM overlap_noc_evals ORDER BY id"
+        ).fetchall():
+            mid = get_or_insert("SELECT id FROM models WHERE identity=? AND checksum=?", (f"unrecorded:{model}", ident),
+                                "INSERT INTO models(name, identity, checksum, details, created) VALUES(?,?,?,?,?)",
+                                (model, f"unrecorded:{model}", ident, _json({"stored_by": "schema 2"}), created))
+            sid = get_or_insert("SELECT id FROM sources WHERE identity=?", (f"unrecorded:{data}",),
+                                "INSERT INTO sources(kind, identity, location, classes, details) "
+                                "VALUES('imagefolder',?,?,'[]','{}')", (f"unrecorded:{data}", data))
+            new = int(db.execute(
+                "INSERT INTO evaluations(model_id, source_id, benchmark, edition, seed, release, label_space_id, "
+                "options, created) VALUES(?,?,'imagenet-noc','224',?,0,?,?,?)",
+                (mid, sid, int(seed), ls, _json({"benchmark": bench, "identity": ident}), created),
+            ).lastrowid or 0)
+            conds = db.execute(
+                "SELECT condition, COUNT(*), MIN(rowid) FROM overlap_noc_predictions WHERE eval_id=? "
+                "GROUP BY condition ORDER BY condition != 'clean', MIN(rowid)", (eid,)
+            ).fetchall()
+            for cond, n, _ in conds:
+                rid = run(new, sid, cond, int(n), created)
+                db.execute(
+                    "INSERT INTO records(run_id, item, label, correct) SELECT ?, key, -1, correct != 0 "
+                    "FROM overlap_noc_predictions WHERE eval_id=? AND condition=?", (rid, eid, cond))
+        for t in ("overlap_noc_predictions", "overlap_noc_evals"):
+            db.execute(f"DROP TABLE {t}")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _script(_SCHEMA_V2),
+    2: _migrate_2_to_3,
+}
+"""``MIGRATIONS[k]`` brings a store from schema version k to k + 1 (run in one transaction, in order)."""
+
 
 
 @dataclass(frozen=True)
@@ -237,11 +424,18 @@ class EvaluationInfo:
     seed: int
     release: bool
     created: float
+    options: dict[str, Any] = field(default_factory=dict, hash=False)
+    """Benchmark-specific identity of the evaluation (ImageNet-D: the mapping's digest; ImageNet-NOC: the benchmark)."""
 
 
 @dataclass(frozen=True)
 class RunInfo:
-    """One stored run (one condition of an evaluation) with its counts."""
+    """One stored run (one condition of an evaluation) with its counts.
+
+    ``corruption``/``severity`` are the stored ``condition``/``level`` (also readable under
+    those names): a corruption and severity for ImageNet-C, a domain and 0 for ImageNet-D,
+    a perturbation and level for ImageNet-P, whose items have ``frames`` frames each.
+    """
 
     id: int
     evaluation_id: int
@@ -253,11 +447,24 @@ class RunInfo:
     n_wrong: int
     n_skipped: int
     error: str | None
+    frames: int = 1
+    n_unjudged: int = 0
+    """Still images stored without a right/wrong flag (ImageNet-D rows of schema 2, scored with the mapping)."""
+
+    @property
+    def condition(self) -> str:
+        """The stored condition name (``corruption``)."""
+        return self.corruption
+
+    @property
+    def level(self) -> int:
+        """The stored level (``severity``)."""
+        return self.severity
 
     @property
     def top1_error(self) -> float | None:
-        """Top-1 error over the predicted images (None if none)."""
-        return self.n_wrong / self.n_predicted if self.n_predicted else None
+        """Top-1 error over the predicted images (None if none, or if some carry no right/wrong flag)."""
+        return self.n_wrong / self.n_predicted if self.n_predicted and not self.n_unjudged else None
 
 
 @dataclass(frozen=True)
@@ -370,9 +577,8 @@ class ResultsStore:
             )
         self._begin()
         try:
-            for stmt in (_SCHEMA + _SCHEMA_V2).split(";"):
-                if stmt.strip():
-                    self._db.execute(stmt)
+            _script(_SCHEMA + _SCHEMA_V3_RESULTS)(self._db)
+            _import_companions(self._db)  # a file ImageNet-D or ImageNet-NOC wrote before schema 3
             self._db.execute("INSERT OR IGNORE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES('created_by', 'shiftbench')")
         except BaseException:
@@ -408,22 +614,31 @@ class ResultsStore:
                 time.sleep(0.2)
 
     def _migrate(self) -> None:
-        """Upgrade an older store in place, one version at a time, each step in one transaction."""
-        while True:
-            self._begin()
-            try:
-                found = int(self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
-                if found >= SCHEMA_VERSION:
-                    self._db.execute("COMMIT")
-                    return
-                for stmt in _MIGRATIONS[found].split(";"):
-                    if stmt.strip():
-                        self._db.execute(stmt)
-                self._db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(found + 1),))
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        """Upgrade an older store in place, one version at a time (:data:`MIGRATIONS`), each step in one
+        transaction: a step that fails leaves the file as it was before that step."""
+        self._db.execute("PRAGMA foreign_keys=OFF")  # tables are rebuilt; the keys are checked before each commit
+        try:
+            while True:
+                self._begin()
+                try:
+                    found = int(self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+                    if found >= SCHEMA_VERSION:
+                        self._db.execute("COMMIT")
+                        return
+                    MIGRATIONS[found](self._db)
+                    bad = self._db.execute("PRAGMA foreign_key_check").fetchall()
+                    if bad:
+                        raise StoreError(
+                            f"--store {str(self.path)!r}: upgrading schema {found} to {found + 1} left "
+                            f"{len(bad)} row(s) without their parent (first: table {bad[0][0]}); the file is unchanged"
+                        )
+                    self._db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(found + 1),))
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+        finally:
+            self._db.execute("PRAGMA foreign_keys=ON")
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -517,19 +732,21 @@ class ResultsStore:
         seed: int,
         release: bool,
         label_space_id: int,
+        options: dict[str, Any] | None = None,
     ) -> int:
         """Id of the evaluation with these settings (inserted on first use).
 
         ``source_id`` is the data the corrupted images come from; the clean run
         may use other data (its own ``source_id`` is stored with the run).
+        ``options``: benchmark-specific identity (JSON; part of the evaluation's key).
         """
-        key = (model_id, source_id, benchmark, edition, seed, int(release), label_space_id)
+        key = (model_id, source_id, benchmark, edition, seed, int(release), label_space_id, _json(options or {}))
         return self._get_or_insert(
             "SELECT id FROM evaluations WHERE model_id=? AND source_id=? AND benchmark=? "
-            "AND edition=? AND seed=? AND release=? AND label_space_id=?",
+            "AND edition=? AND seed=? AND release=? AND label_space_id=? AND options=?",
             key,
             "INSERT INTO evaluations(model_id, source_id, benchmark, edition, seed, release, "
-            "label_space_id, created) VALUES(?,?,?,?,?,?,?,?)",
+            "label_space_id, options, created) VALUES(?,?,?,?,?,?,?,?,?)",
             (*key, time.time()),
         )
 
@@ -537,68 +754,65 @@ class ResultsStore:
         self,
         evaluation_id: int,
         source_id: int,
-        corruption: str,
-        severity: int,
+        condition: str,
+        level: int,
         n_expected: int,
         versions: dict[str, str],
+        *,
+        frames: int = 1,
     ) -> int:
-        """Id of the run for this condition (inserted on first use).
+        """Id of the run for this condition and level (inserted on first use).
+
+        ``frames``: frames per item (1 for still images; T for ImageNet-P's videos).
 
         Raises:
-            StoreError: a stored run of this condition used other data, or expects a
-                different number of images (the data changed since it was started).
+            StoreError: a stored run of this condition used other data, another frame
+                count, or expects a different number of items (the data changed since it was started).
         """
         row = self._db.execute(
-            "SELECT id, n_expected, source_id FROM runs WHERE evaluation_id=? AND corruption=? AND severity=?",
-            (evaluation_id, corruption, severity),
+            "SELECT id, n_expected, source_id, frames FROM runs WHERE evaluation_id=? AND condition=? AND level=?",
+            (evaluation_id, condition, level),
         ).fetchone()
         if row is not None:
+            what = f"stored run {row[0]} ({condition}, {'level' if frames > 1 else 'severity'} {level})"
             if int(row[2]) != source_id:
                 loc = self._db.execute("SELECT location FROM sources WHERE id=?", (row[2],)).fetchone()
                 raise StoreError(
-                    f"stored run {row[0]} ({corruption}, severity {severity}) was evaluated on other data "
+                    f"{what} was evaluated on other data "
                     f"({loc[0] if loc else 'unknown'}). Rerun with --rerun to replace it, or pass another --store."
                 )
-            if int(row[1]) != n_expected:
+            if int(row[3]) != frames:
                 raise StoreError(
-                    f"stored run {row[0]} ({corruption}, severity {severity}) expects {row[1]} images but the data now "
-                    f"has {n_expected}: the data changed since it was started. Rerun with --rerun to start it over, "
-                    "or pass another --store."
+                    f"{what} has {row[3]} frames per item, not {frames}. Rerun with --rerun, or pass another --store."
+                )
+            if int(row[1]) != n_expected:
+                unit = "videos" if frames > 1 else "images"
+                raise StoreError(
+                    f"{what} expects {row[1]} {unit} but the data now has {n_expected}: the data changed since it "
+                    "was started. Rerun with --rerun to start it over, or pass another --store."
                 )
             return int(row[0])
         now = time.time()
         return self._get_or_insert(
-            "SELECT id FROM runs WHERE evaluation_id=? AND corruption=? AND severity=?",
-            (evaluation_id, corruption, severity),
-            "INSERT INTO runs(evaluation_id, source_id, corruption, severity, n_expected, status, versions, created, "
-            "updated) VALUES(?,?,?,?,?,'running',?,?,?)",
-            (
-                evaluation_id,
-                source_id,
-                corruption,
-                severity,
-                n_expected,
-                json.dumps(versions, sort_keys=True),
-                now,
-                now,
-            ),
+            "SELECT id FROM runs WHERE evaluation_id=? AND condition=? AND level=?",
+            (evaluation_id, condition, level),
+            "INSERT INTO runs(evaluation_id, source_id, condition, level, frames, n_expected, status, versions, "
+            "created, updated) VALUES(?,?,?,?,?,?,'running',?,?,?)",
+            (evaluation_id, source_id, condition, level, frames, n_expected, _json(versions), now, now),
         )
 
     def delete_runs(self, run_ids: Sequence[int]) -> None:
-        """Delete runs with their predictions and skips (for ``--rerun``)."""
+        """Delete runs with their records (for ``--rerun``)."""
         with self.transaction():
             for rid in run_ids:
-                self._db.execute("DELETE FROM predictions WHERE run_id=?", (rid,))
-                self._db.execute("DELETE FROM skipped WHERE run_id=?", (rid,))
+                self._db.execute("DELETE FROM records WHERE run_id=?", (rid,))
                 self._db.execute("DELETE FROM runs WHERE id=?", (rid,))
 
     # -- writing ---------------------------------------------------------------------
 
     def done_keys(self, run_id: int) -> set[str]:
-        """Image ids already predicted or skipped in a run."""
-        keys = {r[0] for r in self._db.execute("SELECT image FROM predictions WHERE run_id=?", (run_id,))}
-        keys.update(r[0] for r in self._db.execute("SELECT image FROM skipped WHERE run_id=?", (run_id,)))
-        return keys
+        """Item ids already recorded (predicted or skipped) in a run."""
+        return {r[0] for r in self._db.execute("SELECT item FROM records WHERE run_id=?", (run_id,))}
 
     def write_batch(
         self,
@@ -607,38 +821,68 @@ class ResultsStore:
         labels: Sequence[int],
         topk: Sequence[Sequence[int]],
         skipped: Sequence[tuple[str, str]] = (),
+        correct: Sequence[bool] | None = None,
     ) -> None:
-        """Store one batch of predictions (and skipped images) in one transaction.
+        """Store one batch of still-image predictions (and skipped images) in one transaction.
 
+        ``correct``: whether each top-1 prediction is right, for benchmarks whose labels are not
+        classes of the label space (ImageNet-D); default: top-1 equals the label.
         Rows already present are left as they are (a resumed run never duplicates).
         """
         rows = []
-        for key, label, top in zip(keys, labels, topk, strict=True):
+        if correct is not None and len(correct) != len(keys):
+            raise InvalidArgumentError("correct", len(correct), f"one flag per image ({len(keys)})")
+        for j, (key, label, top) in enumerate(zip(keys, labels, topk, strict=True)):
             t = [int(v) for v in top][:5]
+            if not t:
+                raise InvalidArgumentError("topk", list(top), "at least one predicted class per image")
+            ok = int(t[0] == int(label)) if correct is None else int(bool(correct[j]))
             t += [None] * (5 - len(t))  # type: ignore[list-item]
-            rows.append((run_id, key, int(label), *t))
+            rows.append((run_id, key, int(label), *t, ok))
         with self.transaction():
-            self._db.executemany("INSERT OR IGNORE INTO predictions VALUES(?,?,?,?,?,?,?,?)", rows)
             self._db.executemany(
-                "INSERT OR IGNORE INTO skipped VALUES(?,?,?)", [(run_id, k, r[:500]) for k, r in skipped]
+                "INSERT OR IGNORE INTO records(run_id, item, label, top1, top2, top3, top4, top5, correct) "
+                "VALUES(?,?,?,?,?,?,?,?,?)",
+                rows,
+            )
+            self._db.executemany(
+                "INSERT OR IGNORE INTO records(run_id, item, label, skipped) VALUES(?,?,-1,?)",
+                [(run_id, k, r[:500] or "unreadable") for k, r in skipped],
+            )
+            self._db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), run_id))
+
+    def write_sequences(
+        self,
+        run_id: int,
+        items: Sequence[tuple[str, int, Any]],
+        skipped: Sequence[tuple[str, int, str]] = (),
+    ) -> None:
+        """Store finished multi-frame items ``(key, label, T x 5 top-5)`` and skips ``(key, label, reason)``
+        in one transaction (:func:`encode_top5`). Rows already present are left as they are."""
+        rows = [(run_id, k, int(lab), encode_top5(t5), None) for k, lab, t5 in items]
+        rows += [(run_id, k, int(lab), None, reason[:500] or "unreadable") for k, lab, reason in skipped]
+        with self.transaction():
+            self._db.executemany(
+                "INSERT OR IGNORE INTO records(run_id, item, label, frames_top5, skipped) VALUES(?,?,?,?,?)", rows
             )
             self._db.execute("UPDATE runs SET updated=? WHERE id=?", (time.time(), run_id))
 
     def finish_run(self, run_id: int) -> bool:
-        """Mark a run complete if every expected image is predicted or skipped; returns whether it is."""
+        """Mark a run complete if every expected item is recorded and one is scored; returns whether it is."""
         with self.transaction():
             row = self._db.execute(
-                "SELECT n_expected, (SELECT COUNT(*) FROM predictions WHERE run_id=runs.id), "
-                "(SELECT COUNT(*) FROM skipped WHERE run_id=runs.id) FROM runs WHERE id=?",
+                "SELECT r.n_expected, COUNT(c.item), COALESCE(SUM(c.item IS NOT NULL AND c.skipped IS NULL), 0) FROM runs r "
+                "LEFT JOIN records c ON c.run_id=r.id WHERE r.id=? GROUP BY r.id",
                 (run_id,),
             ).fetchone()
             if row is None:
                 return False
-            done = int(row[1]) + int(row[2]) >= int(row[0]) and int(row[1]) > 0
+            done = int(row[1]) >= int(row[0]) and int(row[2]) > 0
             if done:
+                now = time.time()
                 self._db.execute(
                     "UPDATE runs SET status='complete', error=NULL, finished=?, updated=? WHERE id=?",
-                    (time.time(), time.time(), run_id),
+                    (now, now, run_id),
                 )
             return done
 
@@ -675,7 +919,7 @@ class ResultsStore:
         """Stored evaluations, oldest first (``model``: keep names containing this text)."""
         rows = self._db.execute(
             "SELECT e.id, m.name, m.checksum, s.kind, s.location, l.classes, l.mode, e.benchmark, e.edition, e.seed, "
-            "e.release, e.created FROM evaluations e JOIN models m ON m.id=e.model_id "
+            "e.release, e.created, e.options FROM evaluations e JOIN models m ON m.id=e.model_id "
             "JOIN sources s ON s.id=e.source_id JOIN label_spaces l ON l.id=e.label_space_id ORDER BY e.id"
         ).fetchall()
         out = [
@@ -692,6 +936,7 @@ class ResultsStore:
                 int(r[9]),
                 bool(r[10]),
                 float(r[11]),
+                json.loads(r[12]),
             )
             for r in rows
         ]
@@ -713,17 +958,19 @@ class ResultsStore:
         )
 
     def runs(self, evaluation_id: int) -> list[RunInfo]:
-        """Runs of an evaluation with their counts, clean first, then by corruption and severity."""
+        """Runs of an evaluation with their counts, level 0 (clean, domains) first, then in insertion order."""
         rows = self._db.execute(
-            "SELECT r.id, r.evaluation_id, r.corruption, r.severity, r.status, r.n_expected, "
-            "(SELECT COUNT(*) FROM predictions p WHERE p.run_id=r.id), "
-            "(SELECT COUNT(*) FROM predictions p WHERE p.run_id=r.id AND p.top1!=p.label), "
-            "(SELECT COUNT(*) FROM skipped k WHERE k.run_id=r.id), r.error "
-            "FROM runs r WHERE r.evaluation_id=? ORDER BY r.severity!=0, r.id",
+            "SELECT r.id, r.evaluation_id, r.condition, r.level, r.status, r.n_expected, "
+            "COALESCE(SUM(c.item IS NOT NULL AND c.skipped IS NULL), 0), COALESCE(SUM(c.correct = 0), 0), "
+            "COALESCE(SUM(c.skipped IS NOT NULL), 0), r.error, r.frames, "
+            "COALESCE(SUM(c.item IS NOT NULL AND c.skipped IS NULL AND c.frames_top5 IS NULL AND c.correct IS NULL), 0) "
+            "FROM runs r LEFT JOIN records c ON c.run_id=r.id "
+            "WHERE r.evaluation_id=? GROUP BY r.id ORDER BY r.level!=0, r.id",
             (evaluation_id,),
         ).fetchall()
         return [
-            RunInfo(int(r[0]), int(r[1]), r[2], int(r[3]), r[4], int(r[5]), int(r[6]), int(r[7]), int(r[8]), r[9])
+            RunInfo(int(r[0]), int(r[1]), r[2], int(r[3]), r[4], int(r[5]), int(r[6]), int(r[7]), int(r[8]), r[9],
+                    int(r[10]), int(r[11]))
             for r in rows
         ]
 
@@ -779,7 +1026,15 @@ class ResultsStore:
             InvalidArgumentError: several evaluations match (pass ``eval:<id>``), or
                 the match has no complete corrupted runs.
         """
-        evs = self.evaluations()
+        # Baselines are evaluations of corruptions at severities 1..5 on still images (not ImageNet-P's videos,
+        # nor benchmarks whose conditions have no severity).
+        graded = {
+            int(r[0])
+            for r in self._db.execute(
+                "SELECT evaluation_id FROM runs GROUP BY evaluation_id HAVING MAX(frames) = 1 AND MAX(level) >= 1"
+            )
+        }
+        evs = [e for e in self.evaluations() if e.id in graded]
         s = spec.strip()
         if s.startswith(("eval:", "#")):
             try:
@@ -827,7 +1082,29 @@ class ResultsStore:
             n_images=n or None,
         )
 
-    # -- ImageNet-P runs ---------------------------------------------------------------
+    def top5(self, run_id: int) -> tuple[list[str], np.ndarray, np.ndarray, list[tuple[str, str]]]:
+        """Stored still-image records of a run, ordered by item.
+
+        Returns:
+            ``(items, labels (N,), top-5 (N x 5 int64, -1 where not stored), skipped [(item, reason)])``.
+        """
+        items: list[str] = []
+        labels: list[int] = []
+        tops: list[list[int]] = []
+        skipped: list[tuple[str, str]] = []
+        for rec in self._db.execute(
+            "SELECT item, label, top1, top2, top3, top4, top5, skipped FROM records WHERE run_id=? ORDER BY item",
+            (run_id,),
+        ):
+            if rec[7] is not None:
+                skipped.append((rec[0], rec[7]))
+                continue
+            items.append(rec[0])
+            labels.append(int(rec[1]))
+            tops.append([-1 if v is None else int(v) for v in rec[2:7]])
+        return items, np.asarray(labels, dtype=np.int64), np.asarray(tops, dtype=np.int64).reshape(-1, 5), skipped
+
+    # -- ImageNet-P runs (runs whose items are videos of `frames` frames) ------------------
 
     def register_p_run(
         self,
@@ -839,61 +1116,21 @@ class ResultsStore:
         n_expected: int,
         versions: dict[str, str],
     ) -> int:
-        """Id of the ImageNet-P run for this perturbation and level (inserted on first use).
-
-        Raises:
-            StoreError: a stored run of this perturbation used other data, another
-                frame count, or expects a different number of videos.
-        """
-        row = self._db.execute(
-            "SELECT id, n_expected, source_id, frames FROM p_runs WHERE evaluation_id=? AND perturbation=? AND level=?",
-            (evaluation_id, perturbation, level),
-        ).fetchone()
-        if row is not None:
-            what = f"stored ImageNet-P run {row[0]} ({perturbation}, level {level})"
-            if int(row[2]) != source_id:
-                loc = self._db.execute("SELECT location FROM sources WHERE id=?", (row[2],)).fetchone()
-                raise StoreError(
-                    f"{what} was evaluated on other data ({loc[0] if loc else 'unknown'}). "
-                    "Rerun with --rerun to replace it, or pass another --store."
-                )
-            if int(row[3]) != frames:
-                raise StoreError(
-                    f"{what} has {row[3]} frames per video, not {frames}. Rerun with --rerun, or pass another --store."
-                )
-            if int(row[1]) != n_expected:
-                raise StoreError(
-                    f"{what} expects {row[1]} videos but the data now has {n_expected}: the data changed since it "
-                    "was started. Rerun with --rerun to start it over, or pass another --store."
-                )
-            return int(row[0])
-        now = time.time()
-        return self._get_or_insert(
-            "SELECT id FROM p_runs WHERE evaluation_id=? AND perturbation=? AND level=?",
-            (evaluation_id, perturbation, level),
-            "INSERT INTO p_runs(evaluation_id, source_id, perturbation, level, frames, n_expected, status, versions, "
-            "created, updated) VALUES(?,?,?,?,?,?,'running',?,?,?)",
-            (evaluation_id, source_id, perturbation, level, frames, n_expected, json.dumps(versions, sort_keys=True),
-             now, now),
-        )
+        """:meth:`register_run` for an ImageNet-P perturbation at one level, videos of ``frames`` frames."""
+        return self.register_run(evaluation_id, source_id, perturbation, level, n_expected, versions, frames=frames)
 
     def p_runs(self, evaluation_id: int) -> list[PRunInfo]:
         """ImageNet-P runs of an evaluation with their counts, in insertion order."""
-        rows = self._db.execute(
-            "SELECT r.id, r.evaluation_id, r.perturbation, r.level, r.frames, r.status, r.n_expected, "
-            "(SELECT COUNT(*) FROM p_videos v WHERE v.run_id=r.id AND v.top5 IS NOT NULL), "
-            "(SELECT COUNT(*) FROM p_videos v WHERE v.run_id=r.id AND v.top5 IS NULL), r.error "
-            "FROM p_runs r WHERE r.evaluation_id=? ORDER BY r.id",
-            (evaluation_id,),
-        ).fetchall()
         return [
-            PRunInfo(int(r[0]), int(r[1]), r[2], int(r[3]), int(r[4]), r[5], int(r[6]), int(r[7]), int(r[8]), r[9])
-            for r in rows
+            PRunInfo(r.id, r.evaluation_id, r.condition, r.level, r.frames, r.status, r.n_expected, r.n_predicted,
+                     r.n_skipped, r.error)
+            for r in sorted(self.runs(evaluation_id), key=lambda r: r.id)
+            if r.frames > 1
         ]
 
     def p_done_videos(self, run_id: int) -> set[str]:
-        """Videos of an ImageNet-P run already scored or skipped."""
-        return {r[0] for r in self._db.execute("SELECT video FROM p_videos WHERE run_id=?", (run_id,))}
+        """Videos of an ImageNet-P run already scored or skipped (:meth:`done_keys`)."""
+        return self.done_keys(run_id)
 
     def write_p_videos(
         self,
@@ -901,52 +1138,25 @@ class ResultsStore:
         videos: Sequence[tuple[str, int, Any]],
         skipped: Sequence[tuple[str, int, str]] = (),
     ) -> None:
-        """Store finished videos ``(video, label, T x 5 top-5)`` and skips ``(video, label, reason)`` in one transaction.
-
-        Rows already present are left as they are (a resumed run never duplicates).
-        """
-        rows = [(run_id, v, int(lab), encode_top5(t5), None) for v, lab, t5 in videos]
-        rows += [(run_id, v, int(lab), None, reason[:500] or "unreadable") for v, lab, reason in skipped]
-        with self.transaction():
-            self._db.executemany("INSERT OR IGNORE INTO p_videos VALUES(?,?,?,?,?)", rows)
-            self._db.execute("UPDATE p_runs SET updated=? WHERE id=?", (time.time(), run_id))
+        """:meth:`write_sequences` for ImageNet-P videos."""
+        self.write_sequences(run_id, videos, skipped)
 
     def finish_p_run(self, run_id: int) -> bool:
-        """Mark an ImageNet-P run complete if every expected video is stored; returns whether it is."""
-        with self.transaction():
-            row = self._db.execute(
-                "SELECT n_expected, (SELECT COUNT(*) FROM p_videos WHERE run_id=p_runs.id), "
-                "(SELECT COUNT(*) FROM p_videos WHERE run_id=p_runs.id AND top5 IS NOT NULL) FROM p_runs WHERE id=?",
-                (run_id,),
-            ).fetchone()
-            if row is None:
-                return False
-            done = int(row[1]) >= int(row[0]) and int(row[2]) > 0
-            if done:
-                now = time.time()
-                self._db.execute(
-                    "UPDATE p_runs SET status='complete', error=NULL, finished=?, updated=? WHERE id=?",
-                    (now, now, run_id),
-                )
-            return done
+        """:meth:`finish_run` for an ImageNet-P run."""
+        return self.finish_run(run_id)
 
     def set_p_status(self, run_ids: Sequence[int], status: str, message: str | None = None) -> None:
         """Mark unfinished ImageNet-P runs ``'running'`` (on resume) or ``'failed'`` (with a message)."""
         if status not in ("running", "failed"):
             raise InvalidArgumentError("status", status, "'running' or 'failed'")
-        with self.transaction():
-            for rid in run_ids:
-                self._db.execute(
-                    "UPDATE p_runs SET status=?, error=?, updated=? WHERE id=? AND status!='complete'",
-                    (status, None if message is None else message[:2000], time.time(), rid),
-                )
+        if status == "running":
+            self.mark_running(run_ids)
+        else:
+            self.fail_runs(run_ids, message or "failed")
 
     def delete_p_runs(self, run_ids: Sequence[int]) -> None:
         """Delete ImageNet-P runs with their videos (for ``--rerun``)."""
-        with self.transaction():
-            for rid in run_ids:
-                self._db.execute("DELETE FROM p_videos WHERE run_id=?", (rid,))
-                self._db.execute("DELETE FROM p_runs WHERE id=?", (rid,))
+        self.delete_runs(run_ids)
 
     def p_top5(self, run_id: int) -> tuple[list[str], np.ndarray, np.ndarray, list[tuple[str, str]]]:
         """Stored videos of an ImageNet-P run, ordered by video id.
@@ -954,8 +1164,8 @@ class ResultsStore:
         Returns:
             ``(videos, labels (N,), top5 (N x T x 5 int64), skipped [(video, reason)])``.
         """
-        row = self._db.execute("SELECT frames FROM p_runs WHERE id=?", (run_id,)).fetchone()
-        if row is None:
+        row = self._db.execute("SELECT frames FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None or int(row[0]) < 2:
             raise InvalidArgumentError("run", run_id, "the id of a stored ImageNet-P run")
         frames = int(row[0])
         videos: list[str] = []
@@ -963,7 +1173,7 @@ class ResultsStore:
         tops: list[np.ndarray] = []
         skipped: list[tuple[str, str]] = []
         for v, lab, blob, why in self._db.execute(
-            "SELECT video, label, top5, skipped FROM p_videos WHERE run_id=? ORDER BY video", (run_id,)
+            "SELECT item, label, frames_top5, skipped FROM records WHERE run_id=? ORDER BY item", (run_id,)
         ):
             if blob is None:
                 skipped.append((v, why))
@@ -993,16 +1203,21 @@ class ResultsStore:
             raise InvalidArgumentError("table", table, f"one of {', '.join(EXPORT_TABLES)}")
         if table.startswith("p_"):
             return self._p_rows(table, evaluation_id)
-        where = "" if evaluation_id is None else "WHERE e.id=?"
+        where = "" if evaluation_id is None else "AND e.id=?"
         args: tuple[Any, ...] = () if evaluation_id is None else (evaluation_id,)
         base = (
             "SELECT r.id, e.id, m.name, m.checksum, s.kind, s.location, e.benchmark, e.edition, e.seed, e.release, "
-            "r.corruption, r.severity, r.status, r.n_expected, r.versions, r.error, l.classes "
+            "r.condition, r.level, r.status, r.n_expected, r.versions, r.error, l.classes, "
+            "json_extract(e.options, '$.label_classes'), s.classes "
             "FROM runs r JOIN evaluations e ON e.id=r.evaluation_id JOIN models m ON m.id=e.model_id "
-            f"JOIN sources s ON s.id=r.source_id JOIN label_spaces l ON l.id=e.label_space_id {where} ORDER BY r.id"
+            f"JOIN sources s ON s.id=r.source_id JOIN label_spaces l ON l.id=e.label_space_id "
+            f"WHERE r.frames=1 {where} ORDER BY r.id"
         )
         out: list[dict[str, Any]] = []
+        runs: dict[int, RunInfo] = {}
         for r in self._db.execute(base, args).fetchall():
+            if int(r[0]) not in runs:
+                runs.update((x.id, x) for x in self.runs(int(r[1])))
             meta = {
                 "run": int(r[0]),
                 "evaluation": int(r[1]),
@@ -1018,7 +1233,7 @@ class ResultsStore:
                 "severity": int(r[11]),
             }
             if table == "runs":
-                info = next(x for x in self.runs(int(r[1])) if x.id == int(r[0]))
+                info = runs[int(r[0])]
                 out.append(
                     {
                         **meta,
@@ -1033,33 +1248,36 @@ class ResultsStore:
                 )
                 continue
             classes = json.loads(r[16])
+            # labels of evaluations with options {"label_classes": "source"} (ImageNet-D) index the data's classes
+            names = json.loads(r[18]) if r[17] == "source" else classes
             for p in self._db.execute(
-                "SELECT image, label, top1, top2, top3, top4, top5 FROM predictions WHERE run_id=? ORDER BY image",
+                "SELECT item, label, top1, top2, top3, top4, top5, correct FROM records "
+                "WHERE run_id=? AND skipped IS NULL ORDER BY item",
                 (r[0],),
             ):
-                top = [v for v in p[2:] if v is not None]
+                top = [v for v in p[2:7] if v is not None]
                 out.append(
                     {
                         **meta,
                         "image": p[0],
                         "label": int(p[1]),
-                        "label_class": classes[int(p[1])] if 0 <= int(p[1]) < len(classes) else None,
-                        "top1": int(p[2]),
+                        "label_class": names[int(p[1])] if 0 <= int(p[1]) < len(names) else None,
+                        "top1": None if p[2] is None else int(p[2]),
                         "top5": " ".join(str(int(v)) for v in top),
                         "top5_classes": " ".join(classes[int(v)] for v in top if 0 <= int(v) < len(classes)),
-                        "correct": int(p[2]) == int(p[1]),
+                        "correct": bool(p[7]),
                     }
                 )
         return out
 
     def _p_rows(self, table: str, evaluation_id: int | None) -> list[dict[str, Any]]:
-        where = "" if evaluation_id is None else "WHERE e.id=?"
+        where = "" if evaluation_id is None else "AND e.id=?"
         args: tuple[Any, ...] = () if evaluation_id is None else (evaluation_id,)
         base = (
             "SELECT r.id, e.id, m.name, m.checksum, s.kind, s.location, e.benchmark, e.edition, e.seed, "
-            "r.perturbation, r.level, r.frames, r.status, r.n_expected, r.versions, r.error "
-            "FROM p_runs r JOIN evaluations e ON e.id=r.evaluation_id JOIN models m ON m.id=e.model_id "
-            f"JOIN sources s ON s.id=r.source_id {where} ORDER BY r.id"
+            "r.condition, r.level, r.frames, r.status, r.n_expected, r.versions, r.error "
+            "FROM runs r JOIN evaluations e ON e.id=r.evaluation_id JOIN models m ON m.id=e.model_id "
+            f"JOIN sources s ON s.id=r.source_id WHERE r.frames>1 {where} ORDER BY r.id"
         )
         out: list[dict[str, Any]] = []
         for r in self._db.execute(base, args).fetchall():
@@ -1092,7 +1310,7 @@ class ResultsStore:
                 )
                 continue
             for v, lab, blob, why in self._db.execute(
-                "SELECT video, label, top5, skipped FROM p_videos WHERE run_id=? ORDER BY video", (r[0],)
+                "SELECT item, label, frames_top5, skipped FROM records WHERE run_id=? ORDER BY item", (r[0],)
             ):
                 t5 = None if blob is None else decode_top5(blob, int(r[11]))
                 out.append(

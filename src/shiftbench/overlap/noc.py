@@ -16,7 +16,6 @@ ImageNet-NOC and saved benchmarks the same way.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import threading
@@ -28,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..corruptions.candidates import CANDIDATES
 from ..errors import DataError, InvalidArgumentError
@@ -203,6 +201,26 @@ def _from_doc(doc: Any, origin: str) -> NocBenchmark:
         raise DataError(f"{origin}: malformed saved benchmark ({e!r})") from e
 
 
+BENCHMARK = "imagenet-noc"
+"""The benchmark name of every stored ImageNet-NOC (or saved-benchmark) evaluation; options name the benchmark."""
+
+
+def stored_options(bench: NocBenchmark) -> dict[str, Any]:
+    """The stored evaluation's identity besides model, data and seed: the benchmark's name and corruptions."""
+    return {"benchmark": bench.name, "corruptions": list(bench.corruptions)}
+
+
+def find_benchmark(spec: str | Path, store: str | Path) -> NocBenchmark:
+    """:func:`load_benchmark`, looking a saved name up in the overlap study tables of ``store`` only when needed."""
+    try:
+        return load_benchmark(spec)
+    except InvalidArgumentError:
+        if not Path(store).is_file():
+            raise
+    with OverlapStore(store) as ost:
+        return load_benchmark(spec, store=ost)
+
+
 def load_benchmark(spec: str | Path, *, store: OverlapStore | None = None) -> NocBenchmark:
     """``"imagenet-noc"``, a saved benchmark's JSON file, or a name saved in ``store``."""
     s = str(spec)
@@ -347,27 +365,6 @@ class CandidateSource(Source):
                 yield WorkBatch(c, keys, wb.labels[sel], x)
 
 
-class _NocSink:
-    """ImageNet-NOC's results: whether the top-1 prediction is right, per image and condition (``overlap_`` tables)."""
-
-    def __init__(self, db: OverlapStore, evaluation: int) -> None:
-        self.db, self.evaluation = db, evaluation
-
-    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> int:
-        if logits is None:
-            return 0
-        pred = logits.argmax(1).numpy()
-        name = "clean" if condition == CLEAN else condition[0]
-        self.db.noc_put(self.evaluation, name, [(k, bool(pred[j] == labels[j])) for j, k in enumerate(batch.keys)])
-        return len(batch.keys)
-
-    def finish(self, conditions: Sequence[Condition]) -> None:
-        """Complete once every image of every condition is stored (counted from the tables)."""
-
-    def fail(self, conditions: Sequence[Condition], reason: str) -> None:
-        """Stored rows stay; the next run evaluates the rest."""
-
-
 class _CallbackProgress:
     """``progress(done, total)`` callbacks as the evaluation loop's progress display."""
 
@@ -400,7 +397,10 @@ def evaluate_noc(
     classes: str | Sequence[str] = "auto",
     progress: Callable[[int, int], None] | None = None,
 ) -> NocResult:
-    """Evaluate a classifier on ImageNet-NOC or a saved benchmark; predictions go to the store's ``overlap_`` tables.
+    """Evaluate a classifier on ImageNet-NOC or a saved benchmark; top-5 predictions go to the results store.
+
+    One evaluation (benchmark ``imagenet-noc``, options: the benchmark's name and corruptions),
+    one run per condition (``clean`` and each candidate, level 0), one record per image.
 
     Each corrupted image draws one value from its corruption's whole range (seeded by the
     image's path and ``seed``). Images already stored for the same model, data, benchmark and
@@ -414,15 +414,16 @@ def evaluate_noc(
     """
     from ..evaluation.data import ImageFolderSource, foolbox_imagenet
     from ..evaluation.models import load_model, resolve_label_space
-    from ..evaluation.runner import Work, run_conditions, want_prefetch
+    from ..evaluation.runner import RunStoreSink, Work, package_versions, run_conditions, want_prefetch
+    from ..evaluation.store import ResultsStore
 
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InvalidArgumentError("seed", seed, "a non-negative integer")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidArgumentError("batch_size", batch_size, "an integer >= 1")
-    db = OverlapStore(store)
+    bench = benchmark if isinstance(benchmark, NocBenchmark) else find_benchmark(benchmark, store)
+    db = ResultsStore(store)
     try:
-        bench = benchmark if isinstance(benchmark, NocBenchmark) else load_benchmark(benchmark, store=db)
         names = list(bench.corruptions)
         if corruptions:
             wanted = [c if c in CANDIDATES else f"noc_{c}" for c in corruptions]
@@ -442,25 +443,31 @@ def evaluate_noc(
         if space.mode == "list":
             src.select_classes(space.classes)
         lmap = np.array([space.classes.index(c) if c in space.classes else -1 for c in src.classes], dtype=np.int64)
-        ident = hashlib.sha256(
-            json.dumps([clf.identity, clf.checksum, src.identity, bench.name, list(bench.corruptions), seed]).encode()
-        ).hexdigest()
-        eid = db.noc_eval(ident, clf.name, src.describe(), bench.name, seed)
+        mid = db.register_model(clf.name, clf.identity, clf.checksum, clf.details)
+        sid = db.register_source(src.kind, src.identity, src.describe(), src.classes, {})
+        lid = db.register_label_space(space.digest, space.mode, space.classes)
+        eid = db.register_evaluation(mid, sid, BENCHMARK, "224", seed, False, lid, stored_options(bench))
         items = src.items(CLEAN)
         conds = ["clean", *names]
-        pending = {c: {it.key for it in items} - db.noc_done(eid, c) for c in conds}
         cand_src = CandidateSource(src, conds)
+        versions = package_versions()
+        run_ids = {cand_src.condition(c): db.register_run(eid, sid, c, 0, len(items), versions) for c in conds}
+        pending = {cond: {it.key for it in items} - db.done_keys(rid) for cond, rid in run_ids.items()}
+        for cond, keys in pending.items():
+            if not keys:
+                db.finish_run(run_ids[cond])
+        db.mark_running([run_ids[c] for c, keys in pending.items() if keys])
         written = run_conditions(
             clf,
             space,
-            [Work(cand_src, lmap, {cand_src.condition(c): keys for c, keys in pending.items()})],
-            _NocSink(db, eid),
+            [Work(cand_src, lmap, pending)],
+            RunStoreSink(db, run_ids),
             batch_size=batch_size,
             seed=seed,
             progress=None if progress is None else _CallbackProgress(progress),
             prefetch=want_prefetch(clf.device),
         )
-        errs = db.noc_errors(eid)
+        errs = {r.condition: (r.top1_error, r.n_predicted) for r in db.runs(eid) if r.top1_error is not None}
         missing = [c for c in conds if c not in errs]
         if missing:
             raise DataError(f"no stored predictions for {', '.join(missing)} (no readable images?)")

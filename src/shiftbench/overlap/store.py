@@ -2,7 +2,9 @@
 
 They can live in their own file (the default of a study: ``<output>/overlap.sqlite``)
 or next to the evaluation tables in the results store: every table is created with
-``CREATE TABLE IF NOT EXISTS`` and none of the evaluation's tables is touched.
+``CREATE TABLE IF NOT EXISTS`` and none of the evaluation's tables is touched. They are
+a training study's bookkeeping (and saved benchmarks); ImageNet-NOC's evaluations are
+stored by :class:`shiftbench.evaluation.store.ResultsStore` like every benchmark's.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,22 +67,6 @@ CREATE TABLE IF NOT EXISTS overlap_benchmarks (
     name TEXT PRIMARY KEY,
     doc TEXT NOT NULL,
     created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS overlap_noc_evals (
-    id INTEGER PRIMARY KEY,
-    identity TEXT NOT NULL UNIQUE,
-    model TEXT NOT NULL,
-    data TEXT NOT NULL,
-    benchmark TEXT NOT NULL,
-    seed INTEGER NOT NULL,
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS overlap_noc_predictions (
-    eval_id INTEGER NOT NULL REFERENCES overlap_noc_evals(id),
-    condition TEXT NOT NULL,
-    key TEXT NOT NULL,
-    correct INTEGER NOT NULL,
-    PRIMARY KEY (eval_id, condition, key)
 );
 """
 
@@ -266,40 +252,3 @@ class OverlapStore:
     def benchmarks(self) -> list[str]:
         return [str(n) for (n,) in self.db.execute("SELECT name FROM overlap_benchmarks ORDER BY name")]
 
-    # ImageNet-NOC evaluations ------------------------------------------------------------------
-
-    def noc_eval(self, identity: str, model: str, data: str, benchmark: str, seed: int) -> int:
-        row = self.db.execute("SELECT id FROM overlap_noc_evals WHERE identity = ?", (identity,)).fetchone()
-        if row:
-            return int(row[0])
-        with self.db:
-            cur = self.db.execute(
-                "INSERT INTO overlap_noc_evals (identity, model, data, benchmark, seed, created) VALUES (?, ?, ?, ?, ?, ?)",
-                (identity, model, data, benchmark, seed, time.time()),
-            )
-        return int(cur.lastrowid or 0)
-
-    def noc_done(self, eval_id: int, condition: str) -> set[str]:
-        return {
-            str(k)
-            for (k,) in self.db.execute(
-                "SELECT key FROM overlap_noc_predictions WHERE eval_id = ? AND condition = ?", (eval_id, condition)
-            )
-        }
-
-    def noc_put(self, eval_id: int, condition: str, rows: Iterable[tuple[str, bool]]) -> None:
-        with self.db:
-            self.db.executemany(
-                "INSERT OR REPLACE INTO overlap_noc_predictions (eval_id, condition, key, correct) VALUES (?, ?, ?, ?)",
-                [(eval_id, condition, k, int(c)) for k, c in rows],
-            )
-
-    def noc_errors(self, eval_id: int) -> dict[str, tuple[float, int]]:
-        """``{condition: (top-1 error, number of images)}``."""
-        out = {}
-        for cond, n, c in self.db.execute(
-            "SELECT condition, COUNT(*), SUM(correct) FROM overlap_noc_predictions WHERE eval_id = ? GROUP BY condition",
-            (eval_id,),
-        ):
-            out[str(cond)] = (1.0 - (c or 0) / n, int(n))
-        return out

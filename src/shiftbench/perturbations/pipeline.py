@@ -24,6 +24,7 @@ Data:
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,18 +36,22 @@ import torch
 
 from ..editions import get_edition
 from ..io import DECODE_ERRORS, load_image_rgb
-from ..errors import DataError, InvalidArgumentError, ShiftbenchError, UnknownNameError
+from ..errors import DataError, InvalidArgumentError, UnknownNameError
 from ..evaluation.data import (
     BAD_IMAGE_POLICIES,
     CLEAN,
+    Condition,
     ImageFolderSource,
+    Item,
+    Source,
+    WorkBatch,
     digest,
     spread_evenly,
     foolbox_imagenet,
 )
-from ..evaluation.errors import ImageReadError, IncompleteDatasetError, ModelOutputError
-from ..evaluation.models import DEFAULT_MODEL, Classifier, LabelSpace, check_logits, load_model, resolve_label_space
-from ..evaluation.runner import package_versions
+from ..evaluation.errors import ImageReadError, IncompleteDatasetError
+from ..evaluation.models import DEFAULT_MODEL, Classifier, load_model, resolve_label_space
+from ..evaluation.runner import Work, package_versions, run_conditions
 from ..evaluation.store import DEFAULT_STORE, PRunInfo, ResultsStore
 from ._errors import CorruptVideoError, InvalidDifficultyError, UnknownPerturbationError
 from ._source import prepare
@@ -470,88 +475,142 @@ def _open_released(
 # -- the model side --------------------------------------------------------------------------
 
 
-class _Batcher:
-    """Feeds frames to the model in batches and stores each video as soon as all its frames are ranked."""
+class _FrameSource(Source):
+    """An ImageNet-P source as a source of the shared loop (:func:`run_conditions`).
+
+    Conditions are ``(perturbation, level)``, items are videos. Batches hold the frames of the
+    pending videos of one condition, ``batch_size`` frames each, in the order the videos'
+    blocks come (a few videos per block); frames of another size (Tiny-ImageNet-P motion
+    blur) start a new batch, and each condition's last batch may be shorter.
+    """
+
+    def __init__(
+        self, src: _PSource, videos: Mapping[Condition, list[_Video]], frames: Mapping[Condition, int],
+        device: torch.device,
+    ) -> None:
+        self.src, self.videos, self.frames, self.device = src, videos, frames, device
+        self.kind, self.identity, self.location = src.kind, src.identity, src.location
+        self.classes, self.edition, self.on_the_fly = src.classes, src.edition, src.on_the_fly
+
+    def conditions(self) -> list[Condition]:
+        return list(self.videos)
+
+    def items(self, condition: Condition) -> list[Item]:
+        return [Item(v.key, v.label, v.path) for v in self.videos[condition]]
+
+    def select_classes(self, classes: Sequence[str]) -> None:
+        self.src.select_classes(classes)
+
+    def batches(
+        self,
+        pending: Mapping[Condition, set[str]],
+        *,
+        batch_size: int,
+        seed: int,
+        release: bool,
+        stop: threading.Event | None = None,
+    ) -> Iterator[WorkBatch]:
+        for cond, videos in self.videos.items():
+            want = pending.get(cond) or set()
+            todo = [v for v in videos if v.key in want]
+            if not todo:
+                continue
+            t = self.frames[cond]
+            buf: list[torch.Tensor] = []
+            where: list[tuple[str, int, int]] = []
+
+            def take(n: int) -> WorkBatch:
+                nonlocal buf, where
+                x = torch.cat(buf) if len(buf) > 1 else buf[0]
+                rows, where = where[:n], where[n:]
+                buf = [x[n:]] if x.shape[0] > n else []
+                return WorkBatch(cond, [k for k, _, _ in rows], torch.tensor([lab for _, lab, _ in rows],
+                                 dtype=torch.int64), x[:n], frames=[f for _, _, f in rows])  # fmt: skip
+
+            group = max(1, math.ceil(2 * batch_size / t))
+            for block in self.src.blocks(cond[0], cond[1], todo, seed=seed, device=self.device, group=group):
+                if stop is not None and stop.is_set():
+                    return
+                if block.skipped:
+                    yield WorkBatch(cond, [], torch.zeros(0, dtype=torch.int64), torch.zeros((0, 3, 1, 1),
+                                    dtype=torch.uint8), [(k, r) for k, _, r in block.skipped])  # fmt: skip
+                if block.frames is None or not block.keys:
+                    continue
+                x = block.frames
+                if buf and tuple(buf[-1].shape[1:]) != tuple(x.shape[2:]):
+                    yield take(len(where))  # frames of another size cannot share a batch
+                for i, (key, lab) in enumerate(zip(block.keys, block.labels, strict=True)):
+                    where.extend((key, int(lab), block.first + j) for j in range(int(x.shape[1])))
+                    buf.append(x[i])
+                while len(where) >= batch_size:
+                    yield take(batch_size)
+            if where:
+                yield take(len(where))
+
+
+class _VideoSink:
+    """ImageNet-P's records: the top-5 classes of every frame of a video, stored once all its frames are ranked.
+
+    A run is marked complete as soon as its last pending video is stored (so an error in a later
+    run leaves it complete); ``labels`` are the videos' labels in the label space (-1: none).
+    """
 
     def __init__(
         self,
-        clf: Classifier,
-        space: LabelSpace,
-        batch_size: int,
-        frames: int,
         db: ResultsStore,
-        run_id: int,
-        description: str,
-        progress: PProgress | None,
+        clf: Classifier,
+        run_ids: Mapping[Condition, int],
+        frames: Mapping[Condition, int],
+        labels: Mapping[Condition, Mapping[str, int]],
+        pending: Mapping[Condition, set[str]],
     ) -> None:
-        self.clf, self.space, self.bs, self.t = clf, space, batch_size, frames
-        self.db, self.run_id, self.description, self.progress = db, run_id, description, progress
-        self.frames: list[torch.Tensor] = []
-        self.where: list[tuple[str, int]] = []
-        self.pending = 0
-        self.top5: dict[str, np.ndarray] = {}
-        self.count: dict[str, int] = {}
-        self.labels: dict[str, int] = {}
-        self.written = 0
+        self.db, self.clf, self.run_ids, self.frames, self.labels = db, clf, run_ids, frames, labels
+        self.left = {c: set(keys) for c, keys in pending.items()}
+        self.top5: dict[tuple[Condition, str], np.ndarray] = {}
+        self.count: dict[tuple[Condition, str], int] = {}
 
-    def add(self, block: _Block) -> None:
-        if block.skipped:
-            self.db.write_p_videos(self.run_id, [], block.skipped)
-        if block.frames is None or not block.keys:
-            return
-        x = block.frames
-        b, tc = int(x.shape[0]), int(x.shape[1])
-        if self.frames and tuple(self.frames[-1].shape[1:]) != tuple(x.shape[2:]):
-            self.flush()  # frames of another size (Tiny-ImageNet-P motion blur) cannot share a batch
-        for i, (key, lab) in enumerate(zip(block.keys, block.labels, strict=True)):
-            if key not in self.top5:
-                self.top5[key] = np.zeros((self.t, 5), dtype=np.int64)
-                self.count[key] = 0
-                self.labels[key] = int(lab)
-            self.where.extend((key, block.first + j) for j in range(tc))
-            self.frames.append(x[i])
-        self.pending += b * tc
-        while self.pending >= self.bs:
-            self._run(self.bs)
+    def _stored(self, condition: Condition, keys: Sequence[str]) -> None:
+        left = self.left[condition]
+        left.difference_update(keys)
+        if not left:
+            self.db.finish_run(self.run_ids[condition])
 
-    def flush(self) -> None:
-        while self.pending:
-            self._run(min(self.pending, self.bs))
-
-    def _run(self, n: int) -> None:
-        x = torch.cat(self.frames) if len(self.frames) > 1 else self.frames[0]
-        batch, rest = x[:n], x[n:]
-        where, self.where = self.where[:n], self.where[n:]
-        self.frames = [rest] if rest.shape[0] else []
-        self.pending -= n
-        logits = self.space.restrict(self.clf.logits(batch))
-        if logits.shape[1] != len(self.space.classes):
-            raise ModelOutputError(
-                self.clf.name,
-                "output width does not match the class set",
-                f"{len(self.space.classes)} logits (the dataset's classes, in order)",
-                f"{logits.shape[1]}",
-                "Pass classes= with the model's class ids so its outputs can be mapped or restricted.",
-            )
+    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> int:
+        rid, t = self.run_ids[condition], self.frames[condition]
+        if batch.skipped:
+            self.db.write_sequences(rid, [], [(k, self.labels[condition][k], r) for k, r in batch.skipped])
+            self._stored(condition, [k for k, _ in batch.skipped])
+        if logits is None:
+            return 0
         if logits.shape[1] < 5:
             raise InvalidArgumentError(
                 "model", self.clf.name, "a classifier with at least 5 classes (ImageNet-P ranks the top 5)"
             )
-        check_logits(self.clf.name, logits, [f"{k} frame {f}" for k, f in where], self.description)
         top = top5_from_logits(logits.to(torch.float64))
         done: list[str] = []
-        for (key, f), row in zip(where, top, strict=True):
-            self.top5[key][f] = row
-            self.count[key] += 1
-            if self.count[key] == self.t:
+        for key, f, row in zip(batch.keys, batch.frames or [], top, strict=True):
+            k = (condition, key)
+            if k not in self.top5:
+                self.top5[k] = np.zeros((t, 5), dtype=np.int64)
+                self.count[k] = 0
+            self.top5[k][f] = row
+            self.count[k] += 1
+            if self.count[k] == t:
                 done.append(key)
         if done:
-            self.db.write_p_videos(self.run_id, [(k, self.labels[k], self.top5[k]) for k in done])
-            for k in done:
-                del self.top5[k], self.count[k], self.labels[k]
-            self.written += len(done)
-        if self.progress is not None:
-            self.progress.advance(n, self.description)
+            lab = self.labels[condition]
+            self.db.write_sequences(rid, [(key, lab[key], self.top5[(condition, key)]) for key in done])
+            for key in done:
+                del self.top5[(condition, key)], self.count[(condition, key)]
+            self._stored(condition, done)
+        return len(done)
+
+    def finish(self, conditions: Sequence[Condition]) -> None:
+        for c in conditions:
+            self.db.finish_run(self.run_ids[c])
+
+    def fail(self, conditions: Sequence[Condition], reason: str) -> None:
+        self.db.fail_runs([self.run_ids[c] for c in conditions], reason)
 
 
 # -- scores from the store -------------------------------------------------------------------
@@ -842,47 +901,43 @@ def evaluate_p(
         eval_id = db.register_evaluation(model_id, src_id, BENCHMARK, ed, seed if src.on_the_fly else -1, False, ls_id)
         if rerun:
             db.delete_p_runs([r.id for r in db.p_runs(eval_id) if (r.perturbation, r.level) in set(runs)])
-        dev = clf.device
-        plan: list[tuple[str, int, int, list[_Video]]] = []
+        videos: dict[Condition, list[_Video]] = {}
+        frames: dict[Condition, int] = {}
+        run_ids: dict[Condition, int] = {}
+        pending: dict[Condition, set[str]] = {}
+        labels: dict[Condition, dict[str, int]] = {}
         for name, lvl in runs:
-            spec = get_perturbation(name)
-            vids = src.videos(name, lvl)
-            t = spec.frames(ed)
-            rid = db.register_p_run(eval_id, src_id, name, lvl, t, len(vids), versions)
-            done = db.p_done_videos(rid)
-            todo = [v for v in vids if v.key not in done]
+            cond = (name, lvl)
+            videos[cond] = src.videos(name, lvl)
+            frames[cond] = get_perturbation(name).frames(ed)
+            run_ids[cond] = rid = db.register_run(
+                eval_id, src_id, name, lvl, len(videos[cond]), versions, frames=frames[cond]
+            )
+            labels[cond] = {
+                v.key: (int(lmap[v.label]) if lmap is not None and v.label >= 0 else int(v.label)) for v in videos[cond]
+            }
+            todo = {v.key for v in videos[cond]} - db.done_keys(rid)
             if todo:
-                plan.append((name, lvl, rid, todo))
+                pending[cond] = todo
             else:
-                db.finish_p_run(rid)
-        db.set_p_status([rid for _, _, rid, _ in plan], "running")
-        total = sum(len(todo) * get_perturbation(n).frames(ed) for n, _, _, todo in plan)
-        written = 0
-        if plan and progress is not None:
-            progress.start(total, "starting")
-        try:
-            for name, lvl, rid, todo in plan:
-                spec = get_perturbation(name)
-                t = spec.frames(ed)
-                desc = name if not spec.noise or len(diffs) == 1 else f"{name} d{lvl}"
-                batcher = _Batcher(clf, space, bs, t, db, rid, desc, progress)
-                group = max(1, math.ceil(2 * bs / t))
-                try:
-                    for block in src.blocks(name, lvl, todo, seed=seed, device=dev, group=group):
-                        if lmap is not None and block.labels:
-                            block.labels = [int(lmap[x]) for x in block.labels]
-                        if lmap is not None and block.skipped:
-                            block.skipped = [(k, int(lmap[x]), r) for k, x, r in block.skipped]
-                        batcher.add(block)
-                    batcher.flush()
-                except ShiftbenchError as e:
-                    db.set_p_status([rid], "failed", str(e))
-                    raise
-                written += batcher.written
-                db.finish_p_run(rid)
-        finally:
-            if plan and progress is not None:
-                progress.stop()
+                db.finish_run(rid)
+        db.mark_running([run_ids[c] for c in pending])
+
+        def describe(c: Condition) -> str:
+            return c[0] if not get_perturbation(c[0]).noise or len(diffs) == 1 else f"{c[0]} d{c[1]}"
+
+        frame_src = _FrameSource(src, {c: videos[c] for c in pending}, frames, clf.device)
+        label_map = lmap if lmap is not None else np.arange(len(space.classes), dtype=np.int64)
+        written = run_conditions(
+            clf,
+            space,
+            [Work(frame_src, label_map, pending, frames)],
+            _VideoSink(db, clf, run_ids, frames, labels, pending),
+            batch_size=bs,
+            seed=seed,
+            progress=progress,
+            describe=describe,
+        )
 
         norm, base_name, why_not = _resolve_baseline(baseline, db, ed)
         scores, summaries, skipped = scores_from_store(
