@@ -50,8 +50,9 @@ def _args(store: Path, data: Path, *extra: str) -> list[str]:
 def _predictions(store: Path) -> tuple[int, int]:
     db = sqlite3.connect(store)
     try:
-        return (db.execute("SELECT COUNT(*) FROM predictions").fetchone()[0],
-                db.execute("SELECT COUNT(*) FROM p_videos").fetchone()[0])
+        # still images (ImageNet-C) and videos (ImageNet-P) share the records table; a video's run has frames > 1
+        count = "SELECT COUNT(*) FROM records JOIN runs ON runs.id = records.run_id WHERE runs.frames {}"
+        return (db.execute(count.format("= 1")).fetchone()[0], db.execute(count.format("> 1")).fetchone()[0])
     finally:
         db.close()
 
