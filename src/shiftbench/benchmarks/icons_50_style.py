@@ -28,6 +28,7 @@ import torch
 from rich.table import Table
 
 from ..errors import InvalidArgumentError, ShiftbenchError
+from ..distributed.predictions import ray_refusals
 from ..evaluation.models import DEFAULT_MODEL
 from ..evaluation.protocol import Benchmark, Progress, Report, Section
 from ..evaluation.runner import package_versions
@@ -104,6 +105,8 @@ class HoldoutBenchmark(Benchmark):
 
     default_recipe = "icons50-wrn-16-4"
     options = ("holdout", "seed", "recipe")
+    refusals = ray_refusals("it trains and scores its split models in this process (its own loop, not the shared "
+                            "evaluation loop that --ray distributes); run it without --ray")
     items = ("items", "items")
     records = "per item: label and top-5 classes"
 

@@ -156,7 +156,8 @@ class PredictionBatch:
 
     ``labels`` are indices into the source's classes (the driver maps them to the label space, as
     the runner does); ``top5`` the label-space indices of the largest logits, best first;
-    ``skipped`` the (key, reason) of unreadable images.
+    ``skipped`` the (key, reason) of unreadable images; ``logits`` the checked logits restricted to
+    the label space (a CPU tensor, only when asked for; None for a batch without readable images).
     """
 
     item: int
@@ -165,18 +166,21 @@ class PredictionBatch:
     labels: list[int]
     top5: list[list[int]]
     skipped: list[tuple[str, str]]
+    logits: Any = None
 
 
 class Predictor:
     """One model copy on one worker (a Ray actor): predicts work items from a source."""
 
     def __init__(self, spec: ModelSpec, source: Any, space: Any, batch_size: int, seed: int, release: bool,
-                 expected: tuple[tuple[str, str], ...], threads: int) -> None:
+                 expected: tuple[tuple[str, str], ...], threads: int, logits: bool = False,
+                 checksum: str | None = None) -> None:
         _check_versions(expected)
         _set_threads(threads)
         self.clf = spec.load()
         self.source, self.space = source, space
         self.batch_size, self.seed, self.release = batch_size, seed, release
+        self.keep_logits, self.checksum = logits, checksum
 
     def predict(self, index: int, item: WorkItem) -> list[PredictionBatch]:
         import torch
@@ -184,12 +188,19 @@ class Predictor:
         from ..evaluation.errors import ModelOutputError
         from ..evaluation.models import check_logits
 
+        if self.checksum is not None and self.clf.checksum != self.checksum:
+            raise DataError(
+                f"Ray node {socket.gethostname()} loaded other weights for {self.clf.name} than the driver "
+                f"(checksum {self.clf.checksum[:19]}..., driver {self.checksum[:19]}...). Every node must load the same "
+                "checkpoint (random weights, --weights none, differ on each node)."
+            )
         out: list[PredictionBatch] = []
         cond = tuple(item.condition)
         for wb in self.source.batches({cond: set(item.keys)}, batch_size=self.batch_size, seed=self.seed,
                                       release=self.release, stop=threading.Event()):
             n = int(wb.images.shape[0])
             top: list[list[int]] = []
+            kept = None
             if n:
                 with torch.no_grad():
                     logits = self.space.restrict(self.clf.logits(wb.images))
@@ -200,7 +211,8 @@ class Predictor:
                 what = "clean images" if cond[0] == "clean" else f"{cond[0]} severity {cond[1]}"
                 check_logits(self.clf.name, logits, wb.keys, what)
                 top = torch.topk(logits, k=min(5, logits.shape[1]), dim=1).indices.tolist()
-            out.append(PredictionBatch(index, cond, list(wb.keys), wb.labels.tolist(), top, list(wb.skipped)))
+                kept = logits.detach().to("cpu").contiguous() if self.keep_logits else None
+            out.append(PredictionBatch(index, cond, list(wb.keys), wb.labels.tolist(), top, list(wb.skipped), kept))
         return out
 
 
@@ -377,14 +389,16 @@ class RayExecutor:
                     pass
 
     def predict(self, model: ModelSpec, source: Any, items: Sequence[WorkItem], *, space: Any, batch_size: int,
-                seed: int, release: bool, workers: int | None = None) -> Iterator[PredictionBatch]:
+                seed: int, release: bool, workers: int | None = None, logits: bool = False,
+                checksum: str | None = None) -> Iterator[PredictionBatch]:
         """Predict work items on ``workers`` model copies (Ray actors, one per worker, each declaring
         ``num_cpus``/``num_gpus``); yields each item's batches in the items' order.
 
         ``source`` (a :class:`~shiftbench.evaluation.data.Source`) is pickled to every worker, which
         reads and corrupts its images itself; ``space`` is the driver's
         :class:`~shiftbench.evaluation.models.LabelSpace`. A worker that dies is replaced and its
-        item run again. The caller writes the store.
+        item run again. The caller writes the store. ``logits``: also return each batch's logits;
+        ``checksum``: the weights' checksum every worker's model must have (else a DataError).
         """
         ray = self.ray
         if not items:
@@ -396,7 +410,8 @@ class RayExecutor:
         src_ref, space_ref = ray.put(source), ray.put(space)
 
         def new_actor() -> Any:
-            return actor_cls.remote(model, src_ref, space_ref, batch_size, seed, release, self._expected, threads)
+            return actor_cls.remote(model, src_ref, space_ref, batch_size, seed, release, self._expected, threads,
+                                    logits, checksum)
 
         actors = [new_actor() for _ in range(n)]
         free = list(range(n))
