@@ -16,9 +16,10 @@ same; an interrupted run resumes from the store like any other.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from typing import Any
 
 import torch
@@ -146,8 +147,10 @@ def ray_predictions(settings: Mapping[str, Any]) -> Iterator[RayPredictions | No
         # a worker sees only the GPU Ray gave it: always cuda:0 there
         spec = ModelSpec(model, {} if weights is None else {"weights": str(weights)},
                          "cuda" if device.startswith("cuda") else device)
-    ex = RayExecutor(str(address), num_cpus=cpus, num_gpus=gpus)
-    try:
-        yield RayPredictions(ex, spec, device="cuda" if device.startswith("cuda") else device)
-    finally:
-        ex.close()
+    # Ray prints a lost node's or worker's message on the driver's stdout, where the results may go
+    with redirect_stdout(sys.stderr):
+        ex = RayExecutor(str(address), num_cpus=cpus, num_gpus=gpus)
+        try:
+            yield RayPredictions(ex, spec, device="cuda" if device.startswith("cuda") else device)
+        finally:
+            ex.close()
