@@ -198,6 +198,9 @@ def evaluate_part(args: argparse.Namespace, tmp: Path, src: Path, n_images: int)
         overhead = _eval_overhead(cluster.address, src)
     load_after = os.getloadavg()
     return {
+        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
+                    "note": "one shared machine: both Ray nodes and the driver share its cores, and other developers' "
+                    "jobs were running (load averages in this section)"},
         "loadavg_before": [round(x, 1) for x in load_before],
         "loadavg_after": [round(x, 1) for x in load_after],
         "settings": {"model": args.eval_model, "images": n_images, "conditions": f"clean + {args.eval_corruptions} at severity 3",
@@ -249,10 +252,6 @@ def main() -> None:
             (d / ph.name).symlink_to(ph)
         result = dict(previous) or {"benchmark": "ray_scaling"}
         result["evaluate"] = evaluate_part(args, tmp, esrc, len(photos[: args.eval_images]))
-        result["evaluate"]["machine"] = {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                                         "python": platform.python_version(),
-                                         "note": "one shared machine: both Ray nodes and the driver share its cores, "
-                                         "and other developers' jobs were running (load averages in this section)"}
         _write(result, args)
         import shutil
 

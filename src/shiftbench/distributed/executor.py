@@ -396,16 +396,19 @@ class RayExecutor:
 
         ``source`` (a :class:`~shiftbench.evaluation.data.Source`) is pickled to every worker, which
         reads and corrupts its images itself; ``space`` is the driver's
-        :class:`~shiftbench.evaluation.models.LabelSpace`. A worker that dies is replaced and its
-        item run again. The caller writes the store. ``logits``: also return each batch's logits;
-        ``checksum``: the weights' checksum every worker's model must have (else a DataError).
+        :class:`~shiftbench.evaluation.models.LabelSpace`. A worker that dies (or its node) is
+        dropped and its item run again on a live worker (a new one is started when none is left).
+        The caller writes the store. ``logits``: also return each batch's logits; ``checksum``: the
+        weights' checksum every worker's model must have (else a DataError).
         """
         ray = self.ray
         if not items:
             return
         n = max(1, min(workers or self.slots, len(items)))
-        actor_cls = ray.remote(Predictor).options(num_cpus=self.num_cpus, num_gpus=self.num_gpus, max_restarts=self.retries,
-                                                  max_task_retries=self.retries)
+        # Ray neither restarts a model worker nor retries its task: a restarted actor would wait for the CPU or GPU
+        # that the surviving workers hold (a deadlock once a node is lost); the item goes to a live worker instead.
+        actor_cls = ray.remote(Predictor).options(num_cpus=self.num_cpus, num_gpus=self.num_gpus, max_restarts=0,
+                                                  max_task_retries=0)
         threads = max(1, int(self.num_cpus))
         src_ref, space_ref = ray.put(source), ray.put(space)
 
@@ -413,37 +416,51 @@ class RayExecutor:
             return actor_cls.remote(model, src_ref, space_ref, batch_size, seed, release, self._expected, threads,
                                     logits, checksum)
 
-        actors = [new_actor() for _ in range(n)]
+        actors = {k: new_actor() for k in range(n)}
         free = list(range(n))
-        todo = list(enumerate(items))[::-1]
-        pending: dict[Any, tuple[int, int, int]] = {}  # ref -> (actor slot, item index, tries)
+        todo = list(enumerate(items))[::-1]  # popped from the end: lowest index first
+        tries: dict[int, int] = {}
+        pending: dict[Any, tuple[int, int]] = {}  # ref -> (actor slot, item index)
         done: dict[int, list[PredictionBatch]] = {}
-        nxt = 0
+        nxt, next_slot = 0, n
         try:
             while todo or pending:
+                if todo and not actors:  # every model worker died: start one (it waits for free resources)
+                    actors[next_slot] = new_actor()
+                    free.append(next_slot)
+                    next_slot += 1
                 while todo and free:
                     slot = free.pop()
                     i, item = todo.pop()
-                    pending[actors[slot].predict.remote(i, item)] = (slot, i, 0)
+                    pending[actors[slot].predict.remote(i, item)] = (slot, i)
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:
-                    slot, i, tries = pending.pop(ref)
+                    slot, i = pending.pop(ref)
                     try:
                         done[i] = ray.get(ref)
                         free.append(slot)
                     except ray.exceptions.RayTaskError as e:
                         raise self._unwrap(e) from None
                     except self._system_errors as e:
-                        if tries >= self.retries:
-                            raise DataError(f"Ray: a work item failed {tries + 1} times because its worker or node died ({type(e).__name__}); rerun the command to resume") from None
-                        actors[slot] = new_actor()
-                        pending[actors[slot].predict.remote(i, items[i])] = (slot, i, tries + 1)
+                        tries[i] = tries.get(i, 0) + 1
+                        if tries[i] > self.retries:
+                            raise DataError(f"Ray: a work item failed {tries[i]} times because its worker or node died ({type(e).__name__}); rerun the command to resume") from None
+                        dead = actors.pop(slot, None)
+                        if dead is not None:
+                            try:
+                                ray.kill(dead)
+                            except Exception:  # noqa: BLE001 - already gone with its node
+                                pass
+                        todo.append((i, items[i]))  # next to run, on a live worker
                 while nxt in done:
                     yield from done.pop(nxt)
                     nxt += 1
         finally:
-            for a in actors:  # ends their running tasks too
-                ray.kill(a)
+            for a in actors.values():  # ends their running tasks too
+                try:
+                    ray.kill(a)
+                except Exception:  # noqa: BLE001 - already gone with its node
+                    pass
 
     def close(self) -> None:
         """Disconnect (and stop Ray when this executor started it here)."""
