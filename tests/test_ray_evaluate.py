@@ -424,3 +424,12 @@ def test_stop_event_is_honoured() -> None:
     assert next(it).batch.keys == ["a"]
     stop.set()
     assert list(it) == []
+
+
+def test_a_worker_loads_zoo_names_itself() -> None:
+    """A fresh process (as a Ray worker) resolves "zoo:" names without the driver's imports."""
+    code = ("from shiftbench.distributed.executor import ModelSpec\n"
+            "try:\n    ModelSpec('zoo:no-such-model').load()\n"
+            "except Exception as e:\n    print(type(e).__name__, e)\n")
+    r = subprocess.run([PY, "-c", code], env=_env(), capture_output=True, text=True, timeout=300)
+    assert r.stdout.startswith("UnknownNameError") and "zoo:resnet50" in r.stdout, r.stdout + r.stderr

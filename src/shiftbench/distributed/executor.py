@@ -123,6 +123,8 @@ class ModelSpec:
     def load(self) -> Any:
         from ..evaluation.models import load_model
 
+        if isinstance(self.model, str) and self.model.strip().lower().startswith("zoo:"):
+            from .. import zoo  # noqa: F401 - registers the "zoo:" names in this worker process
         if isinstance(self.model, str):
             return load_model(self.model, device=self.device, **self.kwargs)
         return load_model(self.model(**self.kwargs), device=self.device)
