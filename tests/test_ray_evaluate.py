@@ -256,6 +256,25 @@ def test_unreachable_address_exits_2_before_any_work(tmp_path: Path, address: st
         assert time.monotonic() - t0 < 30 and not store.exists()
 
 
+@needs_ray
+def test_the_benchmark_entry_point_takes_the_ray_settings(tmp_path: Path) -> None:
+    """What `shiftbench evaluate` calls (and a sweep over benchmarks may call): Benchmark.evaluate(settings)."""
+    from shiftbench.benchmarks import get_benchmark
+    from shiftbench.distributed.local import free_port
+    from shiftbench.errors import ClusterConnectionError
+
+    addr = f"127.0.0.1:{free_port()}"
+    for name in ("imagenet-c", "imagenet-noc"):
+        bench = get_benchmark(name)
+        assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
+        with pytest.raises(ClusterConnectionError) as e:
+            bench.evaluate({"model": "efficientnet-lite0", "store": str(tmp_path / "s.sqlite"), "limit": 1,
+                            "ray": addr, "ray_cpus_per_worker": 1}, None)
+        assert e.value.argument == "--ray" and e.value.value == addr
+    assert not (tmp_path / "s.sqlite").exists()
+    assert not get_benchmark("imagenet-p").accepts("ray")
+
+
 # ----------------------------------------------------------------------------- a cluster on this machine
 
 CORRUPTIONS, SEVERITIES, LIMIT = "contrast,gaussian_noise", "1,3", 12
