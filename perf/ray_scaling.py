@@ -19,11 +19,12 @@ gets its second node in between (the fastest run is reported, all runs are kept)
 ``--part evaluate`` (or ``all``) measures ``shiftbench evaluate`` the same way, with EfficientNet-Lite0
 (``--eval-model``) on ``--eval-images`` photos x clean + ``--eval-corruptions`` at severity 3:
 
-* ``local``: without Ray (PyTorch's default threads); ``ray-1node`` / ``ray-2nodes``: ``--ray`` on a head
+* ``local`` / ``local-1thread``: without Ray (PyTorch's default threads / one thread, as each Ray worker); ``ray-1node`` / ``ray-2nodes``: ``--ray`` on a head
   alone, then on a head and a worker node (one model copy per node, one CPU each); the stored
   predictions of every run are compared with ``local``'s (they must be identical);
-* per-shard overhead: a tiny model over ``--eval-images`` clean images in shards of one image, through
-  ``RayPredictions`` on warm workers against the local loop in batches of one, in milliseconds per image.
+* per-shard overhead: a tiny model over ``--eval-images`` clean images in batches of one, through
+  ``RayPredictions`` in shards of one image and in one shard: the difference per extra shard, in ms
+  (the workers' start is in both), next to the local loop's time per image.
 
 Results of one part are merged into an existing ``--json`` file, so the other part's figures stay.
 
@@ -106,12 +107,15 @@ def _rows_digest(store: Path) -> str:
     return hashlib.sha256(repr(rows).encode()).hexdigest()
 
 
-def _evaluate(src: Path, store: Path, args: argparse.Namespace, extra: list[str]) -> float:
+def _evaluate(src: Path, store: Path, args: argparse.Namespace, extra: list[str], threads: int | None = None) -> float:
     cmd = [sys.executable, "-m", "shiftbench.cli", "evaluate", "--model", args.eval_model, "--data", str(src),
            "--store", str(store), "--corruptions", args.eval_corruptions, "--severities", "3",
            "--batch-size", str(args.batch_size), "--no-progress", "--results-format", "json", *extra]
+    env = _env()
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)  # PyTorch's thread count in that process
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     dt = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr}")
@@ -130,7 +134,8 @@ def _tiny_classifier() -> Any:
 
 
 def _eval_overhead(address: str, src: Path) -> dict[str, float]:
-    """ms per image: shards of one image through RayPredictions (warm workers) against the local loop."""
+    """Ray's cost per shard: the same images and batches of one through RayPredictions in shards of one image
+    and in one shard per condition; the difference over the extra shards (the workers' start is in both)."""
     import threading
 
     import numpy as np
@@ -152,19 +157,24 @@ def _eval_overhead(address: str, src: Path) -> dict[str, float]:
         clf.logits(wb.images)
         n_local += len(wb.keys)
     local_s = time.perf_counter() - t0
+    times: dict[int, list[float]] = {1: [], len(keys): []}
     try:
         with RayExecutor(address) as ex:
-            rp = RayPredictions(ex, shard=1)
-            warm = [Work(source, work[0].label_map, {CLEAN: set(sorted(keys)[:4])})]
-            list(rp.run(clf, space, warm, batch_size=1, seed=0, release=False, stop=threading.Event()))
-            t0 = time.perf_counter()
-            n_ray = sum(len(s.batch.keys) for s in rp.run(clf, space, work, batch_size=1, seed=0, release=False,
-                                                         stop=threading.Event()))
-            ray_s = time.perf_counter() - t0
+            for _ in range(2):
+                for shard in times:
+                    rp = RayPredictions(ex, shard=shard)
+                    t0 = time.perf_counter()
+                    n_ray = sum(len(s.batch.keys) for s in rp.run(clf, space, work, batch_size=1, seed=0,
+                                                                 release=False, stop=threading.Event()))
+                    times[shard].append(time.perf_counter() - t0)
+                    assert n_ray == len(keys)
     finally:
         ray.shutdown()
-    assert n_local == n_ray == len(keys)
-    return {"images": len(keys), "local_ms_per_image": 1000 * local_s / n_local, "ray_ms_per_shard_of_one": 1000 * ray_s / n_ray}
+    assert n_local == len(keys)
+    small, whole = min(times[1]), min(times[len(keys)])
+    return {"images": len(keys), "local_ms_per_image": 1000 * local_s / n_local,
+            "ray_s_one_shard": whole, "ray_s_shards_of_one": small,
+            "ray_ms_per_extra_shard": 1000 * (small - whole) / (len(keys) - 1)}
 
 
 def evaluate_part(args: argparse.Namespace, tmp: Path, src: Path, n_images: int) -> dict[str, Any]:
@@ -172,7 +182,7 @@ def evaluate_part(args: argparse.Namespace, tmp: Path, src: Path, n_images: int)
 
     n_pred = n_images * (1 + len(args.eval_corruptions.split(",")))
     load_before = os.getloadavg()
-    rounds: dict[str, list[float]] = {"local": [], "ray-1node": [], "ray-2nodes": []}
+    rounds: dict[str, list[float]] = {"local": [], "local-1thread": [], "ray-1node": [], "ray-2nodes": []}
     same: dict[str, bool] = {}
     ref: list[str] = []
     k = 0
@@ -181,14 +191,15 @@ def evaluate_part(args: argparse.Namespace, tmp: Path, src: Path, n_images: int)
         nonlocal k
         k += 1
         store = tmp / f"eval-{mode}-{k}.sqlite"
-        rounds[mode].append(_evaluate(src, store, args, extra))
+        rounds[mode].append(_evaluate(src, store, args, extra, 1 if mode == "local-1thread" else None))
         digest = _rows_digest(store)
         if not ref:
-            ref.append(digest)
+            ref.append(digest)  # the first local run's rows
         same[mode] = same.get(mode, True) and digest == ref[0]
 
     for _ in range(args.repeats):
         run("local", [])
+        run("local-1thread", [])
     with LocalCluster(nodes=1, cpus=args.cpus, env=_env()) as cluster:
         for _ in range(args.repeats):
             run("ray-1node", ["--ray", cluster.address])
