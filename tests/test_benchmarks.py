@@ -21,7 +21,8 @@ from shiftbench.evaluation.store import ResultsStore, StoreError, records_to_csv
 from ._eval_toys import toy_classifier
 
 FLAGS = {"release": ["--release"], "clean": ["--no-clean"]}
-VALUES = {"seed": "3", "severities": "2", "difficulties": "2", "edition": "64", "baseline": "none"}
+VALUES = {"seed": "3", "severities": "2", "difficulties": "2", "edition": "64", "baseline": "none",
+          "ray_cpus_per_worker": "2", "ray_gpus_per_worker": "1"}
 
 
 def _given(option: str) -> list[str]:

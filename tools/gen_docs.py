@@ -182,7 +182,38 @@ def p_decision(results: Path) -> list[str]:
     return [head, ""] + _table(header, rows)
 
 
+def ray_evaluate(results: Path) -> list[str]:
+    d = _load("ray_scaling.json", results)
+    e = d.get("evaluate")
+    if e is None:
+        return ["Not measured yet: run `perf/ray_scaling.py --part evaluate --json perf/results/ray_scaling.json`."]
+    st, runs, ov, m = e["settings"], e["runs"], e["per_shard_overhead_ms"], e["machine"]
+    labels = {"local": "one machine, no Ray (PyTorch's default threads)",
+              "local-1thread": "one machine, no Ray, one thread (as a Ray worker)",
+              "ray-1node": "`--ray`, head alone (1 CPU)", "ray-2nodes": "`--ray`, head + worker node (1 CPU each)"}  # fmt: skip
+    same = e["predictions_identical_to_local"]
+    rows = [[labels[k], f"{runs[k]['best_s']:.1f}", f"{runs[k]['images_per_s']:.2f}", "yes" if same.get(k) else "NO"]
+            for k in labels if k in runs]
+    lb, la = e["loadavg_before"], e["loadavg_after"]
+    head = (
+        f"`perf/ray_scaling.py --part evaluate` (`perf/results/ray_scaling.json`, key `evaluate`): `shiftbench "
+        f"evaluate` with {st['model']} on {st['images']} shared sample photos x {st['conditions']} = "
+        f"{st['predictions']} predictions, batch size {st['batch_size']}, shards of {st['shard_images']} images; "
+        f"the fastest of {st['repeats']} runs of the whole command (start-up, Ray connection and model loading "
+        f"included), {m['cpu_count']} cores **shared with other developers' jobs** (load average {lb[0]:.1f} before, "
+        f"{la[0]:.1f} after; both Ray nodes on the same cores, so this shows Ray's cost, not a second machine's gain)."
+    )
+    over = (
+        f"Ray's cost per shard: {ov['ray_ms_per_extra_shard']:.0f} ms ({ov['images']} clean images, a tiny model, "
+        f"batches of one: {ov['ray_s_shards_of_one']:.1f} s in shards of one image against "
+        f"{ov['ray_s_one_shard']:.1f} s in one shard, worker start included in both; the local loop takes "
+        f"{ov['local_ms_per_image']:.0f} ms per image, decoding included)."
+    )
+    return [head, ""] + _table(["set-up", "seconds", "predictions / s", "same stored predictions"], rows) + ["", over]
+
+
 GENERATORS: dict[str, Callable[[Path], list[str]]] = {
+    "ray-evaluate": ray_evaluate,
     "speed-cpu": speed_cpu,
     "speed-cuda": speed_cuda,
     "eval-overhead": eval_overhead,

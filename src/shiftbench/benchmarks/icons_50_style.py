@@ -29,6 +29,7 @@ import torch
 from rich.table import Table
 
 from ..errors import InvalidArgumentError, ShiftbenchError
+from ..distributed.predictions import ray_refusals
 from ..evaluation.models import DEFAULT_MODEL
 from ..evaluation.protocol import Benchmark, Progress, Report, Section
 from ..evaluation.runner import package_versions
@@ -142,6 +143,8 @@ class HoldoutBenchmark(Benchmark):
     headline = ("heldout_accuracy", "seen_accuracy", "gap")
     published_heldout: Mapping[str, tuple[float, int]] = {}
     options = ("holdout", "seed", "recipe")
+    refusals = ray_refusals("it trains and scores its split models in this process (its own loop, not the shared "
+                            "evaluation loop that --ray distributes); run it without --ray")
     items = ("items", "items")
     records = "per item: label and top-5 classes"
 

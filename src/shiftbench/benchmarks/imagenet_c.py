@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.table import Table
 
+from ..distributed.predictions import RAY_OPTIONS, driver_device, ray_predictions
 from ..evaluation.baselines import alexnet_baseline
 from ..evaluation.metrics import BENCHMARK_CORRUPTIONS, summarize
 from ..evaluation.models import load_model, read_class_list
@@ -162,15 +163,17 @@ class ImageNetC(Benchmark):
     title = BENCHMARKS[NAME].title
     measures = "Top-1 error under 15 (+4 extra) corruptions at 5 severities: CE, mCE, relative mCE."
     headline = ("clean_error", "mce", "relative_mce")
-    options = ("released", "edition", "corruptions", "severities", "seed", "release", "baseline", "classes", "clean")
+    options = ("released", "edition", "corruptions", "severities", "seed", "release", "baseline", "classes", "clean",
+               *RAY_OPTIONS)
     conditions = "corruption x severity 1..5, and clean (severity 0); editions 224, 299, 64 (Tiny), 32 (CIFAR)"
     sources = ("on the fly from clean photos (--data)", "released ImageNet-C / Tiny-ImageNet-C tree, CIFAR-10-C/100-C arrays")
     records = "per image: label and top-5 classes"
 
     def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
         kw = dict(settings)
-        for k in ("results_format", "results_file", "progress", "details", "benchmark"):
+        for k in ("results_format", "results_file", "progress", "details", "benchmark", *RAY_OPTIONS):
             kw.pop(k, None)
+        kw["device"] = driver_device(settings)
         details = bool(settings.get("details", True))
         demo = kw.get("data") is None and kw.get("released") is None
         classes: Any = kw.pop("classes", "auto")
@@ -181,8 +184,12 @@ class ImageNetC(Benchmark):
         if weights is not None:
             model = load_model(model, weights=weights, device=kw.get("device"))
         store = kw.pop("store")
-        result = evaluate(model, store=store, classes=classes, progress=progress, **kw)
-        status = []
+        status: list[str] = []
+        with ray_predictions(settings) as executor:
+            where = None if executor is None else executor.describe()
+            result = evaluate(model, store=store, classes=classes, progress=progress, executor=executor, **kw)
+        if executor is not None:
+            status.append(f"Predicted on {where}: {executor.shards} shard(s).")
         if result.new_predictions == 0:
             status.append(
                 f"All requested runs were already complete in {store}: scores recomputed from the stored predictions."

@@ -24,6 +24,7 @@ from rich.table import Table
 
 from ..errors import InvalidArgumentError, UnknownNameError
 from ..evaluation.data import ImageFolderSource, Source, foolbox_imagenet, open_released
+from ..distributed.predictions import ray_refusals
 from ..evaluation.models import load_model, read_class_list
 from ..evaluation.protocol import Benchmark, Progress, Report, Section
 from ..evaluation.runner import BENCHMARKS, evaluate
@@ -178,7 +179,9 @@ class ImageNetCStyle(Benchmark):
         "a folder written by `shiftbench generate imagenet-c --corruptions style_transfer` (--released)",
     )
     records = "per image: label and top-5 classes"
-    refusals = {"edition": "it is scored at 224 px, the edition of AlexNet's published error"}
+    refusals = {"edition": "it is scored at 224 px, the edition of AlexNet's published error",
+                **ray_refusals("its style networks and style folder are configured in this process only, not on Ray "
+                               "workers; run it without --ray")}
 
     def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
         released, data = settings.get("released"), settings.get("data")

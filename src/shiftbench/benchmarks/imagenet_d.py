@@ -26,6 +26,7 @@ from ..domains.report import (
     result_json,
     result_notes,
 )
+from ..distributed.predictions import RAY_OPTIONS, driver_device, ray_predictions
 from ..errors import InvalidArgumentError
 from ..evaluation.store import records_to_csv
 from ..evaluation.protocol import Benchmark, CountCallback, Progress, Report, Section
@@ -71,7 +72,7 @@ class ImageNetD(Benchmark):
     title = "ImageNet-D (Rusak et al., 2022)"
     measures = "Top-1 error on DomainNet's six domains mapped to ImageNet classes: DE, mDE, error analysis."
     headline = ("mde",)
-    options = ("mapping",)
+    options = ("mapping", *RAY_OPTIONS)
     conditions = "domain: clipart, infograph, painting, quickdraw, real, sketch"
     sources = (
         "a DomainNet folder <root>/<domain>/<class>/<image> (--data)",
@@ -90,23 +91,30 @@ class ImageNetD(Benchmark):
             )
         mapping = settings.get("mapping") or "paper"
         if is_imagenet_folder(settings["data"]):
+            if settings.get("ray") is not None:
+                raise InvalidArgumentError(
+                    "--ray", settings["ray"], "no --ray with an ImageNet val folder",
+                    "Its one pass (004 Table 4's IN val row) runs here; --ray applies to the DomainNet domains.",
+                )
             return self._imagenet_val(settings, mapping)
         store = settings.get("store")
         callback = None if progress is None else CountCallback(progress)
         try:
-            result = evaluate_imagenet_d(
-                settings.get("model") or "efficientnet-lite0",
-                settings["data"],
-                weights=settings.get("weights"),
-                batch_size=int(settings.get("batch_size") or 32),
-                device=settings.get("device") or "cpu",
-                store=store,
-                limit=settings.get("limit"),
-                bad_images=settings.get("bad_images") or "skip",
-                rerun=bool(settings.get("rerun", False)),
-                progress=callback,
-                mapping=mapping,
-            )
+            with ray_predictions(settings) as executor:
+                result = evaluate_imagenet_d(
+                    settings.get("model") or "efficientnet-lite0",
+                    settings["data"],
+                    weights=settings.get("weights"),
+                    batch_size=int(settings.get("batch_size") or 32),
+                    device=driver_device(settings) or "cpu",
+                    store=store,
+                    limit=settings.get("limit"),
+                    bad_images=settings.get("bad_images") or "skip",
+                    rerun=bool(settings.get("rerun", False)),
+                    progress=callback,
+                    mapping=mapping,
+                    executor=executor,
+                )
         finally:
             if callback is not None:
                 callback.close()

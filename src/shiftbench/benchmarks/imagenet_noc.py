@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.table import Table
 
+from ..distributed.predictions import RAY_OPTIONS, driver_device, ray_predictions
 from ..evaluation.models import read_class_list
 from ..evaluation.protocol import Benchmark, CountCallback, Progress, Report, Section
 from ..errors import ShiftbenchError
@@ -141,7 +142,7 @@ class ImageNetNOC(Benchmark):
     title = "ImageNet-NOC (Mintun et al., NeurIPS 2021)"
     measures = "Top-1 error under corruptions that do not overlap the training augmentations: CE, mCE."
     headline = ("clean_error", "mce")
-    options = ("corruptions", "seed", "classes")
+    options = ("corruptions", "seed", "classes", *RAY_OPTIONS)
     conditions = "clean, and each candidate corruption with one value per image from its whole range"
     sources = ("on the fly from clean photos (--data; default: the 20 demo images)",)
     records = "per image and condition: whether the top-1 class is right"
@@ -167,20 +168,22 @@ class ImageNetNOC(Benchmark):
             classes = list(read_class_list(classes))
         callback = None if progress is None else CountCallback(progress)
         try:
-            res = evaluate_noc(
-                settings.get("model") or "efficientnet-lite0",
-                benchmark=benchmark,
-                data=settings.get("data"),
-                corruptions=subset,
-                seed=int(settings.get("seed") or 0),
-                batch_size=int(settings.get("batch_size") or 8),
-                device=settings.get("device"),
-                store=settings["store"],
-                limit=settings.get("limit"),
-                weights=settings.get("weights"),
-                classes=classes,
-                progress=callback,
-            )
+            with ray_predictions(settings) as executor:
+                res = evaluate_noc(
+                    settings.get("model") or "efficientnet-lite0",
+                    benchmark=benchmark,
+                    data=settings.get("data"),
+                    corruptions=subset,
+                    seed=int(settings.get("seed") or 0),
+                    batch_size=int(settings.get("batch_size") or 8),
+                    device=driver_device(settings),
+                    store=settings["store"],
+                    limit=settings.get("limit"),
+                    weights=settings.get("weights"),
+                    classes=classes,
+                    progress=callback,
+                    executor=executor,
+                )
         finally:
             if callback is not None:
                 callback.close()

@@ -16,6 +16,7 @@ from typing import Any
 from rich.table import Table
 
 from ..errors import InvalidArgumentError
+from ..distributed.predictions import ray_refusals
 from ..evaluation.models import load_model, read_class_list
 from ..evaluation.protocol import Benchmark, Progress, Report, Section
 from ..evaluation.store import ResultsStore, records_to_csv
@@ -99,6 +100,7 @@ class ImageNetP(Benchmark):
     sources = ("on the fly from clean photos (--data)", "released ImageNet-P / Tiny-ImageNet-P MP4 tree, CIFAR-P arrays")
     records = "per video: label and the top-5 classes of every frame"
     items = ("frames", "frames")
+    refusals = ray_refusals("its frame loop is not the shared evaluation loop that --ray distributes yet; run it without --ray")
 
     def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
         if settings.get("data") is not None and settings.get("released") is not None:

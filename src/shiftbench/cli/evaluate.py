@@ -86,6 +86,15 @@ def refuse_inapplicable(ctx: click.Context, bench: Any, kw: dict[str, Any]) -> N
 @click.option("--recipe", default=None,
               help="Structural benchmarks without a --model checkpoint: the training recipe, NAME or "
               "NAME:key=value,... (e.g. icons50-wrn-16-4:arch=small_cnn,epochs=1); default: the paper's.")
+@click.option("--ray", "ray", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
+              help="Run the model on a Ray cluster (pip install 'shiftbench[ray]'): ADDRESS of a running cluster "
+              "(HOST:PORT, ray://HOST:PORT, or 'auto' for one started on this machine); alone: RAY_ADDRESS, else Ray "
+              "on this machine. One model copy per worker; this process alone writes the store, with the same "
+              "predictions as without --ray. --data must be on storage every node sees at the same path.")
+@click.option("--ray-cpus-per-worker", type=float, default=None,
+              help="With --ray: CPUs (threads) each model worker declares (default 1).")
+@click.option("--ray-gpus-per-worker", type=float, default=None,
+              help="With --ray: GPUs each model worker declares (default 1 with --device cuda, else 0).")
 @click.option("--release/--no-release", default=False, show_default=True,
               help="Store-and-reload each corrupted image as JPEG q85, like the released datasets.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)

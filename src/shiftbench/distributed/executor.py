@@ -123,6 +123,8 @@ class ModelSpec:
     def load(self) -> Any:
         from ..evaluation.models import load_model
 
+        if isinstance(self.model, str) and self.model.strip().lower().startswith("zoo:"):
+            from .. import zoo  # noqa: F401 - registers the "zoo:" names in this worker process
         if isinstance(self.model, str):
             return load_model(self.model, device=self.device, **self.kwargs)
         return load_model(self.model(**self.kwargs), device=self.device)
@@ -156,7 +158,8 @@ class PredictionBatch:
 
     ``labels`` are indices into the source's classes (the driver maps them to the label space, as
     the runner does); ``top5`` the label-space indices of the largest logits, best first;
-    ``skipped`` the (key, reason) of unreadable images.
+    ``skipped`` the (key, reason) of unreadable images; ``logits`` the checked logits restricted to
+    the label space (a CPU tensor, only when asked for; None for a batch without readable images).
     """
 
     item: int
@@ -165,18 +168,21 @@ class PredictionBatch:
     labels: list[int]
     top5: list[list[int]]
     skipped: list[tuple[str, str]]
+    logits: Any = None
 
 
 class Predictor:
     """One model copy on one worker (a Ray actor): predicts work items from a source."""
 
     def __init__(self, spec: ModelSpec, source: Any, space: Any, batch_size: int, seed: int, release: bool,
-                 expected: tuple[tuple[str, str], ...], threads: int) -> None:
+                 expected: tuple[tuple[str, str], ...], threads: int, logits: bool = False,
+                 checksum: str | None = None) -> None:
         _check_versions(expected)
         _set_threads(threads)
         self.clf = spec.load()
         self.source, self.space = source, space
         self.batch_size, self.seed, self.release = batch_size, seed, release
+        self.keep_logits, self.checksum = logits, checksum
 
     def predict(self, index: int, item: WorkItem) -> list[PredictionBatch]:
         import torch
@@ -184,12 +190,19 @@ class Predictor:
         from ..evaluation.errors import ModelOutputError
         from ..evaluation.models import check_logits
 
+        if self.checksum is not None and self.clf.checksum != self.checksum:
+            raise DataError(
+                f"Ray node {socket.gethostname()} loaded other weights for {self.clf.name} than the driver "
+                f"(checksum {self.clf.checksum[:19]}..., driver {self.checksum[:19]}...). Every node must load the same "
+                "checkpoint (random weights, --weights none, differ on each node)."
+            )
         out: list[PredictionBatch] = []
         cond = tuple(item.condition)
         for wb in self.source.batches({cond: set(item.keys)}, batch_size=self.batch_size, seed=self.seed,
                                       release=self.release, stop=threading.Event()):
             n = int(wb.images.shape[0])
             top: list[list[int]] = []
+            kept = None
             if n:
                 with torch.no_grad():
                     logits = self.space.restrict(self.clf.logits(wb.images))
@@ -200,7 +213,8 @@ class Predictor:
                 what = "clean images" if cond[0] == "clean" else f"{cond[0]} severity {cond[1]}"
                 check_logits(self.clf.name, logits, wb.keys, what)
                 top = torch.topk(logits, k=min(5, logits.shape[1]), dim=1).indices.tolist()
-            out.append(PredictionBatch(index, cond, list(wb.keys), wb.labels.tolist(), top, list(wb.skipped)))
+                kept = logits.detach().to("cpu").contiguous() if self.keep_logits else None
+            out.append(PredictionBatch(index, cond, list(wb.keys), wb.labels.tolist(), top, list(wb.skipped), kept))
         return out
 
 
@@ -377,58 +391,78 @@ class RayExecutor:
                     pass
 
     def predict(self, model: ModelSpec, source: Any, items: Sequence[WorkItem], *, space: Any, batch_size: int,
-                seed: int, release: bool, workers: int | None = None) -> Iterator[PredictionBatch]:
+                seed: int, release: bool, workers: int | None = None, logits: bool = False,
+                checksum: str | None = None) -> Iterator[PredictionBatch]:
         """Predict work items on ``workers`` model copies (Ray actors, one per worker, each declaring
         ``num_cpus``/``num_gpus``); yields each item's batches in the items' order.
 
         ``source`` (a :class:`~shiftbench.evaluation.data.Source`) is pickled to every worker, which
         reads and corrupts its images itself; ``space`` is the driver's
-        :class:`~shiftbench.evaluation.models.LabelSpace`. A worker that dies is replaced and its
-        item run again. The caller writes the store.
+        :class:`~shiftbench.evaluation.models.LabelSpace`. A worker that dies (or its node) is
+        dropped and its item run again on a live worker (a new one is started when none is left).
+        The caller writes the store. ``logits``: also return each batch's logits; ``checksum``: the
+        weights' checksum every worker's model must have (else a DataError).
         """
         ray = self.ray
         if not items:
             return
         n = max(1, min(workers or self.slots, len(items)))
-        actor_cls = ray.remote(Predictor).options(num_cpus=self.num_cpus, num_gpus=self.num_gpus, max_restarts=self.retries,
-                                                  max_task_retries=self.retries)
+        # Ray neither restarts a model worker nor retries its task: a restarted actor would wait for the CPU or GPU
+        # that the surviving workers hold (a deadlock once a node is lost); the item goes to a live worker instead.
+        actor_cls = ray.remote(Predictor).options(num_cpus=self.num_cpus, num_gpus=self.num_gpus, max_restarts=0,
+                                                  max_task_retries=0)
         threads = max(1, int(self.num_cpus))
         src_ref, space_ref = ray.put(source), ray.put(space)
 
         def new_actor() -> Any:
-            return actor_cls.remote(model, src_ref, space_ref, batch_size, seed, release, self._expected, threads)
+            return actor_cls.remote(model, src_ref, space_ref, batch_size, seed, release, self._expected, threads,
+                                    logits, checksum)
 
-        actors = [new_actor() for _ in range(n)]
+        actors = {k: new_actor() for k in range(n)}
         free = list(range(n))
-        todo = list(enumerate(items))[::-1]
-        pending: dict[Any, tuple[int, int, int]] = {}  # ref -> (actor slot, item index, tries)
+        todo = list(enumerate(items))[::-1]  # popped from the end: lowest index first
+        tries: dict[int, int] = {}
+        pending: dict[Any, tuple[int, int]] = {}  # ref -> (actor slot, item index)
         done: dict[int, list[PredictionBatch]] = {}
-        nxt = 0
+        nxt, next_slot = 0, n
         try:
             while todo or pending:
+                if todo and not actors:  # every model worker died: start one (it waits for free resources)
+                    actors[next_slot] = new_actor()
+                    free.append(next_slot)
+                    next_slot += 1
                 while todo and free:
                     slot = free.pop()
                     i, item = todo.pop()
-                    pending[actors[slot].predict.remote(i, item)] = (slot, i, 0)
+                    pending[actors[slot].predict.remote(i, item)] = (slot, i)
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:
-                    slot, i, tries = pending.pop(ref)
+                    slot, i = pending.pop(ref)
                     try:
                         done[i] = ray.get(ref)
                         free.append(slot)
                     except ray.exceptions.RayTaskError as e:
                         raise self._unwrap(e) from None
                     except self._system_errors as e:
-                        if tries >= self.retries:
-                            raise DataError(f"Ray: a work item failed {tries + 1} times because its worker or node died ({type(e).__name__}); rerun the command to resume") from None
-                        actors[slot] = new_actor()
-                        pending[actors[slot].predict.remote(i, items[i])] = (slot, i, tries + 1)
+                        tries[i] = tries.get(i, 0) + 1
+                        if tries[i] > self.retries:
+                            raise DataError(f"Ray: a work item failed {tries[i]} times because its worker or node died ({type(e).__name__}); rerun the command to resume") from None
+                        dead = actors.pop(slot, None)
+                        if dead is not None:
+                            try:
+                                ray.kill(dead)
+                            except Exception:  # noqa: BLE001 - already gone with its node
+                                pass
+                        todo.append((i, items[i]))  # next to run, on a live worker
                 while nxt in done:
                     yield from done.pop(nxt)
                     nxt += 1
         finally:
-            for a in actors:  # ends their running tasks too
-                ray.kill(a)
+            for a in actors.values():  # ends their running tasks too
+                try:
+                    ray.kill(a)
+                except Exception:  # noqa: BLE001 - already gone with its node
+                    pass
 
     def close(self) -> None:
         """Disconnect (and stop Ray when this executor started it here)."""

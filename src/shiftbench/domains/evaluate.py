@@ -27,7 +27,7 @@ from ..editions import preprocess
 from ..errors import InvalidArgumentError
 from ..evaluation.data import Condition, Item, Source, WorkBatch, read_items, to_tensor
 from ..evaluation.models import Classifier, LabelSpace, imagenet_wnids, load_model
-from ..evaluation.runner import Work, package_versions, run_conditions, want_prefetch
+from ..evaluation.runner import Executor, Work, package_versions, run_conditions, want_prefetch
 from ..evaluation.store import ResultsStore
 from ..io import load_image_rgb
 from .dataset import DomainNetDataset
@@ -279,6 +279,7 @@ def evaluate_imagenet_d(
     top: int = 10,
     progress: Callable[[int, int, str], None] | None = None,
     mapping: str | ImageNetDMapping | None = None,
+    executor: Executor | None = None,
 ) -> ImageNetDResult:
     """Evaluate an ImageNet-1k classifier on ImageNet-D.
 
@@ -298,6 +299,8 @@ def evaluate_imagenet_d(
         progress: called as ``progress(done, total, domain)`` after each batch.
         mapping: ``"paper"`` (ImageNet-D as published, the default), ``"wordnet"`` or an
             :class:`ImageNetDMapping`; recorded with the stored evaluation.
+        executor: where the model runs (a :class:`shiftbench.evaluation.runner.Executor`, e.g. a Ray
+            cluster's); None: here. The stored rows are the same.
 
     Raises:
         InvalidArgumentError: the model's outputs are not the 1000 ImageNet-1k classes.
@@ -362,6 +365,7 @@ def evaluate_imagenet_d(
             progress=None if progress is None else _DomainProgress(progress),
             prefetch=want_prefetch(clf.device),
             describe=lambda c: c[0],
+            executor=executor,
         )
         if db is not None:
             for (d, _), rid in run_ids.items():

@@ -63,8 +63,16 @@ BENCHMARK_OPTIONS: tuple[str, ...] = (
     "style_backend",
     "holdout",
     "recipe",
+    "ray",
+    "ray_cpus_per_worker",
+    "ray_gpus_per_worker",
 )
-"""``evaluate`` options a benchmark may accept (it lists the ones it does in :attr:`Benchmark.options`)."""
+"""``evaluate`` options a benchmark may accept (it lists the ones it does in :attr:`Benchmark.options`).
+
+``ray``, ``ray_cpus_per_worker`` and ``ray_gpus_per_worker`` (``--ray [ADDRESS]``: the model on a Ray
+cluster) go to every benchmark whose evaluation runs through
+:func:`~shiftbench.evaluation.runner.run_conditions`; it lists them and passes
+``shiftbench.distributed.ray_predictions(settings)`` as the loop's executor."""
 
 
 class Progress(Protocol):

@@ -69,6 +69,8 @@ __all__ = [
     "ResultSink",
     "RunStoreSink",
     "Work",
+    "Scored",
+    "Executor",
     "want_prefetch",
 ]
 
@@ -374,6 +376,7 @@ def evaluate(
     clean: bool = True,
     progress: Progress | None = None,
     prefetch: bool | None = None,
+    executor: Executor | None = None,
 ) -> EvaluationResult:
     """Evaluate a classifier on a corruption benchmark and store every prediction.
 
@@ -414,6 +417,9 @@ def evaluate(
             PyTorch's threads; on a small CPU the thread would slow the model
             down (perf/eval_overhead.py: +29 % on 2 cores, against +3.5 %
             for corrupting in line).
+        executor: where the model runs (see :class:`Executor`, e.g.
+            :class:`shiftbench.distributed.RayPredictions` for a Ray cluster); None:
+            here. Either way this process alone writes the store, with the same rows.
 
     Raises:
         ShiftbenchError: bad arguments, data or model output (no run is marked
@@ -536,7 +542,7 @@ def evaluate(
                 by_source.setdefault(id(src), Work(src, label_maps[id(src)], {})).pending[cond] = pending[cond]
         written = run_conditions(
             clf, space, list(by_source.values()), RunStoreSink(db, run_ids), batch_size=batch_size, seed=seed,
-            release=release, progress=progress, prefetch=prefetch,
+            release=release, progress=progress, prefetch=prefetch, executor=executor,
         )
 
         clean_err, table, _ = db.error_table(eval_id)
@@ -624,6 +630,46 @@ class Work:
     frames: dict[Condition, int] = field(default_factory=dict)
 
 
+@dataclass
+class Scored:
+    """One batch an :class:`Executor` ran through the model.
+
+    Attributes:
+        work: index of its :class:`Work` in the list given to the executor.
+        batch: its condition, image keys, labels (indices into the source's classes) and
+            unreadable images; ``batch.images`` may be empty (the images stayed where the model ran).
+        logits: the model's outputs restricted to the label space (B x classes), None for a batch
+            of unreadable images only.
+    """
+
+    work: int
+    batch: WorkBatch
+    logits: torch.Tensor | None
+
+
+class Executor(Protocol):
+    """Runs the model somewhere else than in this loop (the optional hook of :func:`run_conditions`).
+
+    ``run`` gets the driver's classifier, label space and pending work, and yields every pending
+    image's logits exactly once (a batch may also carry unreadable images), in a fixed order for the
+    same pending work. The loop writes them through the same sink as the local path, so the stored
+    rows do not depend on where the model ran. ``stop`` is set when the loop ends early.
+    """
+
+    def run(
+        self,
+        clf: Classifier,
+        space: LabelSpace,
+        work: Sequence[Work],
+        *,
+        batch_size: int,
+        seed: int,
+        release: bool,
+        stop: threading.Event,
+    ) -> Iterator[Scored]:
+        """Yield the scored batches of ``work``."""
+
+
 def run_conditions(
     clf: Classifier,
     space: LabelSpace,
@@ -636,6 +682,7 @@ def run_conditions(
     progress: Progress | None = None,
     prefetch: bool = False,
     describe: Callable[[Condition], str] | None = None,
+    executor: Executor | None = None,
 ) -> int:
     """The evaluation loop every benchmark shares; returns the number of predictions written.
 
@@ -648,6 +695,8 @@ def run_conditions(
     ``"clean"`` / ``"<corruption> s<severity>"``). Items may be sequences of frames
     (``Work.frames``): each batch is then frames of several items, and the sink assembles
     an item's record once all its frames are ranked. Labels of -1 (unknown) stay -1.
+    With ``executor`` the model runs there (e.g. on a Ray cluster) and this loop only checks
+    and writes what it yields; ``prefetch`` then does not apply.
     """
     conds = [c for w in work for c, keys in w.pending.items() if keys]
     if not conds:
@@ -658,6 +707,15 @@ def run_conditions(
     if progress is not None:
         progress.start(total, "starting")
     try:
+        if executor is not None:
+            live = [Work(w.source, w.label_map, {c: keys for c, keys in w.pending.items() if keys}, w.frames) for w in work]
+            for sc in executor.run(clf, space, live, batch_size=batch_size, seed=seed, release=release, stop=stop):
+                wb = sc.batch
+                written += _write_scored(clf, space, live[sc.work].label_map, sink, wb, sc.logits, describe)
+                if progress is not None:
+                    progress.advance(len(wb.keys) + len(wb.skipped), (describe or _describe)(wb.condition))
+            sink.finish(conds)
+            return written
         for w in work:
             todo = {c: keys for c, keys in w.pending.items() if keys}
             if not todo:
@@ -698,7 +756,14 @@ def _score(
 ) -> int:
     if int(wb.images.shape[0]) == 0:
         return sink.write(wb.condition, wb, np.zeros(0, dtype=np.int64), None) if wb.skipped else 0
-    logits = space.restrict(clf.logits(wb.images))
+    return _write_scored(clf, space, lmap, sink, wb, space.restrict(clf.logits(wb.images)), describe)
+
+
+def _write_scored(clf: Classifier, space: LabelSpace, lmap: np.ndarray, sink: ResultSink, wb: WorkBatch,
+                  logits: torch.Tensor | None, describe: Callable[[Condition], str] | None = None) -> int:
+    """Check a batch's restricted logits (width, finite values) and hand it to the sink."""
+    if logits is None or not wb.keys:
+        return sink.write(wb.condition, wb, np.zeros(0, dtype=np.int64), None) if wb.skipped else 0
     if logits.shape[1] != len(space.classes):
         raise ModelOutputError(
             clf.name,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from .analysis import noc_corruption_error, noc_mean_corruption_error
 from .sampling import corrupt_candidate
 from .select import Selection
 from .store import OverlapStore
+
+if TYPE_CHECKING:
+    from ..evaluation.runner import Executor
 
 __all__ = [
     "IMAGENET_NOC",
@@ -396,6 +399,7 @@ def evaluate_noc(
     weights: str | None = None,
     classes: str | Sequence[str] = "auto",
     progress: Callable[[int, int], None] | None = None,
+    executor: Executor | None = None,
 ) -> NocResult:
     """Evaluate a classifier on ImageNet-NOC or a saved benchmark; top-5 predictions go to the results store.
 
@@ -411,6 +415,8 @@ def evaluate_noc(
         benchmark: ``"imagenet-noc"``, a saved benchmark JSON, a name saved in the store, or a :class:`NocBenchmark`.
         data: an ImageFolder of ImageNet images (wnid sub-folders); default: the 20 foolbox demo images.
         corruptions: a subset of the benchmark's corruptions.
+        executor: where the model runs (a :class:`shiftbench.evaluation.runner.Executor`, e.g. a Ray
+            cluster's); None: here. The stored rows are the same.
     """
     from ..evaluation.data import ImageFolderSource, foolbox_imagenet
     from ..evaluation.models import load_model, resolve_label_space
@@ -466,6 +472,7 @@ def evaluate_noc(
             seed=seed,
             progress=None if progress is None else _CallbackProgress(progress),
             prefetch=want_prefetch(clf.device),
+            executor=executor,
         )
         errs = {r.condition: (r.top1_error, r.n_predicted) for r in db.runs(eid) if r.top1_error is not None}
         missing = [c for c in conds if c not in errs]

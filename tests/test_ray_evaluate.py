@@ -1,0 +1,454 @@
+"""evaluate --ray: the evaluation loop's model on a Ray cluster, the store written by the driver alone.
+
+Without a cluster (default suite): the executor hook of ``run_conditions`` fed by :class:`RayPredictions`
+over an in-process stand-in for :class:`RayExecutor` (the real :class:`Predictor` and ``work_items``)
+stores the same rows as the local loop, for ImageNet-C and ImageNet-NOC; ``--ray`` without Ray, with a
+bad address, or on a benchmark that cannot run on Ray fails before any work. On a real multi-node
+cluster (head + worker node, ``ray`` and ``slow``): the command line with and without ``--ray`` stores
+the same predictions and prints the same mCE; a driver killed with SIGKILL resumes to the same rows;
+a worker node killed mid-run still ends with the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from shiftbench.cli import main
+from shiftbench.errors import DataError, MissingDependencyError
+
+from ._eval_toys import image_folder, toy_classifier
+from .conftest import sample_paths
+from .test_ray import _env, cluster_test, needs_ray
+
+PY = sys.executable
+
+
+def _rows(store: Path) -> dict[tuple[str, int, str], tuple[int, tuple[Any, ...]]]:
+    """(condition, severity, image) -> (label, top-5) of every stored ImageNet-C prediction; fails on duplicates."""
+    con = sqlite3.connect(store)
+    try:
+        rows = con.execute(
+            "SELECT r.corruption, r.severity, p.image, p.label, p.top1, p.top2, p.top3, p.top4, p.top5 "
+            "FROM predictions p JOIN runs r ON p.run_id = r.id"
+        ).fetchall()
+    finally:
+        con.close()
+    out = {(c, int(s), k): (int(lab), tuple(top)) for c, s, k, lab, *top in rows}
+    assert len(out) == len(rows)
+    return out
+
+
+def _skipped(store: Path) -> set[tuple[str, int, str]]:
+    con = sqlite3.connect(store)
+    try:
+        return {(c, int(s), k) for c, s, k in con.execute(
+            "SELECT r.corruption, r.severity, x.image FROM skipped x JOIN runs r ON x.run_id = r.id")}
+    finally:
+        con.close()
+
+
+# ----------------------------------------------------------------------------- without a cluster
+
+
+class InProcessCluster:
+    """Stands in for RayExecutor: the same Predictor (one per predict call) and item order, in this process."""
+
+    def __init__(self, reverse: bool = False, interrupt_after: int | None = None) -> None:
+        self.reverse, self.calls, self.items, self.interrupt_after = reverse, 0, 0, interrupt_after
+
+    def describe(self) -> str:
+        return "in-process stand-in"
+
+    def check_paths(self, paths: Sequence[str], what: str) -> None:
+        assert all(os.path.exists(p) for p in paths), (paths, what)
+
+    def predict(self, model: Any, source: Any, items: Sequence[Any], *, space: Any, batch_size: int, seed: int,
+                release: bool, workers: int | None = None, logits: bool = False,
+                checksum: str | None = None) -> Iterator[Any]:
+        from shiftbench.distributed.executor import Predictor, node_versions
+
+        threads = torch.get_num_threads()
+        try:
+            p = Predictor(model, source, space, batch_size, seed, release, node_versions(), 1, logits, checksum)
+            self.calls += 1
+            self.items += len(items)
+            order = list(enumerate(items))
+            # the store must not depend on the order in which batches arrive
+            for n, (i, item) in enumerate(order[::-1] if self.reverse else order):
+                if n == self.interrupt_after:
+                    raise KeyboardInterrupt  # as Ctrl-C, or the driver killed mid-run
+                yield from p.predict(i, item)
+        finally:
+            torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_executor_hook_stores_the_rows_of_the_local_loop(tmp_path: Path, reverse: bool) -> None:
+    from shiftbench.distributed.predictions import RayPredictions
+    from shiftbench.evaluation import evaluate
+
+    data = image_folder(tmp_path / "data", n_per_class=3, n_classes=2)
+    (data / next(p.name for p in data.iterdir()) / "zz_broken.JPEG").write_bytes(b"not a jpeg")
+    kw: dict[str, Any] = dict(data=data, corruptions="contrast,gaussian_noise", severities="1,3", batch_size=2,
+                              baseline="none", seed=5)
+    local = evaluate(toy_classifier(), store=tmp_path / "local.sqlite", **kw)
+    fake = InProcessCluster(reverse)
+    ex = RayPredictions(fake, shard=4)  # type: ignore[arg-type]
+    shipped = evaluate(toy_classifier(), store=tmp_path / "ray.sqlite", executor=ex, **kw)
+    assert fake.calls == 1 and ex.shards == fake.items == 5 * 2  # 7 images per condition: shards of 4 + 3
+    want = _rows(tmp_path / "local.sqlite")
+    assert len(want) == 5 * 6 and _rows(tmp_path / "ray.sqlite") == want
+    assert _skipped(tmp_path / "ray.sqlite") == _skipped(tmp_path / "local.sqlite") != set()
+    assert shipped.new_predictions == local.new_predictions == 30
+    assert shipped.summary.clean_error == local.summary.clean_error
+    assert all(r.status == "complete" for r in shipped.runs)
+    # a rerun has nothing left to send
+    again = evaluate(toy_classifier(), store=tmp_path / "ray.sqlite", executor=ex, **kw)
+    assert again.new_predictions == 0 and fake.calls == 1
+
+
+def test_executor_hook_resumes_a_partial_store(tmp_path: Path) -> None:
+    """Rows stored before an interruption are not predicted again; the rest are, to the same rows."""
+    from shiftbench.distributed.predictions import RayPredictions
+    from shiftbench.evaluation import evaluate
+
+    data = image_folder(tmp_path / "data", n_per_class=4, n_classes=2)
+    kw: dict[str, Any] = dict(data=data, corruptions="contrast", severities="2", batch_size=2, baseline="none")
+    evaluate(toy_classifier(), store=tmp_path / "local.sqlite", **kw)
+    want = _rows(tmp_path / "local.sqlite")
+    part = tmp_path / "part.sqlite"
+    with pytest.raises(KeyboardInterrupt):  # interrupted after 3 shards of 2 images
+        evaluate(toy_classifier(), store=part, executor=RayPredictions(InProcessCluster(interrupt_after=3), shard=2), **kw)  # type: ignore[arg-type]
+    assert len(_rows(part)) == 6 < len(want) == 16
+    fake = InProcessCluster()
+    ex = RayPredictions(fake, shard=2)  # type: ignore[arg-type]
+    r = evaluate(toy_classifier(), store=part, executor=ex, **kw)
+    assert r.new_predictions == len(want) - 6 and fake.items == ex.shards == 5
+    assert _rows(part) == want
+
+
+def test_noc_through_the_executor_hook(tmp_path: Path) -> None:
+    from shiftbench.distributed.predictions import RayPredictions
+    from shiftbench.overlap.noc import evaluate_noc
+
+    data = image_folder(tmp_path / "data", n_per_class=2, n_classes=2)
+    kw: dict[str, Any] = dict(data=data, corruptions=["quantization", "brightness"], batch_size=2, seed=1)
+    local = evaluate_noc(toy_classifier(), store=tmp_path / "local.sqlite", **kw)
+    fake = InProcessCluster()
+    shipped = evaluate_noc(toy_classifier(), store=tmp_path / "ray.sqlite", executor=RayPredictions(fake), **kw)  # type: ignore[arg-type]
+    assert fake.items > 0
+    assert shipped.errors == local.errors and shipped.clean_error == local.clean_error and shipped.mce == local.mce
+    con = [sqlite3.connect(tmp_path / f) for f in ("local.sqlite", "ray.sqlite")]
+    try:
+        q = "SELECT condition, key, correct FROM overlap_noc_predictions ORDER BY 1, 2"
+        a, b = (c.execute(q).fetchall() for c in con)
+    finally:
+        for c in con:
+            c.close()
+    assert a == b and len(a) == 3 * 4
+
+
+def test_imagenet_d_through_the_executor_hook(tmp_path: Path) -> None:
+    import shutil
+
+    from shiftbench.distributed.predictions import RayPredictions
+    from shiftbench.domains import evaluate_imagenet_d
+
+    photos = sample_paths()
+    root = tmp_path / "DomainNet"
+    for i, (domain, cls) in enumerate([("real", "bird"), ("real", "dog"), ("real", "zebra"), ("sketch", "dog"),
+                                       ("sketch", "bird")]):
+        dst = root / domain / cls / f"{domain}_{i}.jpg"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(photos[i * 7], dst)
+    (root / "sketch" / "dog" / "sketch_broken.jpg").write_bytes(b"not a jpeg")
+    kw: dict[str, Any] = dict(batch_size=2, mapping="wordnet", domains=["real", "sketch"])
+    local = evaluate_imagenet_d(toy_classifier(), root, store=tmp_path / "local.sqlite", **kw)
+    fake = InProcessCluster(reverse=True)
+    shipped = evaluate_imagenet_d(toy_classifier(), root, store=tmp_path / "ray.sqlite",
+                                  executor=RayPredictions(fake, shard=2), **kw)  # type: ignore[arg-type]
+    assert fake.items >= 3 and shipped.errors == local.errors
+    con = [sqlite3.connect(tmp_path / f) for f in ("local.sqlite", "ray.sqlite")]
+    try:
+        q = "SELECT domain, image, label, top1, top2, top3, top4, top5 FROM imagenet_d_predictions ORDER BY 1, 2"
+        a, b = (c.execute(q).fetchall() for c in con)
+        qs = "SELECT domain, image FROM imagenet_d_skipped ORDER BY 1, 2"
+        sa, sb = (c.execute(qs).fetchall() for c in con)
+    finally:
+        for c in con:
+            c.close()
+    assert a == b and len(a) == 5 and sa == sb and len(sa) == 1
+
+
+def test_workers_with_other_weights_are_refused(tmp_path: Path) -> None:
+    from shiftbench.distributed.executor import ModelSpec
+    from shiftbench.distributed.predictions import RayPredictions
+    from shiftbench.evaluation import evaluate
+
+    data = image_folder(tmp_path / "data", n_per_class=1, n_classes=2)
+    spec = ModelSpec(toy_classifier, {"seed": 1})  # the workers would load other weights than the driver's
+    with pytest.raises(DataError, match="other weights"):
+        evaluate(toy_classifier(seed=0), data=data, corruptions="contrast", severities="1", baseline="none",
+                 store=tmp_path / "s.sqlite", executor=RayPredictions(InProcessCluster(), spec))  # type: ignore[arg-type]
+    con = sqlite3.connect(tmp_path / "s.sqlite")
+    try:
+        assert {r[0] for r in con.execute("SELECT status FROM runs")} == {"failed"}
+    finally:
+        con.close()
+
+
+def test_ray_missing_names_the_extra_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError, as without the package
+    store = tmp_path / "s.sqlite"
+    for bench in ("imagenet-c", "imagenet-noc"):
+        rc = main(["evaluate", "--benchmark", bench, "--store", str(store), "--limit", "1", "--ray"])
+        err = capsys.readouterr().err
+        assert rc == 1 and "pip install 'shiftbench[ray]'" in err and "--ray" in err and err.count("\n") == 1, err
+        assert not store.exists()
+    with pytest.raises(MissingDependencyError):
+        from shiftbench.distributed import ray_predictions
+
+        with ray_predictions({"ray": "", "model": "toy"}):
+            pass
+
+
+def test_ray_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.sqlite"
+    for args, flag in ((["--ray-cpus-per-worker", "2"], "--ray-cpus-per-worker"),
+                       (["--ray", "127.0.0.1:1", "--ray-cpus-per-worker", "0"], "--ray-cpus-per-worker"),
+                       (["--ray", "127.0.0.1:1", "--device", "cuda", "--ray-gpus-per-worker", "0"], "--ray-gpus-per-worker"),
+                       (["--benchmark", "imagenet-p", "--ray"], "--ray"),
+                       (["--benchmark", "icons-50-style", "--ray", "auto"], "--ray")):
+        rc = main(["evaluate", "--store", str(store), *args])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("Error: ") and flag in err and err.count("\n") == 1, (args, err)
+    assert not store.exists()
+
+
+@needs_ray
+@pytest.mark.parametrize("address", ["127.0.0.1:{port}", "no-port-here"])
+def test_unreachable_address_exits_2_before_any_work(tmp_path: Path, address: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from shiftbench.distributed.local import free_port
+
+    addr = address.format(port=free_port())
+    store = tmp_path / "s.sqlite"
+    for bench in ("imagenet-c", "imagenet-noc", "imagenet-d"):
+        extra = ["--data", str(tmp_path)] if bench == "imagenet-d" else []
+        t0 = time.monotonic()
+        rc = main(["evaluate", "--benchmark", bench, "--store", str(store), "--ray", addr, *extra])
+        err = capsys.readouterr().err
+        assert rc == 2 and "--ray" in err and addr in err and "HOST:PORT" in err, err
+        assert time.monotonic() - t0 < 30 and not store.exists()
+
+
+@needs_ray
+def test_the_benchmark_entry_point_takes_the_ray_settings(tmp_path: Path) -> None:
+    """What `shiftbench evaluate` calls (and a sweep over benchmarks may call): Benchmark.evaluate(settings)."""
+    from shiftbench.benchmarks import get_benchmark
+    from shiftbench.distributed.local import free_port
+    from shiftbench.errors import ClusterConnectionError
+
+    addr = f"127.0.0.1:{free_port()}"
+    for name in ("imagenet-c", "imagenet-noc"):
+        bench = get_benchmark(name)
+        assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
+        with pytest.raises(ClusterConnectionError) as e:
+            bench.evaluate({"model": "efficientnet-lite0", "store": str(tmp_path / "s.sqlite"), "limit": 1,
+                            "ray": addr, "ray_cpus_per_worker": 1}, None)
+        assert e.value.argument == "--ray" and e.value.value == addr
+    assert not (tmp_path / "s.sqlite").exists()
+    assert not get_benchmark("imagenet-p").accepts("ray")
+
+
+# ----------------------------------------------------------------------------- a cluster on this machine
+
+CORRUPTIONS, SEVERITIES, LIMIT = "contrast,gaussian_noise", "1,3", 12
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    from shiftbench.distributed.local import LocalCluster
+
+    with LocalCluster(nodes=2, cpus=1, env=_env()) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shared sample photos as an ImageFolder (links, by their wnid), plus one unreadable file."""
+    src = tmp_path_factory.mktemp("ray-eval") / "src"
+    for p in sample_paths():
+        d = src / p.name.split("_")[0]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / p.name).symlink_to(p)
+    (src / "n01440764" / "zz_broken.JPEG").write_bytes(b"not a jpeg")
+    return src
+
+
+def _cmd(src: Path, store: Path, *extra: str) -> list[str]:
+    # the results go to a file: Ray itself prints to the driver's stdout when a node dies
+    return [PY, "-m", "shiftbench.cli", "evaluate", "--data", str(src), "--store", str(store), "--corruptions",
+            CORRUPTIONS, "--severities", SEVERITIES, "--limit", str(LIMIT), "--batch-size", "4", "--no-progress",
+            "--results-format", "json", "--results-file", str(store.with_suffix(".json")), *extra]
+
+
+def _scores(store: Path) -> dict[str, Any]:
+    doc = json.loads(store.with_suffix(".json").read_text())
+    row = doc["rows"][-1]
+    return {k: row[k] for k in ("clean_error", "mce", "relative_mce")}
+
+
+@pytest.fixture(scope="module")
+def single_machine(photos: Path) -> tuple[dict[tuple[str, int, str], Any], dict[str, Any]]:
+    store = photos.parent / "single.sqlite"
+    r = subprocess.run(_cmd(photos, store), env=_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = _rows(store)
+    assert len(rows) == 5 * LIMIT
+    return rows, _scores(store)
+
+
+@cluster_test
+def test_evaluate_on_cluster_equals_single_machine(cluster: Any, photos: Path, single_machine: Any) -> None:
+    store = photos.parent / "cluster.sqlite"
+    r = subprocess.run(_cmd(photos, store, "--ray", cluster.address), env=_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "2 node(s)" in r.stderr and "shard(s)" in r.stderr
+    assert _rows(store) == single_machine[0]
+    assert _scores(store) == single_machine[1]
+    # a rerun has nothing left to predict
+    r = subprocess.run(_cmd(photos, store, "--ray", cluster.address), env=_env(), capture_output=True, text=True)
+    assert r.returncode == 0 and "already complete" in r.stderr, r.stderr
+    assert _rows(store) == single_machine[0]
+
+
+def _count(store: Path) -> int:
+    try:
+        con = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
+        try:
+            return int(con.execute("SELECT count(*) FROM predictions").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+def _start_until(cmd: list[str], store: Path, rows: int, timeout: float = 300) -> subprocess.Popen[str]:
+    p = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while _count(store) < rows:
+        assert p.poll() is None, "the run ended before it could be interrupted: " + (p.communicate()[1] or "")
+        assert time.monotonic() - t0 < timeout
+        time.sleep(0.1)
+    return p
+
+
+@cluster_test
+def test_driver_killed_then_rerun_same_rows(cluster: Any, photos: Path, single_machine: Any) -> None:
+    store = photos.parent / "driver-killed.sqlite"
+    cmd = _cmd(photos, store, "--ray", cluster.address)
+    p = _start_until(cmd, store, 8)
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    assert 0 < _count(store) < 5 * LIMIT
+    r = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert _rows(store) == single_machine[0]  # none lost, none twice (_rows fails on duplicates)
+    assert _scores(store) == single_machine[1]
+
+
+@cluster_test
+def test_worker_node_killed_mid_run_same_rows(cluster: Any, photos: Path, single_machine: Any) -> None:
+    store = photos.parent / "node-killed.sqlite"
+    p = _start_until(_cmd(photos, store, "--ray", cluster.address), store, 8)
+    try:
+        os.kill(cluster.raylet_of(1), signal.SIGKILL)
+        stdout, stderr = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, stderr
+    assert _rows(store) == single_machine[0]
+    assert _scores(store) == single_machine[1]
+    assert "raylet" not in stdout.lower()  # Ray's message on the lost node went to stderr, not with the results
+    cluster.nodes[1].wait(timeout=60)
+    cluster.add_node()
+
+
+@cluster_test
+def test_python_model_object_on_cluster(cluster: Any, tmp_path: Path) -> None:
+    """A model given as an object (no name to load it by) is sent to the workers; same rows as here."""
+    import ray
+
+    from shiftbench.distributed import RayExecutor, RayPredictions
+    from shiftbench.evaluation import evaluate
+
+    data = image_folder(tmp_path / "data", n_per_class=3, n_classes=2)
+    kw: dict[str, Any] = dict(data=data, corruptions="contrast,gaussian_noise", severities="1,3", batch_size=2,
+                              baseline="none", seed=5)
+    evaluate(toy_classifier(), store=tmp_path / "local.sqlite", **kw)
+    try:
+        with RayExecutor(cluster.address) as ex:
+            rp = RayPredictions(ex)
+            evaluate(toy_classifier(), store=tmp_path / "ray.sqlite", executor=rp, **kw)
+    finally:
+        ray.shutdown()
+    assert rp.shards == 5  # 6 images per condition, shards of 4 batches of 2
+    assert _rows(tmp_path / "ray.sqlite") == _rows(tmp_path / "local.sqlite")
+
+
+def test_stop_event_is_honoured() -> None:
+    """RayPredictions stops yielding once the loop sets its stop event."""
+    from shiftbench.distributed.predictions import RayPredictions
+
+    class Endless:
+        def describe(self) -> str:
+            return "endless"
+
+        def check_paths(self, paths: Sequence[str], what: str) -> None:
+            pass
+
+        def predict(self, *a: Any, **k: Any) -> Iterator[Any]:
+            from shiftbench.distributed.executor import PredictionBatch
+
+            while True:
+                yield PredictionBatch(0, ("clean", 0), ["a"], [0], [[0]], [], torch.zeros(1, 3))
+
+    class Src:
+        location = ""
+
+        def items(self, cond: Any) -> list[Any]:
+            return [type("I", (), {"key": "a"})()]
+
+    from shiftbench.evaluation.runner import Work
+
+    stop = threading.Event()
+    it = RayPredictions(Endless()).run(toy_classifier(), None, [Work(Src(), None, {("clean", 0): {"a"}})],  # type: ignore[arg-type]
+                                       batch_size=1, seed=0, release=False, stop=stop)
+    assert next(it).batch.keys == ["a"]
+    stop.set()
+    assert list(it) == []
+
+
+def test_a_worker_loads_zoo_names_itself() -> None:
+    """A fresh process (as a Ray worker) resolves "zoo:" names without the driver's imports."""
+    code = ("from shiftbench.distributed.executor import ModelSpec\n"
+            "try:\n    ModelSpec('zoo:no-such-model').load()\n"
+            "except Exception as e:\n    print(type(e).__name__, e)\n")
+    r = subprocess.run([PY, "-c", code], env=_env(), capture_output=True, text=True, timeout=300)
+    assert r.stdout.startswith("UnknownNameError") and "zoo:resnet50" in r.stdout, r.stdout + r.stderr
