@@ -41,8 +41,8 @@ def _rows(store: Path) -> dict[tuple[str, int, str], tuple[int, tuple[Any, ...]]
     con = sqlite3.connect(store)
     try:
         rows = con.execute(
-            "SELECT r.corruption, r.severity, p.image, p.label, p.top1, p.top2, p.top3, p.top4, p.top5 "
-            "FROM predictions p JOIN runs r ON p.run_id = r.id"
+            "SELECT r.condition, r.level, p.item, p.label, p.top1, p.top2, p.top3, p.top4, p.top5 "
+            "FROM records p JOIN runs r ON p.run_id = r.id WHERE p.skipped IS NULL"
         ).fetchall()
     finally:
         con.close()
@@ -55,7 +55,7 @@ def _skipped(store: Path) -> set[tuple[str, int, str]]:
     con = sqlite3.connect(store)
     try:
         return {(c, int(s), k) for c, s, k in con.execute(
-            "SELECT r.corruption, r.severity, x.image FROM skipped x JOIN runs r ON x.run_id = r.id")}
+            "SELECT r.condition, r.level, x.item FROM records x JOIN runs r ON x.run_id = r.id WHERE x.skipped IS NOT NULL")}
     finally:
         con.close()
 
@@ -153,7 +153,8 @@ def test_noc_through_the_executor_hook(tmp_path: Path) -> None:
     assert shipped.errors == local.errors and shipped.clean_error == local.clean_error and shipped.mce == local.mce
     con = [sqlite3.connect(tmp_path / f) for f in ("local.sqlite", "ray.sqlite")]
     try:
-        q = "SELECT condition, key, correct FROM overlap_noc_predictions ORDER BY 1, 2"
+        q = ("SELECT r.condition, r.level, x.item, x.correct FROM records x JOIN runs r ON x.run_id = r.id "
+             "ORDER BY 1, 2, 3")
         a, b = (c.execute(q).fetchall() for c in con)
     finally:
         for c in con:
@@ -183,9 +184,11 @@ def test_imagenet_d_through_the_executor_hook(tmp_path: Path) -> None:
     assert fake.items >= 3 and shipped.errors == local.errors
     con = [sqlite3.connect(tmp_path / f) for f in ("local.sqlite", "ray.sqlite")]
     try:
-        q = "SELECT domain, image, label, top1, top2, top3, top4, top5 FROM imagenet_d_predictions ORDER BY 1, 2"
+        q = ("SELECT r.condition, x.item, x.label, x.top1, x.top2, x.top3, x.top4, x.top5 FROM records x "
+             "JOIN runs r ON x.run_id = r.id WHERE x.skipped IS NULL ORDER BY 1, 2")
         a, b = (c.execute(q).fetchall() for c in con)
-        qs = "SELECT domain, image FROM imagenet_d_skipped ORDER BY 1, 2"
+        qs = ("SELECT r.condition, x.item FROM records x JOIN runs r ON x.run_id = r.id WHERE x.skipped IS NOT NULL "
+              "ORDER BY 1, 2")
         sa, sb = (c.execute(qs).fetchall() for c in con)
     finally:
         for c in con:
@@ -341,7 +344,7 @@ def _count(store: Path) -> int:
     try:
         con = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
         try:
-            return int(con.execute("SELECT count(*) FROM predictions").fetchone()[0])
+            return int(con.execute("SELECT count(*) FROM records").fetchone()[0])
         finally:
             con.close()
     except sqlite3.Error:

@@ -212,6 +212,27 @@ def ray_evaluate(results: Path) -> list[str]:
     return [head, ""] + _table(["set-up", "seconds", "predictions / s", "same stored predictions"], rows) + ["", over]
 
 
+def structural_emoji(results: Path) -> list[str]:
+    d = _load("structural_emoji.json", results)
+    sp, m = d["spec"], d["machine"]
+    rows = []
+    for r in d["rows"]:
+        name = r["split"].split(":", 1)[1] if r["kind"] == "style" else "one random subtype per class"
+        rows.append([f"{r['kind']}: {name}", f"{r['train']:,}", f"{r['n_heldout']:,}",
+                     f"{100 * r['seen_accuracy']:.1f}", f"{100 * r['heldout_accuracy']:.1f}", f"{100 * r['gap']:+.1f}"])
+    load = m.get("load_average_before")
+    head = (
+        f"`perf/results/structural_emoji.json`: {d['images']:,} images, {d['classes']} classes; {sp['arch']} at "
+        f"{sp['image_size']} px, {sp['recipe']['epochs']} epochs, batch {sp['recipe']['batch_size']}, lr "
+        f"{sp['recipe']['lr']}, seed {d['seed']}; {d['total_seconds'] / 60:.1f} min wall "
+        f"({d.get('total_cpu_seconds', float('nan')) / 60:.1f} CPU-min) on {m['cpus']} cores with "
+        f"{m['cpu_threads']} threads" + (f", load average {load[0]:.1f} at the start" if load else "") + "."
+    )
+    return [head, ""] + _table(
+        ["held out", "training images", "held-out images", "seen accuracy (%)", "held-out accuracy (%)", "gap (points)"], rows
+    )
+
+
 GENERATORS: dict[str, Callable[[Path], list[str]]] = {
     "ray-evaluate": ray_evaluate,
     "speed-cpu": speed_cpu,
@@ -220,6 +241,7 @@ GENERATORS: dict[str, Callable[[Path], list[str]]] = {
     "jpeg-floor": jpeg_floor,
     "decision-fidelity": decision_fidelity,
     "p-decision": p_decision,
+    "structural-emoji": structural_emoji,
 }
 
 # markers count only at the start of a line (a marker quoted in prose is not one)
