@@ -66,8 +66,9 @@ def _skipped(store: Path) -> set[tuple[str, int, str]]:
 class InProcessCluster:
     """Stands in for RayExecutor: the same Predictor (one per predict call) and item order, in this process."""
 
-    def __init__(self, reverse: bool = False, interrupt_after: int | None = None) -> None:
+    def __init__(self, reverse: bool = False, interrupt_after: int | None = None, ship: bool = False) -> None:
         self.reverse, self.calls, self.items, self.interrupt_after = reverse, 0, 0, interrupt_after
+        self.ship, self.shipped = ship, 0  # ship: the source goes through pickle, as to a Ray worker
 
     def describe(self) -> str:
         return "in-process stand-in"
@@ -81,6 +82,12 @@ class InProcessCluster:
         from shiftbench.distributed.executor import Predictor, node_versions
 
         threads = torch.get_num_threads()
+        if self.ship:
+            import pickle
+
+            blob = pickle.dumps(source)
+            self.shipped = max(self.shipped, len(blob))
+            source = pickle.loads(blob)  # noqa: S301 - our own object, just pickled
         try:
             p = Predictor(model, source, space, batch_size, seed, release, node_versions(), 1, logits, checksum)
             self.calls += 1
@@ -193,6 +200,77 @@ def test_imagenet_d_through_the_executor_hook(tmp_path: Path) -> None:
     assert a == b and len(a) == 5 and sa == sb and len(sa) == 1
 
 
+def _p_records(store: Path) -> dict[tuple[str, int, str], tuple[Any, ...]]:
+    """(perturbation, level, video) -> (label, per-frame top-5 blob, skip reason) of every stored ImageNet-P record."""
+    con = sqlite3.connect(store)
+    try:
+        rows = con.execute("SELECT r.condition, r.level, x.item, x.label, x.frames_top5, x.skipped FROM records x "
+                           "JOIN runs r ON x.run_id = r.id WHERE r.frames > 1").fetchall()
+    finally:
+        con.close()
+    out = {(c, int(lvl), k): (lab, blob, why) for c, lvl, k, lab, blob, why in rows}
+    assert len(out) == len(rows)
+    return out
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_imagenet_p_through_the_executor_hook(tmp_path: Path, reverse: bool) -> None:
+    """Sequences generated on the workers from a shipped frame source: the same T x 5 records and scores."""
+    from shiftbench.distributed.predictions import RayPredictions
+    from shiftbench.perturbations import evaluate_p, get_perturbation
+
+    data = image_folder(tmp_path / "data", n_per_class=2, n_classes=2)
+    (data / next(p.name for p in data.iterdir()) / "zz_broken.JPEG").write_bytes(b"not a jpeg")
+    kw: dict[str, Any] = dict(data=data, edition="64", perturbations="gaussian_noise,rotate", difficulties="1,2",
+                              batch_size=8, seed=3, baseline="none")
+    local = evaluate_p(toy_classifier(), store=tmp_path / "local.sqlite", **kw)
+    fake = InProcessCluster(reverse, ship=True)
+    ex = RayPredictions(fake)  # type: ignore[arg-type]
+    shipped = evaluate_p(toy_classifier(), store=tmp_path / "ray.sqlite", executor=ex, **kw)
+    want = _p_records(tmp_path / "local.sqlite")
+    # runs gaussian_noise 1, gaussian_noise 2, rotate 1; 4 readable videos each and the broken photo
+    assert len(want) == 3 * 5 and sum(why is not None for _, _, why in want.values()) == 3
+    assert _p_records(tmp_path / "ray.sqlite") == want
+    # a shard holds about 4 batches of frames: 32 // frames videos (at least one)
+    t = {n: get_perturbation(n).frames("64") for n in ("gaussian_noise", "rotate")}
+    per = {n: max(1, 32 // t[n]) for n in t}
+    assert ex.shards == fake.items == 2 * -(-5 // per["gaussian_noise"]) + -(-5 // per["rotate"])
+    assert shipped.new_videos == local.new_videos == 12 and shipped.scores.keys() == local.scores.keys()
+    for k, sc in local.scores.items():
+        assert (shipped.scores[k].fp, shipped.scores[k].ut5d) == (sc.fp, sc.ut5d)
+    assert all(r.status == "complete" for r in shipped.runs)
+    # the records stay the same with one video per shard, and a rerun has nothing left to send
+    one = RayPredictions(InProcessCluster(ship=True), shard=1)  # type: ignore[arg-type]
+    evaluate_p(toy_classifier(), store=tmp_path / "one.sqlite", executor=one, **kw)
+    assert one.shards == 15 and _p_records(tmp_path / "one.sqlite") == want
+    again = evaluate_p(toy_classifier(), store=tmp_path / "ray.sqlite", executor=ex, **kw)
+    assert again.new_videos == 0 and fake.calls == 1
+
+
+def test_cifar_p_arrays_are_not_shipped(tmp_path: Path) -> None:
+    """A released CIFAR-P folder goes to the workers without its arrays (each worker maps the files)."""
+    import numpy as np
+
+    from shiftbench.distributed.predictions import RayPredictions
+    from shiftbench.perturbations import evaluate_p
+    from shiftbench.perturbations import video as V
+
+    cifar = tmp_path / "CIFAR-10-P"
+    rng = np.random.default_rng(0)
+    V.save_cifar_p(cifar / "translate.npy", rng.integers(0, 256, (5, 16, 32, 32, 3), dtype=np.uint8))
+    V.save_cifar_p(cifar / "shot_noise.npy", rng.integers(0, 256, (5, 31, 32, 32, 3), dtype=np.uint8))
+    np.save(cifar / "labels.npy", np.array([0, 3, 9, 3, 1]))
+    kw: dict[str, Any] = dict(released=cifar, perturbations="translate,shot_noise", batch_size=16, baseline="none")
+    local = evaluate_p(toy_classifier("toy-cifar", n_classes=10), store=tmp_path / "local.sqlite", **kw)
+    fake = InProcessCluster(reverse=True, ship=True)
+    shipped = evaluate_p(toy_classifier("toy-cifar", n_classes=10), store=tmp_path / "ray.sqlite",
+                         executor=RayPredictions(fake, shard=2), **kw)  # type: ignore[arg-type]
+    assert fake.items == 3 + 3 and 0 < fake.shipped < 20_000  # the two arrays hold 710 kB
+    want = _p_records(tmp_path / "local.sqlite")
+    assert len(want) == 10 and _p_records(tmp_path / "ray.sqlite") == want
+    assert {k: (v.fp, v.ut5d) for k, v in shipped.scores.items()} == {k: (v.fp, v.ut5d) for k, v in local.scores.items()}
+
+
 def test_workers_with_other_weights_are_refused(tmp_path: Path) -> None:
     from shiftbench.distributed.executor import ModelSpec
     from shiftbench.distributed.predictions import RayPredictions
@@ -231,7 +309,6 @@ def test_ray_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[s
     for args, flag in ((["--ray-cpus-per-worker", "2"], "--ray-cpus-per-worker"),
                        (["--ray", "127.0.0.1:1", "--ray-cpus-per-worker", "0"], "--ray-cpus-per-worker"),
                        (["--ray", "127.0.0.1:1", "--device", "cuda", "--ray-gpus-per-worker", "0"], "--ray-gpus-per-worker"),
-                       (["--benchmark", "imagenet-p", "--ray"], "--ray"),
                        (["--benchmark", "icons-50-style", "--ray", "auto"], "--ray")):
         rc = main(["evaluate", "--store", str(store), *args])
         err = capsys.readouterr().err
@@ -247,7 +324,7 @@ def test_unreachable_address_exits_2_before_any_work(tmp_path: Path, address: st
 
     addr = address.format(port=free_port())
     store = tmp_path / "s.sqlite"
-    for bench in ("imagenet-c", "imagenet-noc", "imagenet-d"):
+    for bench in ("imagenet-c", "imagenet-noc", "imagenet-d", "imagenet-p"):
         extra = ["--data", str(tmp_path)] if bench == "imagenet-d" else []
         t0 = time.monotonic()
         rc = main(["evaluate", "--benchmark", bench, "--store", str(store), "--ray", addr, *extra])
@@ -264,7 +341,7 @@ def test_the_benchmark_entry_point_takes_the_ray_settings(tmp_path: Path) -> Non
     from shiftbench.errors import ClusterConnectionError
 
     addr = f"127.0.0.1:{free_port()}"
-    for name in ("imagenet-c", "imagenet-noc"):
+    for name in ("imagenet-c", "imagenet-noc", "imagenet-p"):
         bench = get_benchmark(name)
         assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
         with pytest.raises(ClusterConnectionError) as e:
@@ -272,7 +349,7 @@ def test_the_benchmark_entry_point_takes_the_ray_settings(tmp_path: Path) -> Non
                             "ray": addr, "ray_cpus_per_worker": 1}, None)
         assert e.value.argument == "--ray" and e.value.value == addr
     assert not (tmp_path / "s.sqlite").exists()
-    assert not get_benchmark("imagenet-p").accepts("ray")
+    assert get_benchmark("imagenet-p").accepts("ray")
 
 
 # ----------------------------------------------------------------------------- a cluster on this machine
@@ -410,6 +487,30 @@ def test_python_model_object_on_cluster(cluster: Any, tmp_path: Path) -> None:
         ray.shutdown()
     assert rp.shards == 5  # 6 images per condition, shards of 4 batches of 2
     assert _rows(tmp_path / "ray.sqlite") == _rows(tmp_path / "local.sqlite")
+
+
+def _p_cmd(src: Path, store: Path, *extra: str) -> list[str]:
+    return [PY, "-m", "shiftbench.cli", "evaluate", "--benchmark", "imagenet-p", "--data", str(src), "--store",
+            str(store), "--edition", "64", "--perturbations", "gaussian_noise,rotate", "--difficulties", "1",
+            "--limit", "3", "--batch-size", "8", "--no-progress", "--results-format", "json", "--results-file",
+            str(store.with_suffix(".json")), *extra]
+
+
+@cluster_test
+def test_imagenet_p_on_cluster_equals_single_machine(cluster: Any, photos: Path) -> None:
+    """Tiny-ImageNet-P sequences generated on the worker nodes: the same T x 5 records, FP and uT5D as here."""
+    stores = {k: photos.parent / f"p-{k}.sqlite" for k in ("single", "cluster")}
+    r = subprocess.run(_p_cmd(photos, stores["single"]), env=_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(_p_cmd(photos, stores["cluster"], "--ray", cluster.address), env=_env(), capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert "2 node(s)" in r.stderr and "shard(s)" in r.stderr
+    want = _p_records(stores["single"])
+    assert len(want) == 2 * 3 and _p_records(stores["cluster"]) == want
+    docs = [json.loads(s.with_suffix(".json").read_text()) for s in stores.values()]
+    assert docs[0]["difficulties"] == docs[1]["difficulties"]
+    assert docs[0]["difficulties"]["1"]["perturbations"]["rotate"]["videos"] > 0
 
 
 def test_stop_event_is_honoured() -> None:
