@@ -41,8 +41,8 @@ def _rows(store: Path) -> dict[tuple[str, int, str], tuple[int, tuple[Any, ...]]
     con = sqlite3.connect(store)
     try:
         rows = con.execute(
-            "SELECT r.corruption, r.severity, p.image, p.label, p.top1, p.top2, p.top3, p.top4, p.top5 "
-            "FROM predictions p JOIN runs r ON p.run_id = r.id"
+            "SELECT r.condition, r.level, p.item, p.label, p.top1, p.top2, p.top3, p.top4, p.top5 "
+            "FROM records p JOIN runs r ON p.run_id = r.id WHERE p.skipped IS NULL AND r.frames = 1"
         ).fetchall()
     finally:
         con.close()
@@ -55,7 +55,8 @@ def _skipped(store: Path) -> set[tuple[str, int, str]]:
     con = sqlite3.connect(store)
     try:
         return {(c, int(s), k) for c, s, k in con.execute(
-            "SELECT r.corruption, r.severity, x.image FROM skipped x JOIN runs r ON x.run_id = r.id")}
+            "SELECT r.condition, r.level, x.item FROM records x JOIN runs r ON x.run_id = r.id "
+            "WHERE x.skipped IS NOT NULL")}
     finally:
         con.close()
 
@@ -66,9 +67,11 @@ def _skipped(store: Path) -> set[tuple[str, int, str]]:
 class InProcessCluster:
     """Stands in for RayExecutor: the same Predictor (one per predict call) and item order, in this process."""
 
-    def __init__(self, reverse: bool = False, interrupt_after: int | None = None, ship: bool = False) -> None:
+    def __init__(self, reverse: bool = False, interrupt_after: int | None = None, ship: bool = False,
+                 fresh_style: bool = False) -> None:
         self.reverse, self.calls, self.items, self.interrupt_after = reverse, 0, 0, interrupt_after
         self.ship, self.shipped = ship, 0  # ship: the source goes through pickle, as to a Ray worker
+        self.fresh_style = fresh_style  # forget this process's style settings, as in a new worker process
 
     def describe(self) -> str:
         return "in-process stand-in"
@@ -88,6 +91,10 @@ class InProcessCluster:
             blob = pickle.dumps(source)
             self.shipped = max(self.shipped, len(blob))
             source = pickle.loads(blob)  # noqa: S301 - our own object, just pickled
+        if self.fresh_style:
+            from shiftbench import style
+
+            style.configure(styles=None, backend=None, schedule=None)
         try:
             p = Predictor(model, source, space, batch_size, seed, release, node_versions(), 1, logits, checksum)
             self.calls += 1
@@ -160,7 +167,8 @@ def test_noc_through_the_executor_hook(tmp_path: Path) -> None:
     assert shipped.errors == local.errors and shipped.clean_error == local.clean_error and shipped.mce == local.mce
     con = [sqlite3.connect(tmp_path / f) for f in ("local.sqlite", "ray.sqlite")]
     try:
-        q = "SELECT condition, key, correct FROM overlap_noc_predictions ORDER BY 1, 2"
+        q = ("SELECT r.condition, r.level, x.item, x.correct FROM records x JOIN runs r ON x.run_id = r.id "
+             "ORDER BY 1, 2, 3")
         a, b = (c.execute(q).fetchall() for c in con)
     finally:
         for c in con:
@@ -190,9 +198,11 @@ def test_imagenet_d_through_the_executor_hook(tmp_path: Path) -> None:
     assert fake.items >= 3 and shipped.errors == local.errors
     con = [sqlite3.connect(tmp_path / f) for f in ("local.sqlite", "ray.sqlite")]
     try:
-        q = "SELECT domain, image, label, top1, top2, top3, top4, top5 FROM imagenet_d_predictions ORDER BY 1, 2"
+        q = ("SELECT r.condition, x.item, x.label, x.top1, x.top2, x.top3, x.top4, x.top5 FROM records x "
+             "JOIN runs r ON x.run_id = r.id WHERE x.skipped IS NULL ORDER BY 1, 2")
         a, b = (c.execute(q).fetchall() for c in con)
-        qs = "SELECT domain, image FROM imagenet_d_skipped ORDER BY 1, 2"
+        qs = ("SELECT r.condition, x.item FROM records x JOIN runs r ON x.run_id = r.id WHERE x.skipped IS NOT NULL "
+              "ORDER BY 1, 2")
         sa, sb = (c.execute(qs).fetchall() for c in con)
     finally:
         for c in con:
@@ -269,6 +279,71 @@ def test_cifar_p_arrays_are_not_shipped(tmp_path: Path) -> None:
     want = _p_records(tmp_path / "local.sqlite")
     assert len(want) == 10 and _p_records(tmp_path / "ray.sqlite") == want
     assert {k: (v.fp, v.ut5d) for k, v in shipped.scores.items()} == {k: (v.fp, v.ut5d) for k, v in local.scores.items()}
+
+
+def test_imagenet_c_style_through_the_executor_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's own entry point with --ray: each worker configures the style folder, backend and schedule
+    from what the photo source carries, and stores the rows of a run without --ray."""
+    from contextlib import contextmanager
+
+    import shiftbench.benchmarks.imagenet_c_style as ICS
+    from shiftbench import style
+    from shiftbench.benchmarks import get_benchmark
+    from shiftbench.distributed.predictions import RayPredictions
+
+    from .test_bench_style import Tint, _styles
+
+    data = image_folder(tmp_path / "data", n_per_class=3, n_classes=2)
+    styles = _styles(tmp_path / "styles", [(255, 0, 0), (0, 40, 200), (60, 160, 60)])
+    fake = InProcessCluster(reverse=True, ship=True, fresh_style=True)
+    ex = RayPredictions(fake, shard=2)  # type: ignore[arg-type]
+    seen: list[Any] = []
+
+    @contextmanager
+    def fake_ray(settings: Any) -> Iterator[Any]:
+        seen.append(settings.get("ray"))
+        yield ex if settings.get("ray") is not None else None
+
+    monkeypatch.setattr(ICS, "ray_predictions", fake_ray)
+    bench = get_benchmark("imagenet-c-style")
+    assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
+    base: dict[str, Any] = {"data": str(data), "classes": "data", "batch_size": 2, "styles": str(styles),
+                            "severities": "1,4", "model": toy_classifier("toy-s", seed=2)}
+    docs = []
+    try:
+        for name, ray in (("local", None), ("ray", "127.0.0.1:6379")):
+            style.configure(styles=None, backend=Tint(), schedule=None)
+            docs.append(json.loads(bench.evaluate({**base, "store": str(tmp_path / f"{name}.sqlite"), "ray": ray},
+                                                  None).json()))
+    finally:
+        style.configure(styles=None, backend=None, schedule=None)
+    assert seen == [None, "127.0.0.1:6379"] and fake.items == ex.shards == 3 * 3
+    want = _rows(tmp_path / "local.sqlite")
+    assert len(want) == 3 * 6 and _rows(tmp_path / "ray.sqlite") == want
+    assert docs[0]["data"] == docs[1]["data"] and "styles=" in docs[0]["data"]
+    assert [docs[1][f"error_s{s}"] for s in (0, 1, 4) if f"error_s{s}" in docs[1]] == \
+        [docs[0][f"error_s{s}"] for s in (0, 1, 4) if f"error_s{s}" in docs[0]]
+    assert docs[1]["clean_error"] == docs[0]["clean_error"]
+
+
+def test_a_worker_with_other_style_images_is_refused(tmp_path: Path) -> None:
+    from shiftbench import style
+
+    from .test_bench_style import Tint, _styles
+
+    try:
+        style.configure(styles=_styles(tmp_path / "a", [(255, 0, 0)]), backend=Tint(), schedule=None)
+        cfg = style.StyleConfig.current()
+        assert cfg.backend_identity["backend"] == "tint" and cfg.styles_digest == style.style_source().digest
+        style.configure(styles=None, backend=None)
+        cfg.apply()  # a fresh process: configured from the value alone
+        assert style.style_source().digest == cfg.styles_digest and style.style_backend().name == "tint"
+        (tmp_path / "a" / "more.png").write_bytes((tmp_path / "a" / "s0.png").read_bytes())
+        style.configure(styles=None, backend=None)
+        with pytest.raises(DataError, match="style images .* differ"):
+            cfg.apply()
+    finally:
+        style.configure(styles=None, backend=None, schedule=None)
 
 
 def test_workers_with_other_weights_are_refused(tmp_path: Path) -> None:
@@ -418,7 +493,7 @@ def _count(store: Path) -> int:
     try:
         con = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
         try:
-            return int(con.execute("SELECT count(*) FROM predictions").fetchone()[0])
+            return int(con.execute("SELECT count(*) FROM records WHERE skipped IS NULL").fetchone()[0])
         finally:
             con.close()
     except sqlite3.Error:

@@ -87,9 +87,14 @@ class RayPredictions:
         size = self.shard or SHARD_BATCHES * batch_size
         self.shards = 0
         for wi, w in enumerate(work):
-            loc = str(getattr(w.source, "location", ""))
-            if loc and os.path.isabs(loc) and os.path.exists(loc):
-                self.executor.check_paths([loc], "--data")
+            # folders every node must see: the source's own list (option -> path), else its location
+            shared = getattr(w.source, "shared_paths", None)
+            if shared is None:
+                loc = str(getattr(w.source, "location", ""))
+                shared = {"--data": loc} if loc else {}
+            for what, path in shared.items():
+                if os.path.isabs(str(path)) and os.path.exists(str(path)):
+                    self.executor.check_paths([str(path)], what)
             # items of several frames (ImageNet-P's videos): a shard holds about ``size`` frames
             items = [it for cond, keys in w.pending.items()
                      for it in work_items(w.source, {cond: keys}, self.shard or max(1, size // w.frames.get(cond, 1)))]
