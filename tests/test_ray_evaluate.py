@@ -91,6 +91,7 @@ class InProcessCluster:
             blob = pickle.dumps(source)
             self.shipped = max(self.shipped, len(blob))
             source = pickle.loads(blob)  # noqa: S301 - our own object, just pickled
+            model = pickle.loads(pickle.dumps(model))  # noqa: S301 - the model as sent to the workers
         if self.fresh_style:
             from shiftbench import style
 
@@ -326,6 +327,45 @@ def test_imagenet_c_style_through_the_executor_hook(tmp_path: Path, monkeypatch:
     assert docs[1]["clean_error"] == docs[0]["clean_error"]
 
 
+@pytest.mark.parametrize("name", ["icons-50-style", "icons-50-subtype"])
+def test_structural_holdout_through_the_executor_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      name: str) -> None:
+    """A split model trained here is sent to the workers with its parts' images: the rows of a run without --ray."""
+    from contextlib import contextmanager
+
+    import shiftbench.benchmarks.icons_50_style as HB
+    from shiftbench.benchmarks import get_benchmark
+    from shiftbench.distributed.predictions import RayPredictions
+
+    from .test_bench_structural import EMOJI, TINY
+
+    if not (EMOJI / "emoji-styles-32.npz").is_file():
+        pytest.skip("shared emoji-styles data absent")
+    fake = InProcessCluster(reverse=True, ship=True)
+    ex = RayPredictions(fake, shard=8)  # type: ignore[arg-type]
+
+    @contextmanager
+    def fake_ray(settings: Any) -> Iterator[Any]:
+        assert settings.get("model") is None  # the workers get the trained model, never a model name to load
+        yield ex if settings.get("ray") is not None else None
+
+    monkeypatch.setattr(HB, "ray_predictions", fake_ray)
+    bench = get_benchmark(name)
+    assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
+    base: dict[str, Any] = {"data": str(EMOJI), "recipe": TINY, "limit": 20, "batch_size": 4,
+                            "model": "efficientnet-lite0"}  # as the command line passes it: train the recipe
+    # the second run finds the first one's trained checkpoint next to its store: the same model
+    docs = [json.loads(bench.evaluate({**base, "store": str(tmp_path / f"{k}.sqlite"), "ray": ray}, None).json())
+            for k, ray in (("local", None), ("ray", "127.0.0.1:6379"))]
+    n = len(docs[1]["splits"])
+    assert fake.calls == 2 * n and fake.items == 2 * 3 * n  # per split: 2 parts of 20 images in shards of 8
+    want = _rows(tmp_path / "local.sqlite")
+    assert len(want) == 2 * 20 * n and _rows(tmp_path / "ray.sqlite") == want
+    for a, b in zip(docs[0]["splits"], docs[1]["splits"], strict=True):
+        for k in ("split", "heldout_accuracy", "seen_accuracy", "gap", "n_heldout", "n_seen"):
+            assert a[k] == b[k], k
+
+
 def test_a_worker_with_other_style_images_is_refused(tmp_path: Path) -> None:
     from shiftbench import style
 
@@ -384,7 +424,7 @@ def test_ray_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[s
     for args, flag in ((["--ray-cpus-per-worker", "2"], "--ray-cpus-per-worker"),
                        (["--ray", "127.0.0.1:1", "--ray-cpus-per-worker", "0"], "--ray-cpus-per-worker"),
                        (["--ray", "127.0.0.1:1", "--device", "cuda", "--ray-gpus-per-worker", "0"], "--ray-gpus-per-worker"),
-                       (["--benchmark", "icons-50-style", "--ray", "auto"], "--ray")):
+                       (["--benchmark", "imagenet-d", "--data", str(tmp_path), "--ray", "auto"], "--ray")):
         rc = main(["evaluate", "--store", str(store), *args])
         err = capsys.readouterr().err
         assert rc == 2 and err.startswith("Error: ") and flag in err and err.count("\n") == 1, (args, err)
@@ -618,6 +658,28 @@ def test_imagenet_c_style_on_cluster_equals_single_machine(cluster: Any, tmp_pat
     assert len(want) == 3 * 3 and _rows(stores["cluster"]) == want
     keys = ("data", "clean_error", "error_s2", "error_s5")
     assert {k: docs[1][k] for k in keys} == {k: docs[0][k] for k in keys}
+
+
+@cluster_test
+def test_structural_holdout_on_cluster_equals_single_machine(cluster: Any, tmp_path: Path) -> None:
+    """icons-50-style: the split model trained on the driver, sent to the worker nodes; the same rows and accuracies."""
+    from .test_bench_structural import EMOJI, TINY
+
+    if not (EMOJI / "emoji-styles-32.npz").is_file():
+        pytest.skip("shared emoji-styles data absent")
+    stores = {k: tmp_path / f"{k}.sqlite" for k in ("single", "cluster")}
+    docs = []
+    for name, extra in (("single", []), ("cluster", ["--ray", cluster.address])):
+        r = subprocess.run([PY, "-m", "shiftbench.cli", "evaluate", "--benchmark", "icons-50-style", "--data", str(EMOJI),
+                            "--recipe", TINY, "--limit", "12", "--batch-size", "4", "--store", str(stores[name]),
+                            "--no-progress", "--results-format", "json", "--results-file",
+                            str(stores[name].with_suffix(".json")), *extra], env=_env(), capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        docs.append(json.loads(stores[name].with_suffix(".json").read_text())["splits"])
+    want = _rows(stores["single"])
+    assert len(want) == 2 * 12 and _rows(stores["cluster"]) == want
+    keys = ("split", "heldout_accuracy", "seen_accuracy", "n_heldout", "n_seen")
+    assert [{k: d[k] for k in keys} for d in docs[1]] == [{k: d[k] for k in keys} for d in docs[0]]
 
 
 def test_stop_event_is_honoured() -> None:
