@@ -476,7 +476,8 @@ CORRUPTIONS, SEVERITIES, LIMIT = "contrast,gaussian_noise", "1,3", 12
 def cluster() -> Iterator[Any]:
     from shiftbench.distributed.local import LocalCluster
 
-    with LocalCluster(nodes=2, cpus=1, env=_env()) as c:
+    with pytest.MonkeyPatch.context() as mp, LocalCluster(nodes=2, cpus=1, env=_env()) as c:
+        mp.setenv("RAY_AUTH_MODE", "disabled")  # drivers in this process too: a token in ~/.ray must not turn auth on
         yield c
 
 
