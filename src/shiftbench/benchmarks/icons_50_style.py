@@ -264,7 +264,7 @@ class HoldoutBenchmark(Benchmark):
             if executor is None:
                 clf.to(settings.get("device") or "cpu")
             space = resolve_label_space(clf.classes, split.classes, "model")
-            db.mark_running([run_ids[w.source.condition] for w in work])  # type: ignore[attr-defined]
+            db.mark_running([run_ids[c] for w in work for c in w.pending])
             # one transaction per batch: resumable
             run_conditions(clf, space, work, RunStoreSink(db, run_ids), batch_size=bs, seed=0, progress=progress,
                            executor=executor)
