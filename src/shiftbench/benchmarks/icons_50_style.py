@@ -20,24 +20,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from rich.table import Table
 
-from ..errors import InvalidArgumentError, ShiftbenchError
-from ..distributed.predictions import ray_refusals
-from ..evaluation.models import DEFAULT_MODEL
+from ..errors import InvalidArgumentError
+from ..distributed.predictions import RAY_OPTIONS, ray_predictions
+from ..evaluation.data import Condition, Item, Source, WorkBatch
+from ..evaluation.models import DEFAULT_MODEL, Classifier, InputTransform, resolve_label_space
 from ..evaluation.protocol import Benchmark, Progress, Report, Section
-from ..evaluation.runner import package_versions
+from ..evaluation.runner import RunStoreSink, Work, package_versions, run_conditions
 from ..evaluation.store import ResultsStore, records_to_csv
 from ..structural import LabelledImages, Split, read_emoji_styles, read_icons50
 from ..structural.evaluate import ItemPredictions, score
 from ..structural.splits import leave_one_style_out, style_holdout
-from ..training.loop import normaliser
 from ..training.recipes import TrainedModel, get_recipe, load_trained, train_classifier
 from . import register_benchmark
 
@@ -80,17 +81,57 @@ def spread(idx: np.ndarray, limit: int | None) -> np.ndarray:
     return idx[np.linspace(0, len(idx) - 1, int(limit)).round().astype(np.int64)]
 
 
-@torch.no_grad()
-def _top5(model: TrainedModel, data: LabelledImages, batch_size: int, device: str) -> np.ndarray:
+def classifier(model: TrainedModel, name: str, checksum: str) -> Classifier:
+    """A trained split model as the evaluation loop's classifier (on the CPU): uint8 images / 255, then the
+    recipe's per-channel normalisation, as in training."""
     r = model.spec.recipe
-    d = data.resized(model.image_size)
-    norm, net = normaliser(r.mean, r.std), model.net.to(device).eval()
-    out = []
-    for i in range(0, len(d), batch_size):
-        x = torch.from_numpy(np.ascontiguousarray(d.images[i : i + batch_size].transpose(0, 3, 1, 2))).to(device)
-        logits = net(norm(x))
-        out.append(logits.topk(min(5, logits.shape[1]), dim=1).indices.cpu().numpy())
-    return np.concatenate(out) if out else np.zeros((0, 5), np.int64)
+    mean, std = tuple(float(v) for v in r.mean), tuple(float(v) for v in r.std)
+    if len(mean) == 1:
+        mean, std = mean * 3, std * 3
+    return Classifier(model.net.to("cpu"), name=name, transform=InputTransform(None, mean, std, 255.0),  # type: ignore[arg-type]
+                      classes=model.classes, checksum=checksum)
+
+
+class PartSource(Source):
+    """One part of a split (its held-out or seen test images) as a source of the shared evaluation loop.
+
+    One condition, ``(<part>:<split>, 0)``; items are keyed by the image's index in the split's
+    source (the store's item ids); the images are resized to the model's input side here (Pillow
+    bilinear), so a Ray worker that gets this source only batches and predicts them.
+    """
+
+    kind = "structural-part"
+    on_the_fly = False
+    edition = ""
+
+    def __init__(self, condition: Condition, data: LabelledImages, index: Sequence[int], size: int) -> None:
+        sub = data.subset(np.asarray(index, np.int64)).resized(size)
+        self.condition = condition
+        self.keys = [str(int(i)) for i in index]
+        self.images, self.labels = sub.images, sub.labels
+        self.classes = data.classes
+        self.identity = self.location = f"{data.name}|{condition[0]}"
+
+    def conditions(self) -> list[Condition]:
+        return [self.condition]
+
+    def items(self, condition: Condition) -> list[Item]:
+        return [Item(k, int(lab)) for k, lab in zip(self.keys, self.labels, strict=True)] if condition == self.condition else []
+
+    def select_classes(self, classes: Sequence[str]) -> None:
+        raise InvalidArgumentError("classes", list(classes), "the split model's own classes (hold-outs keep all of them)")
+
+    def batches(self, pending: Mapping[Condition, set[str]], *, batch_size: int, seed: int, release: bool,
+                stop: threading.Event | None = None) -> Iterator[WorkBatch]:
+        want = pending.get(self.condition) or set()
+        rows = [i for i, k in enumerate(self.keys) if k in want]
+        for a in range(0, len(rows), batch_size):
+            if stop is not None and stop.is_set():
+                return
+            sel = rows[a : a + batch_size]
+            x = torch.from_numpy(np.ascontiguousarray(self.images[sel].transpose(0, 3, 1, 2)))
+            yield WorkBatch(self.condition, [self.keys[i] for i in sel],
+                            torch.from_numpy(self.labels[sel].astype(np.int64)), x)
 
 
 def _sha256(path: Path) -> str:
@@ -142,9 +183,7 @@ class HoldoutBenchmark(Benchmark):
     default_recipe = "icons50-wrn-16-4"
     headline = ("heldout_accuracy", "seen_accuracy", "gap")
     published_heldout: Mapping[str, tuple[float, int]] = {}
-    options = ("holdout", "seed", "recipe")
-    refusals = ray_refusals("it trains and scores its split models in this process (its own loop, not the shared "
-                            "evaluation loop that --ray distributes); run it without --ray")
+    options = ("holdout", "seed", "recipe", *RAY_OPTIONS)
     items = ("items", "items")
     records = "per item: label and top-5 classes"
 
@@ -178,58 +217,69 @@ class HoldoutBenchmark(Benchmark):
                                 run_name=f"{spec.name}-seed{int(settings.get('seed') or 0)}-n{len(train)}")
 
     def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
+        """Per split: its model (trained here, on ``--device``, unless given), then its two parts through the
+        shared evaluation loop (with ``--ray`` the trained model is sent to the Ray workers), then the scores
+        from the stored predictions."""
         store = Path(settings["store"])
-        data = self.read(settings)
-        splits = self.splits(data, settings)
         limit, bs = settings.get("limit"), int(settings.get("batch_size") or 256)
-        records = []
-        with ResultsStore(store) as db:
-            for split in splits:
-                model = self.model_for(split, settings, store)
-                mid = db.register_model(f"{model.spec.arch} {model.checkpoint.stem}", f"structural:{model.checkpoint.resolve()}",
-                                        _sha256(model.checkpoint), {"spec": model.spec.to_dict(), "split": split.to_dict()})
-                sid = db.register_source(data.name.split()[0], f"{data.name}|{split.name}|{json.dumps([split.held_out, split.info], sort_keys=True, default=str)}",
-                                         str(settings.get("data")), split.classes, {})
-                lid = db.register_label_space(hashlib.sha256("\n".join(split.classes).encode()).hexdigest(), "model", split.classes)
-                eid = db.register_evaluation(mid, sid, self.name, str(model.image_size), int(settings.get("seed") or 0), False, lid)
-                parts: dict[str, ItemPredictions] = {}
-                for part, source, idx in (("held_out", split.test_source, split.heldout_idx),
-                                          ("seen_test", split.seen_source or split.train_source, split.seen_test_idx)):
-                    idx = spread(idx, limit)
-                    cond = f"{part}:{split.name}"
-                    if settings.get("rerun"):
-                        db.delete_runs([r.id for r in db.runs(eid) if r.corruption == cond])
-                    rid = db.register_run(eid, sid, cond, 0, len(idx), package_versions())
-                    done = db.done_keys(rid)
-                    todo = [int(i) for i in idx if str(int(i)) not in done]
-                    if todo:
-                        if progress is not None:
-                            progress.start(len(todo), cond)
-                        try:
-                            sub = source.subset(np.array(todo, np.int64))
-                            for i in range(0, len(todo), bs):  # one transaction per batch: resumable
-                                top = _top5(model, sub.subset(np.arange(i, min(i + bs, len(todo)))), bs, settings.get("device") or "cpu")
-                                db.write_batch(rid, [str(k) for k in todo[i : i + bs]], sub.labels[i : i + bs].tolist(), top.tolist())
-                                if progress is not None:
-                                    progress.advance(len(top), cond)
-                        except ShiftbenchError as e:
-                            db.fail_runs([rid], str(e))
-                            raise
-                        finally:
-                            if progress is not None:
-                                progress.stop()
-                    db.finish_run(rid)
-                    keys, labels, top1 = db_predictions(db, eid, rid)
-                    order = np.argsort(keys)
-                    k = keys[order]
-                    group = (source.styles if split.kind == "style" and source.styles is not None else source.subtypes)[k]
-                    parts[part] = ItemPredictions(part, k, labels[order], top1[order], group)
-                sub_split = Split(split.name, split.kind, split.held_out, split.train_source, split.test_source,
-                                  split.train_idx, parts["seen_test"].index, parts["held_out"].index, split.info, split.seen_source)
-                sc = score(sub_split, parts["held_out"], parts["seen_test"])
-                records.append({"benchmark": self.name, "evaluation": eid, "model": f"{model.spec.arch} {model.checkpoint.stem}",
-                                "checkpoint": str(model.checkpoint), "data": data.name, **_score_fields(sc.to_dict())})
+        # the workers get each split's trained model from here (never --model by name); a cluster that does not
+        # answer fails before any training
+        with ray_predictions({**settings, "model": None}) as executor:
+            data = self.read(settings)
+            splits = self.splits(data, settings)
+            records = []
+            with ResultsStore(store) as db:
+                for split in splits:
+                    records.append(self._evaluate_split(db, data, split, settings, store, limit, bs, progress, executor))
         return _report(self.title, records)
+
+    def _evaluate_split(self, db: ResultsStore, data: LabelledImages, split: Split, settings: dict[str, Any],
+                        store: Path, limit: int | None, bs: int, progress: Progress | None, executor: Any) -> dict[str, Any]:
+        model = self.model_for(split, settings, store)
+        name, checksum = f"{model.spec.arch} {model.checkpoint.stem}", _sha256(model.checkpoint)
+        mid = db.register_model(name, f"structural:{model.checkpoint.resolve()}", checksum,
+                                {"spec": model.spec.to_dict(), "split": split.to_dict()})
+        sid = db.register_source(data.name.split()[0], f"{data.name}|{split.name}|{json.dumps([split.held_out, split.info], sort_keys=True, default=str)}",
+                                 str(settings.get("data")), split.classes, {})
+        lid = db.register_label_space(hashlib.sha256("\n".join(split.classes).encode()).hexdigest(), "model", split.classes)
+        eid = db.register_evaluation(mid, sid, self.name, str(model.image_size), int(settings.get("seed") or 0), False, lid)
+        parts = (("held_out", split.test_source, spread(split.heldout_idx, limit)),
+                 ("seen_test", split.seen_source or split.train_source, spread(split.seen_test_idx, limit)))
+        run_ids: dict[Condition, int] = {}
+        work: list[Work] = []
+        for part, source, idx in parts:
+            cond = (f"{part}:{split.name}", 0)
+            if settings.get("rerun"):
+                db.delete_runs([r.id for r in db.runs(eid) if r.corruption == cond[0]])
+            rid = run_ids[cond] = db.register_run(eid, sid, cond[0], 0, len(idx), package_versions())
+            done = db.done_keys(rid)
+            todo = [int(i) for i in idx if str(int(i)) not in done]
+            if todo:
+                work.append(Work(PartSource(cond, source, todo, model.image_size), np.arange(len(split.classes)),
+                                 {cond: {str(i) for i in todo}}))
+            else:
+                db.finish_run(rid)
+        if work:
+            clf = classifier(model, name, checksum)
+            if executor is None:
+                clf.to(settings.get("device") or "cpu")
+            space = resolve_label_space(clf.classes, split.classes, "model")
+            db.mark_running([run_ids[c] for w in work for c in w.pending])
+            # one transaction per batch: resumable
+            run_conditions(clf, space, work, RunStoreSink(db, run_ids), batch_size=bs, seed=0, progress=progress,
+                           executor=executor)
+        preds: dict[str, ItemPredictions] = {}
+        for (part, source, _), (cond, rid) in zip(parts, run_ids.items(), strict=True):
+            keys, labels, top1 = db_predictions(db, eid, rid)
+            order = np.argsort(keys)
+            k = keys[order]
+            group = (source.styles if split.kind == "style" and source.styles is not None else source.subtypes)[k]
+            preds[part] = ItemPredictions(part, k, labels[order], top1[order], group)
+        sub_split = Split(split.name, split.kind, split.held_out, split.train_source, split.test_source,
+                          split.train_idx, preds["seen_test"].index, preds["held_out"].index, split.info, split.seen_source)
+        sc = score(sub_split, preds["held_out"], preds["seen_test"])
+        return {"benchmark": self.name, "evaluation": eid, "model": name, "checkpoint": str(model.checkpoint),
+                "data": data.name, **_score_fields(sc.to_dict())}
 
     def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
         with ResultsStore(store, create=False) as db:

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ..distributed.predictions import RAY_OPTIONS
 from ..errors import InvalidArgumentError
 from ..evaluation.models import DEFAULT_MODEL, load_model
 from ..structural import LabelledImages, Split, imagenet22k_superclasses, imagenet22k_wnids, read_wnid_tree, subtype_holdout
@@ -46,7 +47,7 @@ class ImageNet22kSubclass(HoldoutBenchmark):
     measures = "Superclass accuracy on unseen (ImageNet-22K only) against seen (ImageNet-1K) subclasses, and the gap."
     conditions = "the unseen subclasses' images, and 10 % of each superclass of the seen subclasses' images (seeded)"
     sources = ("a folder of <wnid>/ image folders holding seen and unseen subclasses (--data)",)
-    options = ("seed", "recipe")
+    options = ("seed", "recipe", *RAY_OPTIONS)
     default_recipe = "finetune-head"
 
     def read(self, settings: dict[str, Any]) -> LabelledImages:

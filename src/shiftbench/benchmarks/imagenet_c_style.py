@@ -17,20 +17,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from ..errors import InvalidArgumentError, UnknownNameError
-from ..evaluation.data import ImageFolderSource, Source, foolbox_imagenet, open_released
-from ..distributed.predictions import ray_refusals
+from ..evaluation.data import Condition, ImageFolderSource, Item, Source, WorkBatch, foolbox_imagenet, open_released
+from ..distributed.predictions import RAY_OPTIONS, driver_device, ray_predictions
 from ..evaluation.models import load_model, read_class_list
 from ..evaluation.protocol import Benchmark, Progress, Report, Section
 from ..evaluation.runner import BENCHMARKS, evaluate
 from ..evaluation.runner import Benchmark as CorruptionBenchmark
 from ..evaluation.store import EvaluationInfo, ResultsStore, records_to_csv
-from ..style import configure, style_backend, style_settings, style_source
+from ..style import StyleConfig, configure, style_backend, style_settings, style_source
 from ..style.scores import ALEXNET_MEAN_ERROR, SEVERITIES, per_severity_ce, style_scores
 from . import register_benchmark
 
@@ -85,6 +87,52 @@ def _tag(src: Source, tag: str) -> Source:
     src.identity = f"{src.identity}|{tag}"
     src.location = f"{src.location} ({tag})"
     return src
+
+
+class StyledSource(Source):
+    """Clean photos stylised on the fly wherever their batches are made, with this run's style settings.
+
+    Its identity and location are the photos' with the style tag (so style sets never share an
+    evaluation, also after ``select_classes``). Sent to a Ray worker, it carries the style
+    configuration by folder, backend name and weight paths (:class:`~shiftbench.style.StyleConfig`)
+    and configures the worker's process before its first batch; the worker checks it sees the same
+    style images and weights.
+    """
+
+    def __init__(self, base: Source, tag: str, config: StyleConfig) -> None:
+        self.base, self.tag, self.config = base, tag, config
+        self.kind, self.classes, self.edition, self.on_the_fly = base.kind, base.classes, base.edition, base.on_the_fly
+
+    @property  # type: ignore[override]
+    def identity(self) -> str:
+        return f"{self.base.identity}|{self.tag}"
+
+    @property  # type: ignore[override]
+    def location(self) -> str:
+        return f"{self.base.location} ({self.tag})"
+
+    @property
+    def shared_paths(self) -> dict[str, str]:
+        """The folders every Ray node must see: the photos and the style images."""
+        return {"--data": self.base.location, "--styles": self.config.styles}
+
+    def conditions(self) -> list[Condition]:
+        return self.base.conditions()
+
+    def items(self, condition: Condition) -> list[Item]:
+        return self.base.items(condition)
+
+    def select_classes(self, classes: Sequence[str]) -> None:
+        self.base.select_classes(classes)
+
+    def batches(self, pending: Mapping[Condition, set[str]], *, batch_size: int, seed: int, release: bool,
+                stop: threading.Event | None = None) -> Iterator[WorkBatch]:
+        if any(c[0] == CORRUPTION for c, keys in pending.items() if keys):
+            self.config.apply()
+        return self.base.batches(pending, batch_size=batch_size, seed=seed, release=release, stop=stop)
+
+    def describe(self) -> str:
+        return f"{self.base.describe()} ({self.tag})"
 
 
 def _baseline_eval(db: ResultsStore, spec: str, ev: EvaluationInfo) -> EvaluationInfo:
@@ -172,16 +220,15 @@ class ImageNetCStyle(Benchmark):
     name = NAME
     title = TITLE
     measures = "Top-1 error under style transfer at 5 severities: CE against AlexNet's published 75.7 % mean, relative CE."
-    options = ("released", "severities", "seed", "release", "baseline", "classes", "clean", "styles", "style_backend")
+    options = ("released", "severities", "seed", "release", "baseline", "classes", "clean", "styles", "style_backend",
+               *RAY_OPTIONS)
     conditions = "clean (severity 0) and style_transfer at severities 1..5; styles drawn per image and severity"
     sources = (
         "on the fly from clean photos (--data; default the 20 demo images), styles from --styles / SHIFTBENCH_STYLE_DIR",
         "a folder written by `shiftbench generate imagenet-c --corruptions style_transfer` (--released)",
     )
     records = "per image: label and top-5 classes"
-    refusals = {"edition": "it is scored at 224 px, the edition of AlexNet's published error",
-                **ray_refusals("its style networks and style folder are configured in this process only, not on Ray "
-                               "workers; run it without --ray")}
+    refusals = {"edition": "it is scored at 224 px, the edition of AlexNet's published error"}
 
     def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
         released, data = settings.get("released"), settings.get("data")
@@ -202,22 +249,25 @@ class ImageNetCStyle(Benchmark):
             st = _configured(settings.get("styles"), settings.get("style_backend"))
             tag = style_tag(st)
             base = foolbox_imagenet(limit=limit, bad_images=bad) if data is None else ImageFolderSource(data, limit=limit, bad_images=bad)
-            corrupted, clean_src = _tag(base, tag), None
+            corrupted, clean_src = StyledSource(base, tag, StyleConfig.current()), None
         classes: Any = settings.get("classes", "auto")
         if classes not in ("auto", "model", "data"):
             classes = list(read_class_list(classes))
         model: Any = settings.get("model")
+        device = driver_device(settings)
         if settings.get("weights") is not None:
-            model = load_model(model, weights=settings["weights"], device=settings.get("device"))
-        result = evaluate(
-            model, benchmark=NAME, data=clean_src if released is not None else corrupted,
-            released=corrupted if released is not None else None, corruptions=[CORRUPTION],
-            severities=settings.get("severities"), seed=int(settings.get("seed") or 0),
-            release=bool(settings.get("release", False)), batch_size=int(settings.get("batch_size") or 8),
-            device=settings.get("device"), store=settings["store"], baseline="none", classes=classes,
-            limit=limit, bad_images=bad, rerun=bool(settings.get("rerun", False)),
-            clean=bool(settings.get("clean", True)), progress=progress,
-        )
+            model = load_model(model, weights=settings["weights"], device=device)
+        with ray_predictions(settings) as executor:
+            where = None if executor is None else executor.describe()
+            result = evaluate(
+                model, benchmark=NAME, data=clean_src if released is not None else corrupted,
+                released=corrupted if released is not None else None, corruptions=[CORRUPTION],
+                severities=settings.get("severities"), seed=int(settings.get("seed") or 0),
+                release=bool(settings.get("release", False)), batch_size=int(settings.get("batch_size") or 8),
+                device=device, store=settings["store"], baseline="none", classes=classes,
+                limit=limit, bad_images=bad, rerun=bool(settings.get("rerun", False)),
+                clean=bool(settings.get("clean", True)), progress=progress, executor=executor,
+            )
         with ResultsStore(result.store_path, create=False) as db:
             ev = db.evaluations_of([NAME], evaluation=result.evaluation_id)[0]
             rec = score_evaluation(db, ev, settings.get("baseline") or "alexnet")
@@ -225,7 +275,9 @@ class ImageNetCStyle(Benchmark):
         if data is None and released is None:
             rec["notes"].append(f"These {result.n_images} demo images demonstrate the pipeline; they are no benchmark.")
         rec["notes"] += [n for n in result.notes if "published ImageNet-C numbers" not in n and not n.startswith("Not available")]
-        status = [] if result.new_predictions else [f"All runs were already complete in {result.store_path}: scores from the stored predictions."]
+        status = [] if executor is None else [f"Predicted on {where}: {executor.shards} shard(s)."]
+        if not result.new_predictions:
+            status.append(f"All runs were already complete in {result.store_path}: scores from the stored predictions.")
 
         def table(console: Any) -> None:
             _render([rec], console, f"{self.title}")

@@ -16,7 +16,7 @@ from typing import Any
 from rich.table import Table
 
 from ..errors import InvalidArgumentError
-from ..distributed.predictions import ray_refusals
+from ..distributed.predictions import RAY_OPTIONS, driver_device, ray_predictions
 from ..evaluation.models import load_model, read_class_list
 from ..evaluation.protocol import Benchmark, Progress, Report, Section
 from ..evaluation.store import ResultsStore, records_to_csv
@@ -95,12 +95,11 @@ class ImageNetP(Benchmark):
     title = "ImageNet-P (Hendrycks & Dietterich, ICLR 2019)"
     measures = "How often predictions flip along perturbation sequences: FP, uT5D, FR, T5D, mFR, mT5D."
     headline = ("mfr", "mt5d", "mean_fp")
-    options = ("released", "edition", "perturbations", "difficulties", "seed", "baseline", "classes")
+    options = ("released", "edition", "perturbations", "difficulties", "seed", "baseline", "classes", *RAY_OPTIONS)
     conditions = "perturbation (10 test + 4 validation) x difficulty 1..3"
     sources = ("on the fly from clean photos (--data)", "released ImageNet-P / Tiny-ImageNet-P MP4 tree, CIFAR-P arrays")
     records = "per video: label and the top-5 classes of every frame"
     items = ("frames", "frames")
-    refusals = ray_refusals("its frame loop is not the shared evaluation loop that --ray distributes yet; run it without --ray")
 
     def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
         if settings.get("data") is not None and settings.get("released") is not None:
@@ -114,28 +113,34 @@ class ImageNetP(Benchmark):
         if classes not in ("auto", "model", "data"):
             classes = list(read_class_list(classes))
         model: Any = settings["model"]
+        device = driver_device(settings)
         if settings.get("weights") is not None:
-            model = load_model(settings["model"], weights=settings["weights"], device=settings.get("device"))
+            model = load_model(settings["model"], weights=settings["weights"], device=device)
         store = settings["store"]
-        r = evaluate_p(
-            model,
-            data=settings.get("data"),
-            released=settings.get("released"),
-            edition=settings.get("edition"),
-            perturbations=settings.get("perturbations"),
-            difficulties=settings.get("difficulties"),
-            seed=settings.get("seed", 0),
-            batch_size=settings.get("batch_size", 32),
-            device=settings.get("device"),
-            store=store,
-            baseline=settings.get("baseline", "alexnet"),
-            classes=classes,
-            limit=settings.get("limit"),
-            bad_images=settings.get("bad_images", "skip"),
-            rerun=bool(settings.get("rerun", False)),
-            progress=progress,
-        )
         status = []
+        with ray_predictions(settings) as executor:
+            where = None if executor is None else executor.describe()
+            r = evaluate_p(
+                model,
+                data=settings.get("data"),
+                released=settings.get("released"),
+                edition=settings.get("edition"),
+                perturbations=settings.get("perturbations"),
+                difficulties=settings.get("difficulties"),
+                seed=settings.get("seed", 0),
+                batch_size=settings.get("batch_size", 32),
+                device=device,
+                store=settings["store"],
+                baseline=settings.get("baseline", "alexnet"),
+                classes=classes,
+                limit=settings.get("limit"),
+                bad_images=settings.get("bad_images", "skip"),
+                rerun=bool(settings.get("rerun", False)),
+                progress=progress,
+                executor=executor,
+            )
+        if executor is not None:
+            status.append(f"Predicted on {where}: {executor.shards} shard(s).")
         if r.new_videos == 0:
             status.append(
                 f"All requested runs were already complete in {store}: scores recomputed from the stored predictions."

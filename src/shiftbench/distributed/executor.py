@@ -159,7 +159,9 @@ class PredictionBatch:
     ``labels`` are indices into the source's classes (the driver maps them to the label space, as
     the runner does); ``top5`` the label-space indices of the largest logits, best first;
     ``skipped`` the (key, reason) of unreadable images; ``logits`` the checked logits restricted to
-    the label space (a CPU tensor, only when asked for; None for a batch without readable images).
+    the label space (a CPU tensor, only when asked for; None for a batch without readable images);
+    ``frames`` the frame index of each row where the source's items are sequences (ImageNet-P's
+    videos: ``keys`` then repeat a video's key once per frame), else None.
     """
 
     item: int
@@ -169,6 +171,7 @@ class PredictionBatch:
     top5: list[list[int]]
     skipped: list[tuple[str, str]]
     logits: Any = None
+    frames: list[int] | None = None
 
 
 class Predictor:
@@ -211,10 +214,12 @@ class Predictor:
                                            f"{len(self.space.classes)} logits (the dataset's classes, in order)",
                                            f"{logits.shape[1]}", "Pass classes= with the model's class ids.")
                 what = "clean images" if cond[0] == "clean" else f"{cond[0]} severity {cond[1]}"
-                check_logits(self.clf.name, logits, wb.keys, what)
+                names = wb.keys if wb.frames is None else [f"{k} frame {f}" for k, f in zip(wb.keys, wb.frames, strict=True)]
+                check_logits(self.clf.name, logits, names, what)
                 top = torch.topk(logits, k=min(5, logits.shape[1]), dim=1).indices.tolist()
                 kept = logits.detach().to("cpu").contiguous() if self.keep_logits else None
-            out.append(PredictionBatch(index, cond, list(wb.keys), wb.labels.tolist(), top, list(wb.skipped), kept))
+            out.append(PredictionBatch(index, cond, list(wb.keys), wb.labels.tolist(), top, list(wb.skipped), kept,
+                                       None if wb.frames is None else [int(f) for f in wb.frames]))
         return out
 
 

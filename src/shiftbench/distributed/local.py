@@ -41,6 +41,9 @@ class LocalCluster:
         nodes: number of nodes (the first is the head).
         cpus: CPUs each node offers.
         env: environment of the nodes (and so of their workers), e.g. a ``PYTHONPATH`` that finds shiftbench.
+            Token authentication is off (``RAY_AUTH_MODE=disabled``) so that a token file in ``~/.ray``
+            (written by a Ray started with no address) cannot turn it on; drivers connect with
+            :attr:`driver_env`.
         root: folder for Ray's session files (default: a new short folder under /tmp; Ray's socket paths
             must stay under the Unix limit of 107 bytes); removed by :meth:`stop`.
         health_check_ms: how often the head checks on the nodes (a lost node is noticed after 5 misses).
@@ -56,6 +59,7 @@ class LocalCluster:
         self.env = dict(os.environ if env is None else env)
         self.env.pop("RAY_ADDRESS", None)
         self.env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        self.env["RAY_AUTH_MODE"] = "disabled"
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.nodes: list[subprocess.Popen[bytes]] = []
@@ -80,6 +84,11 @@ class LocalCluster:
             )
         self.nodes.append(p)
         self.wait_for(sum(q.poll() is None for q in self.nodes))  # nodes killed on purpose are not waited for
+
+    @property
+    def driver_env(self) -> dict[str, str]:
+        """The environment for a driver process of this cluster (``RAY_AUTH_MODE=disabled``, as the nodes)."""
+        return dict(self.env)
 
     def add_node(self) -> None:
         """Start one more worker node and wait until the head counts it."""

@@ -65,7 +65,8 @@ class RayPredictions:
         model: how workers load the model (a name with its ``weights``); None: the driver's
             classifier is sent to them.
         device: where the workers run the model ("cpu", "cuda").
-        shard: images per work item (default ``4 x batch size``).
+        shard: images (or videos) per work item (default ``4 x batch size`` images, or as many
+            videos as hold about that many frames).
         workers: model copies (default: as many as the cluster's resources allow).
     """
 
@@ -86,10 +87,17 @@ class RayPredictions:
         size = self.shard or SHARD_BATCHES * batch_size
         self.shards = 0
         for wi, w in enumerate(work):
-            loc = str(getattr(w.source, "location", ""))
-            if loc and os.path.isabs(loc) and os.path.exists(loc):
-                self.executor.check_paths([loc], "--data")
-            items = work_items(w.source, w.pending, size)
+            # folders every node must see: the source's own list (option -> path), else its location
+            shared = getattr(w.source, "shared_paths", None)
+            if shared is None:
+                loc = str(getattr(w.source, "location", ""))
+                shared = {"--data": loc} if loc else {}
+            for what, path in shared.items():
+                if os.path.isabs(str(path)) and os.path.exists(str(path)):
+                    self.executor.check_paths([str(path)], what)
+            # items of several frames (ImageNet-P's videos): a shard holds about ``size`` frames
+            items = [it for cond, keys in w.pending.items()
+                     for it in work_items(w.source, {cond: keys}, self.shard or max(1, size // w.frames.get(cond, 1)))]
             self.shards += len(items)
             for b in self.executor.predict(spec, w.source, items, space=space, batch_size=batch_size, seed=seed,
                                            release=release, workers=self.workers, logits=True, checksum=clf.checksum):
@@ -97,7 +105,7 @@ class RayPredictions:
                     return
                 wb = WorkBatch((str(b.condition[0]), int(b.condition[1])), list(b.keys),
                                torch.tensor(b.labels, dtype=torch.int64), torch.zeros((0, 3, 1, 1), dtype=torch.uint8),
-                               [tuple(s) for s in b.skipped])  # type: ignore[misc]
+                               [tuple(s) for s in b.skipped], b.frames)  # type: ignore[misc]
                 yield Scored(wi, wb, b.logits)
 
 

@@ -51,7 +51,7 @@ from ..evaluation.data import (
 )
 from ..evaluation.errors import ImageReadError, IncompleteDatasetError
 from ..evaluation.models import DEFAULT_MODEL, Classifier, load_model, resolve_label_space
-from ..evaluation.runner import Work, package_versions, run_conditions
+from ..evaluation.runner import Executor, Work, package_versions, run_conditions
 from ..evaluation.store import DEFAULT_STORE, PRunInfo, ResultsStore
 from ._errors import CorruptVideoError, InvalidDifficultyError, UnknownPerturbationError
 from ._source import prepare
@@ -433,6 +433,19 @@ class _ReleasedNpy(_PSource):
         self.location = str(root.resolve())
         self.identity = f"{self.kind}:{self.location}:n={self.n}:limit={limit}"
 
+    def __getstate__(self) -> dict[str, Any]:
+        # sent to Ray workers without the (memory-mapped) arrays: each worker maps the files itself
+        return {k: v for k, v in self.__dict__.items() if k != "_arrays"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._arrays = {}
+
+    def _array(self, name: str, level: int) -> np.ndarray:
+        if (name, level) not in self._arrays:
+            self._arrays[(name, level)] = read_cifar_p(self.root, name, level)
+        return self._arrays[(name, level)]
+
     def select_classes(self, classes: Sequence[str]) -> None:
         self._keep = {self.classes.index(c) for c in classes if c in self.classes}
 
@@ -447,7 +460,7 @@ class _ReleasedNpy(_PSource):
     def blocks(
         self, name: str, level: int, todo: list[_Video], *, seed: int, device: torch.device, group: int
     ) -> Iterator[_Block]:
-        arr = self._arrays[(name, level)]
+        arr = self._array(name, level)
         for a in range(0, len(todo), group):
             chunk = todo[a : a + group]
             x = torch.from_numpy(np.ascontiguousarray(arr[[v.row for v in chunk]].transpose(0, 1, 4, 2, 3)))
@@ -796,6 +809,7 @@ def evaluate_p(
     bad_images: str = "skip",
     rerun: bool = False,
     progress: PProgress | None = None,
+    executor: Executor | None = None,
 ) -> PEvaluationResult:
     """Evaluate a classifier on ImageNet-P and store every video's per-frame top-5 lists.
 
@@ -824,6 +838,9 @@ def evaluate_p(
         bad_images: "skip" (unreadable photos / videos are counted and listed) or "fail".
         rerun: delete the stored runs of the requested perturbations first.
         progress: receives progress in frames.
+        executor: runs the model elsewhere (e.g. :class:`~shiftbench.distributed.RayPredictions`:
+            each Ray worker generates or reads the frames of its videos itself); the stored
+            records are the same as without it.
 
     Raises:
         ShiftbenchError: bad arguments, data or model output (no run is marked
@@ -937,6 +954,7 @@ def evaluate_p(
             seed=seed,
             progress=progress,
             describe=describe,
+            executor=executor,
         )
 
         norm, base_name, why_not = _resolve_baseline(baseline, db, ed)

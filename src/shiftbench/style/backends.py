@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -29,7 +30,7 @@ from PIL import Image
 from .._params import load_json
 from .._validate import check_severity, suggest
 from ..editions import get_edition
-from ..errors import InvalidArgumentError, MissingDependencyError, UnknownNameError
+from ..errors import DataError, InvalidArgumentError, MissingDependencyError, UnknownNameError
 from .networks import AdaINNetworks
 from .source import StyleSource
 
@@ -46,6 +47,7 @@ __all__ = [
     "style_backend",
     "style_schedule",
     "style_settings",
+    "StyleConfig",
     "SHIPPED_SCHEDULE",
 ]
 
@@ -334,6 +336,79 @@ def style_settings() -> dict[str, Any]:
         "backend": None if be is None else be.identity(),
         "schedule": {"digest": sched.digest, "shipped": sched.digest == SHIPPED_SCHEDULE.digest},
     }
+
+
+@dataclass(frozen=True)
+class StyleConfig:
+    """This process's style configuration as a small value that configures another process the same way.
+
+    For a Ray worker (or any process that did not call :func:`configure`): the style folder by its
+    path and digest, a registered backend by its name (and AdaIN's weight files by their paths), any
+    other backend as the object itself, and the schedule. :meth:`apply` configures the process it
+    runs in and checks that it sees the same style images and backend weights; so the stylised
+    pixels are the same wherever they are computed.
+
+    Attributes:
+        styles, styles_digest: the style folder and :attr:`StyleSource.digest` of its images.
+        backend: a name of :data:`BACKENDS`, or a :class:`StyleBackend` object.
+        backend_args: keywords for the named backend (AdaIN: ``vgg``, ``decoder`` paths).
+        backend_identity: the backend's :meth:`StyleBackend.identity` (checked by :meth:`apply`).
+        schedule: the severity schedule.
+    """
+
+    styles: str
+    styles_digest: str
+    backend: str | StyleBackend
+    backend_args: dict[str, str]
+    backend_identity: dict[str, Any]
+    schedule: Schedule
+
+    @classmethod
+    def current(cls) -> StyleConfig:
+        """The configuration of this process (style folder and backend resolved as for a corruption).
+
+        Raises:
+            InvalidArgumentError: no style folder is configured (argument ``styles``).
+        """
+        src, be, sched = style_source(), style_backend(), style_schedule()
+        name = next((n for n, c in BACKENDS.items() if type(be) is c), None)
+        args = dict(be.paths) if isinstance(be, AdaINBackend) else {}
+        return cls(str(src.root), src.digest, name if name is not None else be, args, be.identity(), sched)
+
+    def _applied(self) -> bool:
+        with _LOCK:
+            src, be, sched = _STATE["source"], _STATE["backend"], style_schedule()
+        return (src is not None and src.digest == self.styles_digest and be is not None
+                and be.identity() == self.backend_identity and sched.digest == self.schedule.digest)
+
+    def apply(self) -> None:
+        """Configure this process with it (nothing to do where it already is).
+
+        Raises:
+            DataError: this machine's style folder or backend weights differ from the configuration's
+                (every node must see the same files at the same paths).
+        """
+        if self._applied():
+            return
+        host = socket.gethostname()
+        src = StyleSource(self.styles)
+        if src.digest != self.styles_digest:
+            raise DataError(
+                f"{host}: the style images in {self.styles} differ from the ones the run was configured with "
+                f"(digest {src.digest[:12]}..., expected {self.styles_digest[:12]}...); every node must see the same "
+                "style folder at the same path"
+            )
+        if isinstance(self.backend, StyleBackend):
+            be = self.backend
+        else:
+            cls = _backend_class(self.backend)
+            be = cls(**self.backend_args)
+        if be.identity() != self.backend_identity:
+            raise DataError(
+                f"{host}: the style backend built here ({be.identity()}) is not the one the run was configured with "
+                f"({self.backend_identity}); every node must see the same weight files at the same paths"
+            )
+        configure(styles=src, backend=be, schedule=self.schedule)
 
 
 SHIPPED_SCHEDULE = Schedule.shipped()
