@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+
+from ._zoo_server import FileServer, start
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DIR = Path(os.environ.get("SHIFTBENCH_SAMPLE_DIR", REPO.parent / "shared" / "data" / "imagenet-sample-100"))
@@ -58,3 +61,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture()
+def server() -> Iterator[FileServer]:
+    """A file server on 127.0.0.1 for the zoo's download tests (tests/_zoo_server.py); stopped after the test."""
+    state = FileServer()
+    httpd, thread = start(state)
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)

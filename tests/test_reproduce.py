@@ -19,21 +19,9 @@ from shiftbench.zoo.registry import Preprocessing
 from shiftbench.zoo.tables import table
 
 from ._eval_toys import ColourNet, image_folder, toy_classifier
-from ._zoo_server import FileServer, Served, start
+from ._zoo_server import FileServer, Served
 
 PREP = Preprocessing(64, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), 255.0, "bilinear", 1.0)
-
-
-@pytest.fixture()
-def server() -> Iterator[FileServer]:
-    state = FileServer()
-    httpd, thread = start(state)
-    try:
-        yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
 
 
 def _closed_port() -> int:

@@ -36,23 +36,11 @@ from shiftbench.zoo.checkpoint import read_state_dict
 from shiftbench.zoo.download import line_progress, rich_progress
 from shiftbench.zoo.registry import Preprocessing
 
-from ._zoo_server import FileServer, Served, start
+from ._zoo_server import FileServer, Served
 from .conftest import sample_paths
 
 PAYLOAD = bytes(range(256)) * 4099  # 1 049 344 bytes: several chunks
 PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
-
-
-@pytest.fixture()
-def server() -> Iterator[FileServer]:
-    state = FileServer()
-    httpd, thread = start(state)
-    try:
-        yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
 
 
 @pytest.fixture()
