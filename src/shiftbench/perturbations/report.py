@@ -15,6 +15,7 @@ from rich.table import Table
 
 from ..evaluation.store import ResultsStore
 from ._spec import TEST_PERTURBATIONS, get_perturbation
+from .evaluate import SequenceScores
 from .metrics import alexnet_p_baseline
 from .pipeline import (
     BENCHMARK,
@@ -103,6 +104,20 @@ def result_notes(r: PEvaluationResult) -> list[str]:
     return notes
 
 
+def _score_fields(r: PEvaluationResult, name: str, d: int, sc: SequenceScores) -> dict[str, Any]:
+    """The scores of one (perturbation, difficulty) as the CSV records and the JSON give them."""
+    return {
+        "split": get_perturbation(name).split,
+        "videos": int(sc.top5.shape[0]),
+        "skipped": r.skipped.get((name, d), 0),
+        "fp": sc.fp,
+        "ut5d": sc.ut5d,
+        "fr": sc.fr,
+        "t5d": sc.t5d,
+        "frame_accuracy": sc.frame_accuracy,
+    }
+
+
 def result_records(r: PEvaluationResult) -> list[dict[str, Any]]:
     """One flat record per (difficulty, perturbation), plus one ``mean (test)`` record per difficulty."""
     out: list[dict[str, Any]] = []
@@ -122,19 +137,7 @@ def result_records(r: PEvaluationResult) -> list[dict[str, Any]]:
             if sc is None:
                 continue
             out.append(
-                {
-                    **base,
-                    "difficulty": d,
-                    "perturbation": name,
-                    "split": get_perturbation(name).split,
-                    "videos": int(sc.top5.shape[0]),
-                    "skipped": r.skipped.get((name, d), 0),
-                    "fp": sc.fp,
-                    "ut5d": sc.ut5d,
-                    "fr": sc.fr,
-                    "t5d": sc.t5d,
-                    "frame_accuracy": sc.frame_accuracy,
-                }
+                {**base, "difficulty": d, "perturbation": name, **_score_fields(r, name, d, sc)}
             )
         s = r.summaries.get(d)
         if s is not None and s.perturbations:
@@ -184,16 +187,7 @@ def result_json(r: PEvaluationResult, notes: list[str]) -> str:
                 "mean_fp": r.summaries[d].mean_fp,
                 "test_perturbations_scored": list(r.summaries[d].perturbations),
                 "perturbations": {
-                    name: {
-                        "split": get_perturbation(name).split,
-                        "videos": int(sc.top5.shape[0]),
-                        "skipped": r.skipped.get((name, d), 0),
-                        "fp": sc.fp,
-                        "ut5d": sc.ut5d,
-                        "fr": sc.fr,
-                        "t5d": sc.t5d,
-                        "frame_accuracy": sc.frame_accuracy,
-                    }
+                    name: _score_fields(r, name, d, sc)
                     for name in r.perturbations
                     if (sc := r.scores.get((name, d))) is not None
                 },
