@@ -152,6 +152,19 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
     return figs
 
 
+def stored_model_metric(store: Path, key: str) -> dict[str, float]:
+    """Model -> ``key`` of its stored ImageNet-C evaluation in % (e.g. ``clean_error``, ``mce``), for the figures
+    other benchmarks draw against ImageNet-C; the latest evaluation of a model wins, the baseline row is left out."""
+    from . import get_benchmark
+
+    out: dict[str, float] = {}
+    c = get_benchmark("imagenet-c").stored(store, model=None, baseline="alexnet", evaluation=None)
+    for row in c.value if c is not None else []:
+        if row.get(key) is not None and not row.get("reference"):
+            out[row["model"]] = 100.0 * row[key]
+    return out
+
+
 def _print_notes(console: Any, notes: list[str]) -> None:
     for n in notes:
         console.print(f"• {n}", highlight=False, soft_wrap=False)

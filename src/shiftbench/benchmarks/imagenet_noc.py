@@ -25,6 +25,7 @@ from ..overlap.analysis import noc_corruption_error, noc_mean_corruption_error
 from ..overlap.noc import BENCHMARK as NOC_BENCHMARK
 from ..overlap.noc import NocResult, evaluate_noc, find_benchmark
 from . import register_benchmark
+from .imagenet_c import stored_model_metric
 
 __all__ = ["ImageNetNOC", "result_records", "stored_records", "report_figures"]
 
@@ -194,14 +195,7 @@ class ImageNetNOC(Benchmark):
         )
 
     def report_figures(self, store: Path, section: Section) -> list[Any]:
-        from . import get_benchmark
-
-        ic: dict[str, float] = {}
-        c = get_benchmark("imagenet-c").stored(store, model=None, baseline="alexnet", evaluation=None)
-        for row in c.value if c is not None else []:
-            if row.get("mce") is not None and not row.get("reference"):
-                ic[row["model"]] = 100.0 * row["mce"]  # the latest evaluation of a model wins
-        return report_figures(section.value, ic)
+        return report_figures(section.value, stored_model_metric(store, "mce"))
 
     def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
         if evaluation is not None:

@@ -30,6 +30,7 @@ from ..perturbations.report import (
     results_section,
 )
 from . import register_benchmark
+from .imagenet_c import stored_model_metric
 
 __all__ = ["ImageNetP", "report_figures", "architecture_figures"]
 
@@ -165,14 +166,7 @@ class ImageNetP(Benchmark):
                        lambda console: render_results_section(records, console))
 
     def report_figures(self, store: Path, section: Section) -> list[Any]:
-        from . import get_benchmark
-
-        clean: dict[str, float] = {}
-        c = get_benchmark("imagenet-c").stored(store, model=None, baseline="alexnet", evaluation=None)
-        for row in c.value if c is not None else []:
-            if row.get("clean_error") is not None and not row.get("reference"):
-                clean[row["model"]] = 100.0 * row["clean_error"]  # the latest evaluation of a model wins
-        return report_figures(section.value, clean)
+        return report_figures(section.value, stored_model_metric(store, "clean_error"))
 
     def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
         with ResultsStore(store, create=False) as db:
