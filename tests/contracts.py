@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 import shiftbench
-from shiftbench._registry import ApplyContext, Corruption
+from shiftbench.corruptions._registry import ApplyContext, Corruption
 
 SEED = 3
 

@@ -210,8 +210,8 @@ def test_chunking_never_changes_the_result(name: str, monkeypatch: pytest.Monkey
     kernels take larger ones); one image per chunk gives the same pixels as the whole batch."""
     import dataclasses
 
-    from shiftbench import _registry
-    from shiftbench._images import to_batch
+    from shiftbench.corruptions import _registry
+    from shiftbench.corruptions._images import to_batch
     from shiftbench.api import _CHUNK_VALUES, _chunk_size
 
     from .conftest import photos

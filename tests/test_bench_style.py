@@ -20,7 +20,7 @@ from shiftbench.benchmarks import get_benchmark
 from shiftbench.cli import main
 from shiftbench.errors import InvalidArgumentError, UnknownNameError
 from shiftbench.style.backends import StyleBackend, StyleLevel
-from shiftbench.style.scores import ALEXNET_MEAN_ERROR
+from shiftbench.benchmarks.style_scores import ALEXNET_MEAN_ERROR
 
 from ._eval_toys import SAMPLE_DIR, toy_classifier
 

@@ -24,9 +24,9 @@ import torch
 from scipy import ndimage
 
 import shiftbench
-from shiftbench._registry import ApplyContext, get_corruption
+from shiftbench.corruptions._registry import ApplyContext, get_corruption
 from shiftbench.corruptions import _geometry, blur
-from shiftbench.seeding import LegacyDraws
+from shiftbench.rng.seeding import LegacyDraws
 
 from .conftest import photos
 

@@ -19,7 +19,7 @@ import torch
 
 import shiftbench
 from shiftbench import errors
-from shiftbench._registry import ApplyContext, get_corruption
+from shiftbench.corruptions._registry import ApplyContext, get_corruption
 
 RNG = np.random.default_rng(7)
 IMG32 = RNG.integers(0, 256, (32, 32, 3), dtype=np.uint8)

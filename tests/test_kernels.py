@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from shiftbench.corruptions._hsv_cpu import hsv_edit_cpu
+from shiftbench.corruptions._cpu.hsv import hsv_edit_cpu
 from shiftbench.corruptions._ops import hsv_to_rgb, rgb_to_hsv
 
 import shiftbench
@@ -61,7 +61,7 @@ def test_tensor_box_resize_equals_pillow(edition: str, height: int, width: int) 
 def test_alias_poisson_draws_follow_the_poisson_law(level: int, scale: float) -> None:
     from scipy.stats import poisson
 
-    from shiftbench.seeding import FastDraws
+    from shiftbench.rng.seeding import FastDraws
 
     draws = FastDraws(np.random.Generator(np.random.PCG64(level))).poisson_levels(
         np.full((500, 500, 4), level, dtype=np.uint8), scale
@@ -81,8 +81,8 @@ def test_alias_poisson_draws_follow_the_poisson_law(level: int, scale: float) ->
 def test_ziggurat_normals_follow_the_normal_law(precision: str) -> None:
     from scipy import stats
 
-    from shiftbench._ziggurat import R
-    from shiftbench.seeding import FastDraws
+    from shiftbench.rng.ziggurat import R
+    from shiftbench.rng.seeding import FastDraws
 
     src = FastDraws(np.random.Generator(np.random.PCG64(2024)))
     draw = src.standard_normal32 if precision == "float32" else src.normal
@@ -103,7 +103,7 @@ def test_ziggurat_normals_follow_the_normal_law(precision: str) -> None:
 
 
 def test_ziggurat_is_a_function_of_the_stream_and_refills() -> None:
-    from shiftbench._ziggurat import halves, standard_normal32, standard_normal64, tables, ziggurat_fill, ziggurat_fill64
+    from shiftbench.rng.ziggurat import halves, standard_normal32, standard_normal64, tables, ziggurat_fill, ziggurat_fill64
 
     a = standard_normal32(np.random.PCG64(7), 10_000)
     b = standard_normal32(np.random.PCG64(7), 10_000)
@@ -123,7 +123,7 @@ def test_ziggurat_is_a_function_of_the_stream_and_refills() -> None:
     assert ziggurat_fill64(raw, short64, *tables(52), 3.6541528853610088) > 0
     assert np.array_equal(short64, a64)
     # loc and scale, and the scalar form
-    from shiftbench.seeding import FastDraws
+    from shiftbench.rng.seeding import FastDraws
 
     src = np.random.Generator(np.random.PCG64(3))
     scaled = FastDraws(np.random.Generator(np.random.PCG64(3))).normal((100,), loc=2.0, scale=0.5)
@@ -135,7 +135,7 @@ def _ziggurat_by_hand(words: list[int], n: int, wide: bool) -> list[float]:
     """The ziggurat of shiftbench._ziggurat written out in plain Python (the module's docstring)."""
     import math
 
-    from shiftbench._ziggurat import R, tables
+    from shiftbench.rng.ziggurat import R, tables
 
     k, w, fo, fi = tables(52 if wide else 23)
     it = iter(words)
@@ -168,7 +168,7 @@ def _ziggurat_by_hand(words: list[int], n: int, wide: bool) -> list[float]:
 def test_ziggurat_equals_the_algorithm_written_out() -> None:
     """The compiled fill (fast test with a branch-free sign, rare paths out of line) gives the values
     of the plain algorithm, word for word, on a stream long enough to pass through wedges and tails."""
-    from shiftbench._ziggurat import standard_normal32, standard_normal64
+    from shiftbench.rng.ziggurat import standard_normal32, standard_normal64
 
     n = 60_000
     raw = [int(v) for v in np.random.PCG64(5).random_raw(n)]
@@ -183,7 +183,7 @@ def test_ziggurat_equals_the_algorithm_written_out() -> None:
 def test_salt_and_pepper_masks() -> None:
     """Fast masks: one 32-bit word per value (low 31 bits: flip, top bit: salt), with the right law;
     legacy masks: the reference's two uniform arrays, in its order."""
-    from shiftbench.seeding import FastDraws, LegacyDraws
+    from shiftbench.rng.seeding import FastDraws, LegacyDraws
 
     shape = (300, 400, 3)
     for amount in (0.0, 0.03, 0.27, 1.0):
@@ -205,7 +205,7 @@ def test_salt_and_pepper_masks() -> None:
 
 
 def test_raw_word_uniforms_equal_generator_random() -> None:
-    from shiftbench.seeding import FastDraws, _poisson_alias_tables
+    from shiftbench.rng.seeding import FastDraws, _poisson_alias_tables
 
     fast = FastDraws(np.random.Generator(np.random.PCG64(11)))
     ref = np.random.Generator(np.random.PCG64(11))
@@ -244,7 +244,7 @@ def test_gaussian_filter_equals_scipy(sigma: float, mode: str, truncate: float, 
 
 
 def test_tap_groups_rebuild_the_kernel() -> None:
-    from shiftbench.corruptions._gauss_cpu import symmetric_tap_groups
+    from shiftbench.corruptions._cpu.gauss import symmetric_tap_groups
 
     rng = np.random.default_rng(4)
     full = rng.random((7, 7))
@@ -270,7 +270,7 @@ def test_disk_plan_rebuilds_the_kernel(edition: str, severity: int) -> None:
     """Disk (box sums) * Gaussian + frame taps = the reference kernel, to within the plan's bound."""
     from scipy.signal import convolve2d
 
-    from shiftbench.corruptions._defocus_cpu import disk_plan, strips_frame
+    from shiftbench.corruptions._cpu.defocus import disk_plan, strips_frame
     from shiftbench.corruptions.blur import disk_kernel
 
     radius, blur = shiftbench.get_corruption("defocus_blur").severity_params(edition, severity)
@@ -304,7 +304,7 @@ def test_disk_defocus_equals_opencv_to_the_level(edition: str, severity: int) ->
     boundaries, decided by the float32 rounding of its taps) the 8-bit result equals cv2.filter2D's."""
     import cv2
 
-    from shiftbench._registry import ApplyContext
+    from shiftbench.corruptions._registry import ApplyContext
     from shiftbench.corruptions.blur import disk_kernel
 
     spec = shiftbench.get_corruption("defocus_blur")
@@ -337,7 +337,7 @@ def test_compiled_pixelate_equals_pillow(h: int, w: int) -> None:
     itself (Pillow runs the vertical pass first there)."""
     from PIL import Image
 
-    from shiftbench._registry import ApplyContext
+    from shiftbench.corruptions._registry import ApplyContext
 
     spec = shiftbench.get_corruption("pixelate")
     imgs = np.random.default_rng(h * w).integers(0, 256, (2, h, w, 3)).astype(np.uint8)
@@ -358,7 +358,7 @@ def test_compiled_pixelate_equals_pillow(h: int, w: int) -> None:
 @pytest.mark.parametrize("edition", ["224", "32"])
 def test_compiled_blends_equal_tensor_path(name: str, edition: str) -> None:
     """Frost and contrast: the compiled CPU blends (8-bit levels in) equal the float64 tensor path."""
-    from shiftbench._registry import ApplyContext
+    from shiftbench.corruptions._registry import ApplyContext
     from shiftbench.api import sample_draws
 
     spec = shiftbench.get_corruption(name)
@@ -401,7 +401,7 @@ def test_compiled_jpeg_equals_pillow_on_a_sweep() -> None:
     """Random sizes from 5 px wide and 1 px high up (every edge case of the MCU padding and the
     chroma rows and columns), photo crops and noise, at random qualities 1..100: Pillow's pixels.
     Narrower images take Pillow's own route (jpeg_round_trip), also checked."""
-    from shiftbench.corruptions._jpeg_cpu import jpeg_round_trip_planes
+    from shiftbench.corruptions._cpu.jpeg import jpeg_round_trip_planes
     from shiftbench.corruptions.digital import _pillow_jpeg, jpeg_round_trip
 
     rng = np.random.default_rng(5)
@@ -463,7 +463,7 @@ def test_jpeg_every_vector_width_equals_pillow(width: str, tmp_path) -> None:  #
     import sys
     from pathlib import Path
 
-    from shiftbench.corruptions import _jpeg_vec as V
+    from shiftbench.corruptions._cpu import jpeg_vec as V
 
     if platform.machine().lower() not in ("x86_64", "amd64") and width != "off":
         pytest.skip("word-vector kernels are x86 only")
@@ -483,7 +483,7 @@ def test_jpeg_every_vector_width_equals_pillow(width: str, tmp_path) -> None:  #
 
 
 def test_jpeg_portable_kernels_equal_the_vector_ones(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shiftbench.corruptions import _jpeg_cpu as J
+    from shiftbench.corruptions._cpu import jpeg as J
 
     x = np.ascontiguousarray(photos("299", 2).transpose(0, 3, 1, 2))
     fast = {q: J.jpeg_round_trip_planes(x, q) for q in (5, 30, 90)}
@@ -494,7 +494,7 @@ def test_jpeg_portable_kernels_equal_the_vector_ones(monkeypatch: pytest.MonkeyP
 
 
 def test_jpeg_vector_width_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shiftbench.corruptions import _jpeg_vec as V
+    from shiftbench.corruptions._cpu import jpeg_vec as V
     from shiftbench.errors import InvalidArgumentError
 
     monkeypatch.setenv(V.ENV, "neon")
@@ -507,7 +507,7 @@ def test_jpeg_vector_width_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -
 def test_jpeg_colour_conversions_equal_libjpeg_tables_everywhere() -> None:
     """The compiled pipeline's 16-bit YCbCr -> RGB and 8-bit RGB -> Y equal libjpeg's table
     arithmetic (jdcolor.c / jccolor.c, 16-bit fixed point) on all 2**24 inputs."""
-    from shiftbench.corruptions import _jpeg_cpu as J
+    from shiftbench.corruptions._cpu import jpeg as J
     from shiftbench.corruptions._jpeg_tables import fix as _fix
 
     a, b, c = (v.reshape(4096, 4096) for v in np.meshgrid(np.arange(256), np.arange(256), np.arange(256), indexing="ij"))
@@ -564,7 +564,7 @@ def test_draw_apply_route_equals_sample_then_apply(name: str) -> None:
 
 
 def test_fused_noise_kernel_reports_a_short_stream() -> None:
-    from shiftbench._ziggurat import R, halves, noise_image, standard_normal32, tables
+    from shiftbench.rng.ziggurat import R, halves, noise_image, standard_normal32, tables
 
     x = photos("32", 1)[0].transpose(2, 0, 1).copy()
     out = np.empty(x.shape, dtype=np.float32)
@@ -580,7 +580,7 @@ def test_fused_noise_kernel_reports_a_short_stream() -> None:
 def test_raw_words_equal_numpy_random_raw(n: int) -> None:
     """The compiled PCG64 gives random_raw's words and leaves the generator where random_raw does,
     the buffered 32-bit half included (later draws of every kind are unchanged)."""
-    from shiftbench._pcg64 import raw_words
+    from shiftbench.rng.pcg64 import raw_words
 
     for seed in (0, 12345, 2**63 + 7):
         a, b = np.random.Generator(np.random.PCG64(seed)), np.random.Generator(np.random.PCG64(seed))
@@ -609,7 +609,7 @@ def test_whole_factor_reduction_equals_pillow(w: int, out_w: int) -> None:
     """Reductions by 2, 3 or 4 run as a direct strided pass (no transposes); Pillow's pixels."""
     from PIL import Image
 
-    from shiftbench.corruptions._resample_cpu import _whole_factor, box_resize_planes
+    from shiftbench.corruptions._cpu.resample import _whole_factor, box_resize_planes
 
     assert _whole_factor(w, out_w) is not None
     rng = np.random.default_rng(w)
@@ -631,7 +631,7 @@ def test_wide_vectors_hint_reaches_the_compiled_function() -> None:
     the kernels' outputs are covered by the equality tests above)."""
     import numba
 
-    from shiftbench._simd import wide_vectors
+    from shiftbench.rng.simd import wide_vectors
 
     @numba.njit
     def double(a: np.ndarray) -> None:  # pragma: no cover - compiled
@@ -651,7 +651,7 @@ def test_jpeg_vector_width_follows_numbas_target_features(monkeypatch: pytest.Mo
     features, not from the host's: 512-bit intrinsics on a target without AVX-512 would not compile."""
     from numba.core import config
 
-    from shiftbench.corruptions import _jpeg_vec as V
+    from shiftbench.corruptions._cpu import jpeg_vec as V
 
     if V._pieces() == 0:
         pytest.skip("word-vector kernels are x86 only")

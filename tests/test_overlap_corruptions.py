@@ -26,7 +26,7 @@ def photos(n: int = 3, size: int = 64) -> torch.Tensor:
 
 
 def test_candidates_live_in_their_own_namespace() -> None:
-    from shiftbench._registry import list_namespaces
+    from shiftbench.corruptions._registry import list_namespaces
 
     assert len(shiftbench.list_corruptions()) == 19
     assert len(shiftbench.list_corruptions(namespace="imagenet_c")) == 19

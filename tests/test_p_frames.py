@@ -24,11 +24,11 @@ from PIL import Image
 
 from shiftbench import perturbations as P
 from shiftbench import preprocess
-from shiftbench._registry import ApplyContext, SampleContext, get_corruption
+from shiftbench.corruptions._registry import ApplyContext, SampleContext, get_corruption
 from shiftbench.corruptions._geometry import motion_blur
 from shiftbench.perturbations import _warp
 from shiftbench.perturbations.sequences import sequence_draws_name
-from shiftbench.seeding import FastDraws, derive_generator
+from shiftbench.rng.seeding import FastDraws, derive_generator
 from shiftbench.sources import load_image_rgb
 
 from .conftest import sample_paths

@@ -149,7 +149,7 @@ def test_normalisation_and_means() -> None:
 
 def test_resnet50_published_numbers_are_consistent_with_the_baselines() -> None:
     # mFR is the mean of the per-perturbation FR values (draft Tables 3/4, printed as whole percents)
-    from shiftbench._params import load_json
+    from shiftbench.params import load_json
 
     doc = load_json("imagenet_p_alexnet.json")["published_resnet50"]
     assert np.mean(list(doc["fr"].values())) == pytest.approx(doc["mfr"], abs=0.5)

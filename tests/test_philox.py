@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shiftbench._philox import PhiloxStream, philox4x32, philox4x32_reference, philox_fill
+from shiftbench.rng.philox import PhiloxStream, philox4x32, philox4x32_reference, philox_fill
 
 # Random123 examples/kat_vectors, the "philox4x32 10" lines: counter (4 words), key (2), result (4)
 KAT = [

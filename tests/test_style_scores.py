@@ -6,7 +6,7 @@ import pytest
 
 from shiftbench.errors import InvalidArgumentError
 from shiftbench.evaluation.metrics import corruption_error
-from shiftbench.style.scores import (
+from shiftbench.benchmarks.style_scores import (
     ALEXNET_CLEAN_ERROR,
     ALEXNET_MEAN_ERROR,
     UnpublishedBaselineError,

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import shiftbench
-from shiftbench._parallel import resolve_threads, run_in_threads, split
+from shiftbench.corruptions._parallel import resolve_threads, run_in_threads, split
 from shiftbench.errors import InvalidArgumentError
 
 from .conftest import photos
@@ -169,8 +169,12 @@ def test_every_compiled_kernel_releases_the_gil() -> None:
 
     import shiftbench.corruptions
 
-    mods = ["shiftbench._convert_cpu", "shiftbench._pcg64", "shiftbench._ziggurat", "shiftbench._xxh64", "shiftbench._philox"]
+    import shiftbench.corruptions._cpu
+    import shiftbench.rng
+
+    mods = [f"shiftbench.rng.{m.name}" for m in pkgutil.iter_modules(shiftbench.rng.__path__)]
     mods += [f"shiftbench.corruptions.{m.name}" for m in pkgutil.iter_modules(shiftbench.corruptions.__path__)]
+    mods += [f"shiftbench.corruptions._cpu.{m.name}" for m in pkgutil.iter_modules(shiftbench.corruptions._cpu.__path__)]
     kernels = {}
     for m in mods:
         mod = importlib.import_module(m)

@@ -23,7 +23,7 @@ import pytest
 import torch
 from scipy.ndimage import map_coordinates
 
-from shiftbench._registry import SampleContext, get_corruption
+from shiftbench.corruptions._registry import SampleContext, get_corruption
 from shiftbench.corruptions.elastic import (
     affine_source_points,
     invert_affine,
@@ -38,7 +38,7 @@ from shiftbench.corruptions.weather import (
     plasma_fractal,
     rgb_to_gray_f32,
 )
-from shiftbench.seeding import FastDraws, LegacyDraws
+from shiftbench.rng.seeding import FastDraws, LegacyDraws
 
 from .oracle import harness
 
@@ -174,7 +174,7 @@ def test_compiled_plasma_equals_numpy_plasma(mapsize: int, decay: float, h: int,
 @pytest.mark.parametrize("severity", [1, 5])
 def test_fog_kernel_equals_tensor_path(severity: int) -> None:
     """The compiled blend (8-bit levels or float64 values in) equals the tensor operations."""
-    from shiftbench._registry import ApplyContext
+    from shiftbench.corruptions._registry import ApplyContext
 
     spec = get_corruption("fog")
     imgs = harness.load_sample_224(3)
@@ -422,7 +422,7 @@ def test_fog_levels_equal_the_truncated_float_blend() -> None:
     """The 8-bit fog kernel (multiplications by reciprocals, exact divisions near level boundaries)
     gives the truncation of the float64 blend for every value, also on images full of exact ties:
     flat levels, a plasma of 0s and 1s, and strengths that put results on integer levels."""
-    from shiftbench.corruptions._fog_cpu import fog_blend, fog_levels
+    from shiftbench.corruptions._cpu.fog import fog_blend, fog_levels
 
     rng = np.random.default_rng(3)
     x = rng.integers(0, 256, (4, 3, 40, 56)).astype(np.uint8)

@@ -9,8 +9,9 @@ Quick start::
 
 from __future__ import annotations
 
-from . import errors, seeding
-from ._registry import Corruption, get_corruption, list_corruptions
+from . import errors
+from .rng import seeding
+from .corruptions._registry import Corruption, get_corruption, list_corruptions
 from .api import Corrupt, corrupt, release_jpeg, sample_draws
 from .editions import EDITIONS, Edition, edition_for_size, get_edition, preprocess
 from .style import set_style_source

@@ -12,14 +12,14 @@ import numpy as np
 import torch
 
 from . import corruptions  # noqa: F401  (registers every corruption)
-from ._images import Batch, Output, to_batch
-from ._parallel import resolve_threads, run_in_threads, split
-from ._drawcheck import Schema, validate_draws
-from ._registry import ApplyContext, Corruption, SampleContext, get_corruption
-from ._validate import check_seed, check_severity
+from .corruptions._images import Batch, Output, to_batch
+from .corruptions._parallel import resolve_threads, run_in_threads, split
+from .corruptions._drawcheck import Schema, validate_draws
+from .corruptions._registry import ApplyContext, Corruption, SampleContext, get_corruption
+from .checks import check_seed, check_severity
 from .editions import Edition, edition_for_size, get_edition
 from .errors import InvalidArgumentError
-from .seeding import Draws, FastDraws, derive_generator, image_key, key_to_int
+from .rng.seeding import Draws, FastDraws, derive_generator, image_key, key_to_int
 
 __all__ = ["corrupt", "sample_draws", "Corrupt", "release_jpeg", "RELEASE_JPEG_QUALITY"]
 

@@ -1,10 +1,46 @@
-"""Argument checks shared by every package: did-you-mean suggestions, severity and seed validation.
-
-The public home of the corruption engine's validation helpers, for the packages built on it.
-"""
+"""Small validation helpers shared by the public entry points."""
 
 from __future__ import annotations
 
-from ._validate import check_seed, check_severity, suggest
+import difflib
+from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["suggest", "check_severity", "check_seed"]
+import numpy as np
+
+from .errors import InvalidArgumentError, InvalidSeverityError
+
+
+def suggest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """Close matches for a mistyped name (substring matches first, then fuzzy ones)."""
+    choices = list(choices)
+    low = name.lower().replace("-", "_").replace(" ", "_")
+    subs = [c for c in choices if low and (low in c or c in low)]
+    fuzzy = difflib.get_close_matches(low, choices, n=n, cutoff=0.5)
+    out: list[str] = []
+    for c in subs + fuzzy:
+        if c not in out:
+            out.append(c)
+    return out[:n]
+
+
+def check_severity(severity: Any, argument: str = "severity", low: int = 1, high: int = 5) -> int:
+    """Return severity as int after checking it is an integer in [low, high]."""
+    if isinstance(severity, bool) or not isinstance(severity, (int,)) and not (
+        hasattr(severity, "__index__") and not isinstance(severity, float)
+    ):
+        raise InvalidSeverityError(argument, severity, f"an integer in {low}..{high}")
+    s = int(severity)
+    if not low <= s <= high:
+        raise InvalidSeverityError(argument, severity, f"an integer in {low}..{high}")
+    return s
+
+
+def check_seed(seed: Any, argument: str = "seed") -> int:
+    """Return seed as int after checking it is an integer in 0..2**64-1.
+
+    The generators take 64 bits of the seed: larger seeds would alias smaller ones.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
+        raise InvalidArgumentError(argument, seed, "an integer in 0..2**64-1")
+    return int(seed)

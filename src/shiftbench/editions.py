@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from PIL import Image
 
 from .errors import InvalidArgumentError, UnknownNameError
-from ._validate import suggest
+from .checks import suggest
 
 __all__ = ["Edition", "EDITIONS", "get_edition", "edition_for_size", "preprocess"]
 

@@ -35,13 +35,13 @@ import torch
 from PIL import Image
 
 from .version import __version__
-from ._registry import FAMILIES, get_corruption, list_corruptions
-from ._validate import check_severity
+from .corruptions._registry import FAMILIES, get_corruption, list_corruptions
+from .checks import check_severity
 from .api import corrupt
 from .editions import get_edition, preprocess
 from .errors import DataError, InvalidArgumentError
 from .outputs import check_output_folder
-from .seeding import image_key
+from .rng.seeding import image_key
 from .io import ImageRecord, load_image_rgb, scan_image_folder
 from .sources import ArraySource, load_array_source
 

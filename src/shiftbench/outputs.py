@@ -23,7 +23,7 @@ from typing import Any
 
 from PIL import Image, features
 
-from ._images import PIL_CONVERTED, PIL_MODES
+from .corruptions._images import PIL_CONVERTED, PIL_MODES
 from .errors import DataError, InvalidArgumentError
 
 __all__ = [

@@ -1,7 +1,32 @@
-"""The parameter tables shipped as package data (``shiftbench/data/*.json``), read once and cached."""
+"""Access to the severity parameter tables shipped as package data."""
 
 from __future__ import annotations
 
-from ._params import imagenet_c_params, load_json
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
 
-__all__ = ["load_json", "imagenet_c_params"]
+__all__ = ["imagenet_c_params", "load_json"]
+
+
+@lru_cache(maxsize=None)
+def load_json(name: str) -> Any:
+    """Load ``shiftbench/data/<name>`` (a JSON file shipped with the package)."""
+    with resources.files("shiftbench").joinpath("data", name).open("r", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+@lru_cache(maxsize=None)
+def imagenet_c_params(name: str) -> dict[str, tuple[Any, ...]]:
+    """Per-edition severity table of ImageNet-C corruption ``name`` (5 entries per edition)."""
+    table = load_json("imagenet_c_params.json")["corruptions"]
+    if name not in table:
+        raise KeyError(f"no parameter table for {name!r} in imagenet_c_params.json")
+    return {edition: _freeze(values) for edition, values in table[name].items()}

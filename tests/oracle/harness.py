@@ -108,7 +108,7 @@ def reference_outputs(name: str, images: np.ndarray, seeds: np.ndarray, severiti
 def ours_with_reference_draws(name: str, images: np.ndarray, seeds: np.ndarray, severities: np.ndarray) -> np.ndarray:
     """shiftbench's output when fed the reference's random draws (legacy RandomState(seed))."""
     import shiftbench
-    from shiftbench.seeding import LegacyDraws
+    from shiftbench.rng.seeding import LegacyDraws
 
     out = np.empty_like(images)
     for i in range(len(images)):

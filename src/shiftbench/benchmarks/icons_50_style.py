@@ -148,7 +148,7 @@ PAPER_000 = "000_430187b989425aff.txt"
 def holdout_figures(title: str, records: list[dict[str, Any]], published: Mapping[str, tuple[float, int]]) -> list[Any]:
     """000 Fig. 6 for a structural hold-out: seen against held-out accuracy of each stored evaluation, with the
     paper's published held-out accuracy for the same split beside them (``published``: split -> (%, line of 000))."""
-    from ..report.figures import ReportFigure, bar_chart
+    from ..evaluation.figures import ReportFigure, bar_chart
 
     recs = [r for r in records if r.get("heldout_accuracy") is not None or r.get("seen_accuracy") is not None]
     if not recs:

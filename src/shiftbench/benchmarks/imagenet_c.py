@@ -81,7 +81,7 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
     000 Tables 1-2 next to the stored ones), error per severity (AlexNet's
     published errors dashed) and CE per corruption.
     """
-    from ..report.figures import ReportFigure, bar_chart, line_chart, published_scatter, small_multiples
+    from ..evaluation.figures import ReportFigure, bar_chart, line_chart, published_scatter, small_multiples
     from ..zoo.tables import table
 
     rows = [r for r in rows if not r.get("reference")]

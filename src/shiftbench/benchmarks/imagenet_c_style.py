@@ -33,7 +33,7 @@ from ..evaluation.runner import BENCHMARKS, evaluate
 from ..evaluation.runner import Benchmark as CorruptionBenchmark
 from ..evaluation.store import EvaluationInfo, ResultsStore, records_to_csv
 from ..style import StyleConfig, configure, style_backend, style_settings, style_source
-from ..style.scores import ALEXNET_MEAN_ERROR, SEVERITIES, per_severity_ce, style_scores
+from .style_scores import ALEXNET_MEAN_ERROR, SEVERITIES, per_severity_ce, style_scores
 from . import register_benchmark
 
 __all__ = ["ImageNetCStyle", "style_tag", "score_evaluation"]

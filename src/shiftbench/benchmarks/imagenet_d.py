@@ -41,7 +41,7 @@ def report_figures(store: Path, records: list[dict[str, Any]]) -> list[Any]:
     from ..domains.evaluate import stored_error_analysis
     from ..domains.mapping import DOMAINS
     from ..domains.plot import error_analysis_figure
-    from ..report.figures import ReportFigure, bar_chart
+    from ..evaluation.figures import ReportFigure, bar_chart
     from ..zoo.tables import table
 
     if not records:

@@ -110,7 +110,7 @@ def report_figures(records: list[dict[str, Any]], imagenet_c_mce: dict[str, floa
     """The report's ImageNet-NOC figures: CE per corruption next to 003 Table 4's standard ResNet-50, and
     ImageNet-NOC mCE against ImageNet-C mCE next to 003 Table 3 (models with both stored; ``imagenet_c_mce``:
     model name -> mCE in %)."""
-    from ..report.figures import ReportFigure, bar_chart, published_scatter
+    from ..evaluation.figures import ReportFigure, bar_chart, published_scatter
     from ..zoo.tables import table
 
     figs: list[Any] = []

@@ -38,7 +38,7 @@ __all__ = ["ImageNetP", "report_figures", "architecture_figures"]
 def architecture_figures(records: list[dict[str, Any]], clean_error: dict[str, float]) -> list[Any]:
     """001 Figure 4: mFR and mT5D against clean top-1 error, the architectures of the 001:P table (grey)
     and the stored models (stars; ``clean_error``: model name -> % from its stored ImageNet-C evaluation)."""
-    from ..report.figures import ReportFigure, published_scatter
+    from ..evaluation.figures import ReportFigure, published_scatter
     from ..zoo.tables import table
 
     t = table("001:P")
@@ -73,7 +73,7 @@ def report_figures(records: list[dict[str, Any]], clean_error: dict[str, float] 
     Where no record has an FR (no AlexNet numbers for the edition) the bars show the
     flip probability FP in % instead.
     """
-    from ..report.figures import ReportFigure, bar_chart
+    from ..evaluation.figures import ReportFigure, bar_chart
 
     perts = [k[3:] for k in (records[0] if records else {}) if k.startswith("fp_")]
     if not records or not perts:

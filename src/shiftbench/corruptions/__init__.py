@@ -10,8 +10,8 @@ Packages built on the engine read the registry (:func:`get_corruption`, :func:`l
 (:func:`to_batch`, :class:`Batch`) from here, and shared kernels from :mod:`.kernels`.
 """
 
-from .._images import Batch, to_batch
-from .._registry import ApplyContext, Corruption, SampleContext, get_corruption, list_corruptions
+from ._images import Batch, to_batch
+from ._registry import ApplyContext, Corruption, SampleContext, get_corruption, list_corruptions
 from . import blur, candidates, digital, elastic, noise, style_transfer, weather  # noqa: F401
 
 # the registry and image batches, public for the packages built on the engine (overlap, perturbations, evaluation)

@@ -120,7 +120,7 @@ def gaussian_filter2d(
 
 
 def _gaussian_direct_cpu(x: torch.Tensor, sigma: float, mode: str, truncate: float) -> torch.Tensor:
-    from ._gauss_cpu import filter_cols, filter_rows
+    from ._cpu.gauss import filter_cols, filter_rows
 
     h, w = int(x.shape[-2]), int(x.shape[-1])
     taps = gaussian_kernel1d(sigma, truncate)

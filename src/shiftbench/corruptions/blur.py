@@ -29,7 +29,7 @@ import numba
 import numpy as np
 import torch
 
-from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
 from ._geometry import cached_zoom_axis_table, clipped_zoom, run_threaded, use_compiled
 from ._geometry import motion_blur as _im_motion_blur
 from ._ops import extend_index, fdiv, gaussian_kernel1d
@@ -510,14 +510,14 @@ larger ones by FFT (measured crossover at 224 px: ~50 groups)."""
 
 @lru_cache(maxsize=64)
 def _tap_groups(radius: float, alias_blur: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    from ._gauss_cpu import symmetric_tap_groups
+    from ._cpu.gauss import symmetric_tap_groups
 
     return symmetric_tap_groups(_disk_kernel(radius, alias_blur))
 
 
 def _defocus_direct_cpu(x: torch.Tensor, k: np.ndarray, groups: tuple[np.ndarray, ...]) -> torch.Tensor:
     """cv2.filter2D's correlation (REFLECT_101) as a direct sum over the kernel's non-zero taps (float64)."""
-    from ._gauss_cpu import correlate_taps, pad_planes
+    from ._cpu.gauss import correlate_taps, pad_planes
 
     b, c, h, w = (int(v) for v in x.shape)
     r = (int(k.shape[0]) - 1) // 2
@@ -534,7 +534,7 @@ def _defocus_direct_cpu(x: torch.Tensor, k: np.ndarray, groups: tuple[np.ndarray
 def _defocus_disk_cpu(x: torch.Tensor, plan: Any, ctx: ApplyContext) -> torch.Tensor:
     """Defocus through the disk decomposition (:mod:`._defocus_cpu`); float64 result, or the
     truncated uint8 levels when ``ctx.levels`` (into ``ctx.out`` where it fits)."""
-    from ._defocus_cpu import disk_correlate
+    from ._cpu.defocus import disk_correlate
 
     b, c, h, w = (int(v) for v in x.shape)
     planes = np.ascontiguousarray(x.detach().numpy()).reshape(b * c, h, w)
@@ -556,7 +556,7 @@ def defocus_blur(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Ten
     k = _disk_kernel(float(c[0]), float(c[1]))
     b = int(x.shape[0])
     if ctx.backend == "compiled":
-        from ._defocus_cpu import disk_plan
+        from ._cpu.defocus import disk_plan
 
         plan = disk_plan(float(c[0]), float(c[1]), k.tobytes(), int(k.shape[0]))
         if plan is not None and min(int(x.shape[-2]), int(x.shape[-1])) > plan.pad:

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._registry import ApplyContext, SampleContext, list_corruptions, register
+from ._registry import ApplyContext, SampleContext, list_corruptions, register
 from ..editions import EDITIONS
 from ._ops import hsv_to_rgb, rgb_to_hsv
 

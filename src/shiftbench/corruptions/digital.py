@@ -12,9 +12,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .._images import hwc_uint8
-from .._registry import IMAGE_BY_IMAGE, ApplyContext, Backend, compiled_backend, register
-from ._hsv_cpu import hsv_edit_cpu
+from ._images import hwc_uint8
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, Backend, compiled_backend, register
+from ._cpu.hsv import hsv_edit_cpu
 from ._ops import fdiv, hsv_to_rgb, rgb_to_hsv
 from ._resample import PRECISION_BITS, box_coefficients
 
@@ -48,7 +48,7 @@ def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyCo
     # channel means: the sum of the levels (exact for 8-bit inputs, in any order) / 255 / pixels
     count = int(x.shape[-2]) * int(x.shape[-1])
     if ctx.backend == "compiled":
-        from ._blend_cpu import contrast_kernel
+        from ._cpu.blend import contrast_kernel
 
         xa = np.ascontiguousarray(x.detach().numpy())
         sums = xa.sum(axis=(2, 3), dtype=np.int64 if xa.dtype == np.uint8 else np.float64).astype(np.float64)
@@ -134,7 +134,7 @@ def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyCo
         # Pillow 13 runs the vertical pass first on images more than twice as tall as wide
         # (found by probing; its rounding then differs from the horizontal-first passes)
         return _pillow_pixelate(x, c)
-    from ._resample_cpu import box_resize_planes
+    from ._cpu.resample import box_resize_planes
 
     b = int(x.shape[0])
     planes = np.ascontiguousarray(x.detach().numpy()).reshape(b * 3, h, w)
@@ -179,7 +179,7 @@ def jpeg_round_trip(x: torch.Tensor, quality: int, compiled: bool = True, out: t
         return jpeg_round_trip_tensor(x, int(quality))
     a = np.ascontiguousarray(x.detach().numpy())
     if compiled and a.shape[-1] >= 5:
-        from ._jpeg_cpu import jpeg_round_trip_planes
+        from ._cpu.jpeg import jpeg_round_trip_planes
 
         if out is not None and out.dtype == torch.uint8 and out.device.type == "cpu" and out.is_contiguous() and out.shape == x.shape:
             jpeg_round_trip_planes(a, int(quality), out=out.numpy())

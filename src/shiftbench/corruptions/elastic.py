@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._registry import ApplyContext, SampleContext, compiled_backend, register
+from ._registry import ApplyContext, SampleContext, compiled_backend, register
 from ._bounds import require_shape
 from ._ops import fdiv, gaussian_filter2d
 
@@ -286,7 +286,7 @@ def elastic_transform(x: torch.Tensor, c: tuple[float, float, float], d: dict[st
 
 def _elastic_fused_cpu(x: torch.Tensor, mats: np.ndarray, dx: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     """Both resamplings and the final clip in one compiled pass per image (CPU)."""
-    from ._elastic_cpu import elastic_kernel
+    from ._cpu.elastic import elastic_kernel
     from ._geometry import run_threaded
 
     b, c, h, w = x.shape

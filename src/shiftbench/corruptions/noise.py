@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._pcg64 import raw_words
-from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
+from ..rng.pcg64 import raw_words
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
 from ._bounds import require_shape
 from ._ops import fdiv
 
@@ -34,7 +34,7 @@ def _chw(a: torch.Tensor) -> torch.Tensor:
 def _noise_draw_apply(multiplicative: bool) -> Any:
     def draw_apply(x: torch.Tensor, c: float, generators: list[np.random.Generator], ctx: ApplyContext) -> torch.Tensor:
         """Draw (FastDraws.standard_normal32 of each generator) and apply in one compiled pass per image."""
-        from .._ziggurat import R, halves, noise_image, tables
+        from ..rng.ziggurat import R, halves, noise_image, tables
 
         xa = np.ascontiguousarray(x.detach().numpy())
         if xa.dtype not in (np.uint8, np.float32):
@@ -92,7 +92,7 @@ def _sample_impulse(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Salt-and-pepper noise: each value is replaced by 0 or 1 with probability c."""
     if ctx.backend == "compiled":
-        from ._noise_cpu import impulse_kernel
+        from ._cpu.noise import impulse_kernel
 
         b, _, h, w = (int(s) for s in x.shape)
         require_shape("flipped", d["flipped"].shape, (b, h, w, 3))
@@ -118,7 +118,7 @@ def speckle_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
 
 
 def _gaussian_compiled(x: torch.Tensor, z: torch.Tensor, c: float, multiplicative: bool, levels: bool) -> torch.Tensor:
-    from ._noise_cpu import gaussian_kernel
+    from ._cpu.noise import gaussian_kernel
 
     b, _, h, w = (int(s) for s in x.shape)
     require_shape("z", z.shape, (b, h, w, 3))

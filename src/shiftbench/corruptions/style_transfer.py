@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._registry import ApplyContext, SampleContext, register
+from ._registry import ApplyContext, SampleContext, register
 from ..errors import InvalidArgumentError
 from ..style.backends import SHIPPED_SCHEDULE, style_backend, style_schedule, style_source
 

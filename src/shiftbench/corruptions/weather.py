@@ -32,8 +32,8 @@ import cv2
 import numpy as np
 import torch
 
-from .._pcg64 import raw_words
-from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
+from ..rng.pcg64 import raw_words
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
 from ..editions import get_edition
 from ._bounds import require_shape, require_within
 from ._geometry import clipped_zoom, motion_blur
@@ -115,8 +115,8 @@ def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     generator = getattr(draws, "generator", None)
     if isinstance(generator, np.random.Generator):
         # FastDraws: compiled, on 32-bit uniforms (see _fog_cpu); the window as float32
-        from .._ziggurat import halves
-        from ._fog_cpu import plasma_map
+        from ..rng.ziggurat import halves
+        from ._cpu.fog import plasma_map
 
         words = halves(raw_words(generator.bit_generator, size * size // 2))[: size * size - 1]
         return {"plasma": plasma_map(words, size, float(ctx.params[1]), ctx.height, ctx.width)}
@@ -128,7 +128,7 @@ def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 def fog(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Add a gray plasma-fractal haze of strength c0 and renormalise by the image maximum."""
     if ctx.backend == "compiled":
-        from ._fog_cpu import fog_blend, fog_levels
+        from ._cpu.fog import fog_blend, fog_levels
 
         xa = np.ascontiguousarray(x.detach().numpy())
         out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
@@ -243,7 +243,7 @@ def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], c
     tops = d["top"].cpu().tolist()
     lefts = d["left"].cpu().tolist()
     if ctx.backend == "compiled":
-        from ._blend_cpu import blend_crop
+        from ._cpu.blend import blend_crop
 
         xa = np.ascontiguousarray(x.detach().numpy())
         out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated

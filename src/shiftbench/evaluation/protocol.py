@@ -184,7 +184,7 @@ class Benchmark(ABC):
     def report_figures(self, store: Path, section: Section) -> list[Any]:
         """Figures for ``shiftbench report`` from its stored section (default: none; the report still shows its tables).
 
-        Returns :class:`shiftbench.report.figures.ReportFigure` objects, drawn with the
+        Returns :class:`shiftbench.evaluation.figures.ReportFigure` objects, drawn with the
         helpers of that module (published models next to the user's, per-condition
         curves and bars). Called only when matplotlib is installed.
         """

@@ -20,7 +20,7 @@ from ..corruptions import SampleContext, get_corruption
 from ..checks import check_seed
 from ..corruptions.candidates import CANDIDATES, CandidateSpec
 from ..errors import InvalidArgumentError
-from ..seeding import FastDraws, derive_generator, image_key, key_to_int
+from ..rng.seeding import FastDraws, derive_generator, image_key, key_to_int
 
 __all__ = ["corrupt_candidate", "candidate_draws", "FULL_RANGE_LEVEL"]
 

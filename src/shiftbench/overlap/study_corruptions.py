@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..errors import InvalidArgumentError, UnknownCorruptionError
-from ..seeding import derive_generator, key_to_int
+from ..rng.seeding import derive_generator, key_to_int
 
 __all__ = [
     "StudyCorruption",
@@ -360,7 +360,7 @@ def apply_at_value(images: torch.Tensor, name: str, value: float, *, seed: int, 
         )
     from ..corruptions import to_batch
     from ..corruptions import SampleContext, get_corruption
-    from ..seeding import FastDraws
+    from ..rng.seeding import FastDraws
 
     reg = get_corruption(sc.base)
     assert reg.sample is not None

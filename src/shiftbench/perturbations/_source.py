@@ -30,7 +30,7 @@ import torch
 from PIL import Image
 
 from ..errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
-from ..seeding import image_key, key_to_int
+from ..rng.seeding import image_key, key_to_int
 from ..io import load_image_rgb
 from ._spec import resolve_p_edition
 

@@ -44,7 +44,7 @@ from ..corruptions import ApplyContext, Corruption, SampleContext, get_corruptio
 from ..corruptions.kernels import fdiv, gaussian_filter2d
 from ..corruptions.kernels import motion_blur as im_motion_blur
 from ..errors import InvalidArgumentError
-from ..seeding import Draws, FastDraws, derive_generator
+from ..rng.seeding import Draws, FastDraws, derive_generator
 from ._source import PreparedImages, center_window, prepare, resize_short_size, resized_crop_window
 from ._spec import Perturbation, check_difficulty, get_perturbation
 from ._warp import affine_matrix_tv021, cv_warp_perspective, pil_affine, pil_resize, tilt_homography

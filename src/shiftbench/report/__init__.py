@@ -1,8 +1,8 @@
 """``shiftbench report``: one self-contained HTML file (inline CSS/JS, embedded figures) from a results store.
 
 * :func:`build_report`: the report from every registered benchmark's stored evaluations.
-* :mod:`shiftbench.report.figures`: :class:`ReportFigure` and the plotting helpers that a
-  benchmark's ``report_figures`` hook uses.
+* :class:`ReportFigure` (from :mod:`shiftbench.evaluation.figures`, the plotting helpers that a
+  benchmark's ``report_figures`` hook uses).
 
 Needs ``pip install 'shiftbench[report]'`` (jinja2, matplotlib).
 """
@@ -10,6 +10,6 @@ Needs ``pip install 'shiftbench[report]'`` (jinja2, matplotlib).
 from __future__ import annotations
 
 from .build import ReportResult, build_report
-from .figures import ReportFigure
+from ..evaluation.figures import ReportFigure
 
 __all__ = ["ReportResult", "build_report", "ReportFigure"]

@@ -24,7 +24,7 @@ from ..benchmarks import get_benchmark, list_benchmarks
 from ..errors import InvalidArgumentError
 from ..evaluation.errors import MissingPackageError
 from ..evaluation.protocol import Benchmark, Section
-from .figures import ReportFigure, png_bytes, png_data_uri, pyplot, svg_text
+from ..evaluation.figures import ReportFigure, png_bytes, png_data_uri, pyplot, svg_text
 
 __all__ = [
     "ReportResult",
@@ -173,7 +173,7 @@ def study_figures(study: Path) -> list[ReportFigure]:
     gets a figure-less entry saying why."""
     from ..overlap.scores import overlap_matrix
     from ..overlap.store import OverlapStore
-    from .figures import heatmap
+    from ..evaluation.figures import heatmap
 
     out: list[ReportFigure] = []
     with OverlapStore(study) as st:

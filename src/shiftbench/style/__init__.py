@@ -13,7 +13,7 @@ The corruption is registered in its own group (``"style"``), so ``list_corruptio
 the 19 ImageNet-C corruptions; ``list_corruptions("style")`` lists it. Severities follow a
 schedule that shiftbench chose (``data/style_schedule.json``; the paper's settings were never
 published); :func:`stylize` also takes severity 0, the clean images. Scores (CE against
-AlexNet's published 75.7 % mean error, relative CE) are in :mod:`shiftbench.style.scores`.
+AlexNet's published 75.7 % mean error, relative CE) are in :mod:`shiftbench.benchmarks.style_scores`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def stylize(images: Any, severity: int, **kwargs: Any) -> Any:
     """``shiftbench.corrupt(images, "style_transfer", severity, **kwargs)`` for severities 1..5;
     severity 0 returns ``images`` themselves (the clean images; AdaIN at alpha = 0 would not be:
     its decoder still redraws the content)."""
-    from .._validate import check_severity
+    from ..checks import check_severity
     from ..api import corrupt
 
     if check_severity(severity, low=0, high=5) == 0:

@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .._params import load_json
-from .._validate import check_severity, suggest
+from ..params import load_json
+from ..checks import check_severity, suggest
 from ..editions import get_edition
 from ..errors import DataError, InvalidArgumentError, MissingDependencyError, UnknownNameError
 from .networks import AdaINNetworks

@@ -30,8 +30,8 @@ from numba import types
 from numba.core import cgutils, config
 from numba.extending import intrinsic
 
-from ..errors import InvalidArgumentError
-from ._jpeg_tables import (
+from ...errors import InvalidArgumentError
+from .._jpeg_tables import (
     F0_298,
     F0_390,
     F0_541,

@@ -38,10 +38,10 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .._simd import mul_high
-from .._simd import wide_vectors as _wide
-from . import _jpeg_vec as _V
-from ._jpeg_tables import (
+from ...rng.simd import mul_high
+from ...rng.simd import wide_vectors as _wide
+from . import jpeg_vec as _V
+from .._jpeg_tables import (
     F0_298,
     F0_390,
     F0_541,

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
+from ..errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
 
 MIN_SIDE = 32
 
@@ -336,7 +336,7 @@ class Output:
             and tuple(y.shape) == tuple(self.buf[a:b_].shape)
         ):
             return False
-        from ._convert_cpu import truncate_to_uint8
+        from ._cpu.convert import truncate_to_uint8
 
         truncate_to_uint8(y.detach().numpy(), self.buf[a:b_].numpy())
         return True

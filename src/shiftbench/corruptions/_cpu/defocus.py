@@ -32,8 +32,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from .._simd import wide_vectors
-from ._gauss_cpu import pad_plane_f32
+from ...rng.simd import wide_vectors
+from .gauss import pad_plane_f32
 
 _FRAME_TAP_MIN = 1e-8
 """Frame taps smaller than this are dropped (their total stays below 3e-8, i.e. 1e-5 of a level)."""

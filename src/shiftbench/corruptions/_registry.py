@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._validate import suggest
-from .errors import InvalidArgumentError, UnknownCorruptionError, UnknownNameError
+from ..checks import suggest
+from ..errors import InvalidArgumentError, UnknownCorruptionError, UnknownNameError
 
 __all__ = [
     "Backend",
@@ -257,7 +257,7 @@ def register(
     implementations ``apply`` has besides :data:`TENSOR` (which every corruption has), in the
     order ``backend="auto"`` tries them; ``draw_apply`` belongs to the ``"compiled"`` one.
     """
-    from ._params import imagenet_c_params
+    from ..params import imagenet_c_params
 
     if family not in FAMILIES:
         raise ValueError(f"family={family!r} must be one of {FAMILIES}")
@@ -354,7 +354,7 @@ def list_corruptions(
         edition: keep only corruptions defined for this edition.
     """
     if edition is not None:
-        from .editions import get_edition
+        from ..editions import get_edition
 
         edition = get_edition(edition).name  # 224, "224", an Edition; unknown ones raise
     spaces = list_namespaces()

@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 __all__ = ["available_cpus", "resolve_threads", "split", "run_in_threads"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .._simd import wide_vectors
+from ...rng.simd import wide_vectors
 
 _TO_UNIT = 1.0 / 4294967296.0  # 2**-32
 

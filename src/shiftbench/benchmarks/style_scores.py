@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._params import load_json
+from ..params import load_json
 from ..errors import InvalidArgumentError
 from ..evaluation.metrics import corruption_error, relative_corruption_error
 

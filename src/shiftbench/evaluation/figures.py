@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..evaluation.errors import MissingPackageError
+from .errors import MissingPackageError
 
 __all__ = [
     "ReportFigure",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._xxh64 import xxh64_bytes
+from .xxh64 import xxh64_bytes
 
 __all__ = [
     "PHILOX_M0",

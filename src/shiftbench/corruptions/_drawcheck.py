@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ._registry import Corruption
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 __all__ = ["validate_draws", "draw_bounds"]
 
@@ -30,7 +30,7 @@ Schema = tuple[tuple[str, tuple[int, ...], str], ...]
 
 
 def _frost(h: int, w: int, edition: str, params: Any, d: Mapping[str, np.ndarray]) -> Bounds:
-    from .corruptions.weather import FROST_SELECTABLE, frost_texture
+    from .weather import FROST_SELECTABLE, frost_texture
 
     out: Bounds = {"index": (0, FROST_SELECTABLE - 1)}
     index = np.asarray(d.get("index", 0))
@@ -94,7 +94,7 @@ _BOUNDS: dict[str, Callable[..., Bounds]] = {
 def _candidate_value(name: str) -> tuple[float, float] | None:
     """The range of a candidate's value ``v``: the candidate's whole range (replays of full-range
     draws, :func:`~shiftbench.overlap.corrupt_candidate`, use any value in it at any severity)."""
-    from .corruptions.candidates import CANDIDATES
+    from .candidates import CANDIDATES
 
     spec = CANDIDATES.get(name)
     if spec is None:

@@ -16,8 +16,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from .._simd import wide_vectors
-from ._resample import PRECISION_BITS, box_coefficients
+from ...rng.simd import wide_vectors
+from .._resample import PRECISION_BITS, box_coefficients
 
 
 class Taps(NamedTuple):

@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ._pcg64 import raw_words
-from ._xxh64 import xxh64
+from .pcg64 import raw_words
+from .xxh64 import xxh64
 
 __all__ = [
     "Draws",
@@ -74,7 +74,7 @@ class FastDraws:
     def normal(self, size: Any, loc: float = 0.0, scale: float = 1.0) -> Any:
         if size is None:
             return loc + scale * float(self.generator.standard_normal())
-        from ._ziggurat import standard_normal64
+        from .ziggurat import standard_normal64
 
         shape = _shape(size)
         z = standard_normal64(self.generator.bit_generator, int(np.prod(shape))).reshape(shape)
@@ -97,13 +97,13 @@ class FastDraws:
         """Boolean masks (flipped, salted): flipped with probability ``amount`` (to 2**-31), salted
         with probability 1/2, all independent. One 32-bit word per value, in one compiled pass:
         its low 31 bits decide the flip, its top bit the salt."""
-        from .corruptions._noise_cpu import salt_pepper_masks
+        from .discrete import salt_pepper_masks
 
         shape = _shape(size)
         n = int(np.prod(shape))
         if not 0.0 <= float(amount) <= 1.0:
             raise ValueError(f"amount={amount!r} must lie in [0, 1]")
-        from ._ziggurat import halves
+        from .ziggurat import halves
 
         words = halves(raw_words(self.generator.bit_generator, (n + 1) // 2))
         flipped, salted = salt_pepper_masks(words, n, int(round(float(amount) * 2.0**31)))
@@ -115,14 +115,14 @@ class FastDraws:
     def standard_normal32(self, size: Any) -> np.ndarray:
         """Standard normal field in float32 (the reference's noise fields): a compiled ziggurat on the
         generator's raw 64-bit words, about 3x faster than ``Generator.standard_normal``."""
-        from ._ziggurat import standard_normal32
+        from .ziggurat import standard_normal32
 
         shape = _shape(size)
         return standard_normal32(self.generator.bit_generator, int(np.prod(shape))).reshape(shape)
 
     def poisson_levels(self, levels: np.ndarray, scale: float) -> np.ndarray:
         """Poisson(scale * level / 255) for uint8 levels, exact, via per-level alias tables."""
-        from .corruptions._noise_cpu import alias_lookup
+        from .discrete import alias_lookup
 
         prob, alias = _poisson_alias_tables(float(scale))
         k = prob.shape[0] // 256
@@ -226,7 +226,7 @@ def image_key(pixels: np.ndarray) -> int:
 
 def key_to_int(key: Any) -> int:
     """Turn a user key (int in 0..2**64-1, str, bytes) into a non-negative 64-bit integer."""
-    from .errors import InvalidArgumentError
+    from ..errors import InvalidArgumentError
 
     allowed = "an int in 0..2**64-1, a str or bytes"
     if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):

@@ -29,8 +29,8 @@ from functools import lru_cache
 import numba
 import numpy as np
 
-from ._pcg64 import raw_words
-from ._simd import wide_vectors
+from .pcg64 import raw_words
+from .simd import wide_vectors
 
 LAYERS = 256
 R = 3.6541528853610088  # right edge of the base strip for 256 layers

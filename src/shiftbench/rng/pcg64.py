@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._simd import mul_high
+from .simd import mul_high
 
 _MASK64 = (1 << 64) - 1
 # PCG's default 128-bit multiplier (O'Neill 2014; NumPy's PCG64)
