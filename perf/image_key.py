@@ -32,7 +32,7 @@ def main() -> None:
 
     from perf.jpeg_floor import _best
     from perf.speed import machine
-    from shiftbench.seeding import image_key
+    from shiftbench.rng.seeding import image_key
     from tests.conftest import photos
 
     rows = {}

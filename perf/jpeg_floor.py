@@ -45,7 +45,7 @@ def _best(fn, repeat: int, n: int) -> float:
 
 def _stage_times(planes: np.ndarray, quality: int, repeat: int) -> dict[str, float]:
     """Microseconds per image of each stage of the compiled pipeline (fastest of ``repeat`` passes)."""
-    from shiftbench.corruptions import _jpeg_cpu as J
+    from shiftbench.corruptions._cpu import jpeg as J
 
     _, _, h, w = planes.shape
     bf = J._buffers(h, w)
@@ -75,7 +75,7 @@ def main() -> None:
 
     import shiftbench
     from perf.speed import machine
-    from shiftbench.corruptions._jpeg_cpu import jpeg_round_trip_planes
+    from shiftbench.corruptions._cpu.jpeg import jpeg_round_trip_planes
     from shiftbench.corruptions._jpeg_torch import jpeg_round_trip_tensor
     from tests.oracle.harness import load_sample_224
 
@@ -117,7 +117,7 @@ def main() -> None:
     lines.append("compiled pipeline by stage (us per image): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()))
     print("\n".join(lines))
     if args.out:
-        from shiftbench.corruptions import _jpeg_vec
+        from shiftbench.corruptions._cpu import jpeg_vec as _jpeg_vec
 
         width = {v: k for k, v in _jpeg_vec._WIDTHS.items()}[_jpeg_vec._PIECES]
         meta = {"machine": machine(), "torch": torch.__version__, "opencv": cv2.__version__, "dct_vectors": width, "args": vars(args)}

@@ -81,7 +81,7 @@ def main() -> None:
     from shiftbench.editions import preprocess
     from shiftbench.evaluation.models import load_model
     from shiftbench.sources import load_image_rgb
-    from shiftbench.style.scores import style_scores
+    from shiftbench.benchmarks.style_scores import style_scores
 
     paths = sorted(SAMPLE.glob("*.JPEG"))[: args.images]
     x = np.stack([np.asarray(preprocess(load_image_rgb(p), "224")) for p in paths])
