@@ -14,13 +14,18 @@ every severity, and checks:
 * every backend gives the tensor path's 8-bit output for uint8 inputs, and its float output within
   1e-5 for float inputs (the order of float sums may differ);
 * a functional told that its result will be truncated (``ApplyContext.levels``) returns exactly
-  the truncated result.
+  the truncated result;
+* every kernel takes the tensor path's parameters (names and kinds, :func:`check_kernel_signature`);
+* a batch of 0 images gives a batch of 0 images (torchvision's degenerate case), through the
+  kernel itself and through :func:`shiftbench.corrupt`.
 
 It returns the mean absolute distortion per severity, for the monotonicity checks of
 ``tests/test_contracts.py``. :func:`check_cpu_equals_cuda` is the device check (``gpu`` tests).
 """
 
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 import torch
@@ -53,6 +58,33 @@ def check_levels_output(spec: Corruption, x: torch.Tensor, edition: str, severit
         assert torch.equal(_uint8(got), _uint8(ref)), (spec.name, severity, xin.dtype, backend)
 
 
+def check_kernel_signature(spec: Corruption, backend: str) -> None:
+    """The kernel registered for ``backend`` takes the tensor path's parameters (torchvision's
+    ``check_functional_kernel_signature_match``): the dispatcher calls every kernel the same way."""
+    want = [(p.name, p.kind) for p in inspect.signature(spec.kernels["tensor"][1]).parameters.values()]
+    got = [(p.name, p.kind) for p in inspect.signature(spec.kernels[backend][1]).parameters.values()]
+    assert got == want, (spec.name, backend, got, want)
+
+
+def check_empty_batch(spec: Corruption, x: torch.Tensor, edition: str, backend: str) -> None:
+    """A batch of 0 images (with 0 rows of each draw) gives 0 images of the same size, dtype and
+    device: through the kernel, for each input dtype it takes, and through ``shiftbench.corrupt``."""
+    severity = 3
+    params = spec.severity_params(edition, severity)
+    one = shiftbench.sample_draws(x[0], spec.name, severity, seed=SEED, edition=edition)
+    draws = {k: torch.as_tensor(np.asarray(v))[None][:0] for k, v in one.items()}
+    for dtype in {spec.input_dtype(False), spec.dtype}:
+        xin = x[:0].to(dtype)
+        if not spec.backend(backend).supports(xin.device, xin.dtype):
+            continue
+        for levels in (False, True):
+            y = spec.apply(xin, params, draws, ApplyContext(edition, severity, levels=levels, backend=backend))
+            assert tuple(y.shape) == tuple(xin.shape) and y.device == xin.device, (spec.name, backend, dtype, levels, tuple(y.shape))
+    for xin in (x[:0], x[:0].to(torch.float32) / 255.0):
+        y = shiftbench.corrupt(xin, spec.name, severity, seed=SEED, edition=edition, backend=backend)
+        assert y.shape == xin.shape and y.dtype == xin.dtype and y.device == xin.device, (spec.name, backend, y.shape)
+
+
 def check_corruption(
     name: str,
     x: torch.Tensor,
@@ -71,6 +103,8 @@ def check_corruption(
     assert x.dtype == torch.uint8 and x.ndim == 4 and len(x) >= 2
     if same_as is None:
         same_as = () if backend == "tensor" else ("tensor",)
+    check_kernel_signature(spec, backend)
+    check_empty_batch(spec, x, edition, backend)
     xf = x.to(torch.float32) / 255.0
     x_before, xf_before = x.clone(), xf.clone()
     dists: list[float] = []

@@ -132,7 +132,7 @@ def test_ziggurat_is_a_function_of_the_stream_and_refills() -> None:
 
 
 def _ziggurat_by_hand(words: list[int], n: int, wide: bool) -> list[float]:
-    """The ziggurat of shiftbench._ziggurat written out in plain Python (the module's docstring)."""
+    """The ziggurat of shiftbench.rng.ziggurat written out in plain Python (the module's docstring)."""
     import math
 
     from shiftbench.rng.ziggurat import R, tables
@@ -426,7 +426,7 @@ def test_compiled_jpeg_equals_pillow_on_a_sweep() -> None:
 _JPEG_CHECK = """
 import sys
 import numpy as np
-from shiftbench.corruptions import _jpeg_cpu as J, _jpeg_vec as V
+from shiftbench.corruptions._cpu import jpeg as J, jpeg_vec as V
 from shiftbench.corruptions.digital import _pillow_jpeg
 sys.path.insert(0, sys.argv[1])
 from tests.conftest import photos

@@ -241,7 +241,7 @@ def corrupt(
         ctx = ApplyContext(edition=ed.name, severity=s, levels=levels, backend=chosen)
         ctx.out = None if release else out.levels_view(a, e)
         stacked: dict[str, torch.Tensor] = {}
-        if spec.draw_apply is not None and draws is None and chosen == "compiled":
+        if spec.draw_apply is not None and draws is None and chosen == spec.draw_backend:
             gens = [
                 derive_generator(seed, key_to_int(keys[i]) if keys is not None else image_key(b.canonical_uint8(i)), spec.name, s)
                 for i in range(a, e)

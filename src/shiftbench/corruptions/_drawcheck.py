@@ -4,7 +4,8 @@ A replayed draw must be what sampling could have produced for *this* image size,
 severity: the same keys, the same shapes, a compatible dtype, finite values, and values inside
 the range the sampler draws from (crop offsets inside the texture, shuffle offsets inside
 ``-d..d-1``, angles inside their interval...). Keys, shapes and dtypes come from sampling a
-blank image of the same size once (cached); the ranges are listed per corruption below. Draws
+blank image of the same size once (cached); the ranges are declared by each corruption beside
+its sampler (``register(..., bounds=...)``). Draws
 that pass are converted to the sampler's dtype where that is lossless, so the compiled kernels
 only ever see arrays of the layout they were written for.
 """
@@ -29,91 +30,12 @@ Schema = tuple[tuple[str, tuple[int, ...], str], ...]
 """(key, shape, dtype) of the draws sampling produces for an image of h x w."""
 
 
-def _frost(h: int, w: int, edition: str, params: Any, d: Mapping[str, np.ndarray]) -> Bounds:
-    from .weather import FROST_SELECTABLE, frost_texture
-
-    out: Bounds = {"index": (0, FROST_SELECTABLE - 1)}
-    index = np.asarray(d.get("index", 0))
-    if index.shape == () and index.dtype.kind in "iu" and 0 <= int(index) < FROST_SELECTABLE:
-        th, tw = frost_texture(int(index), edition, h, w).shape[:2]
-        out["top"] = (0, max(th - h - 1, 0))
-        out["left"] = (0, max(tw - w - 1, 0))
-    return out
-
-
-def _glass(h: int, w: int, edition: str, params: Any, d: Mapping[str, np.ndarray]) -> Bounds:
-    delta = int(params[1])
-    return {"offsets": (-delta, delta - 1)}
-
-
-def _elastic(h: int, w: int, edition: str, params: Any, d: Mapping[str, np.ndarray]) -> Bounds:
-    a = float(params[2])
-    return {"affine": (-a, a), "ux": (-1.0, 1.0), "uy": (-1.0, 1.0)}
-
-
-def _shapes(h: int, w: int, edition: str, params: Any, d: Mapping[str, np.ndarray]) -> Bounds:
-    return {"cy": (0, h - 1), "cx": (0, w - 1), "val": (0.0, 1.0)}
-
-
-def _square(h: int, w: int, edition: str, params: Any, d: Mapping[str, np.ndarray]) -> Bounds:
-    return {"box": (np.array([0, 0, 0]), np.array([h, w, min(h, w)])), "val": (0.0, 1.0)}
-
-
-def _band(h: int, w: int, edition: str, params: Any, d: Mapping[str, np.ndarray]) -> Bounds:
-    return {"t": (0.0, float((min(h, w) + 1) // 2)), "val": (0.0, 1.0)}
-
-
-def _fixed(bounds: Bounds) -> Callable[..., Bounds]:
-    return lambda h, w, edition, params, d: bounds
-
-
-_BOUNDS: dict[str, Callable[..., Bounds]] = {
-    "shot_noise": _fixed({"counts": (0.0, math.inf)}),
-    "glass_blur": _glass,
-    "motion_blur": _fixed({"angle": (-45.0, 45.0)}),
-    "snow": _fixed({"angle": (-135.0, -45.0)}),
-    "frost": _frost,
-    "fog": _fixed({"plasma": (0.0, 1.0)}),
-    "elastic_transform": _elastic,
-    "noc_artifacts": _shapes,
-    "noc_vertical_artifacts": _shapes,
-    "noc_rhombus": _shapes,
-    "noc_rain": _shapes,
-    "noc_circles": _shapes,
-    "noc_obstruction": _square,
-    "obstruction": _square,
-    "noc_border": _band,
-    "border": _band,
-    "noc_translation": lambda h, w, edition, params, d: {"shift": (np.array([-h, -w]), np.array([h, w]))},
-    "noc_elastic": lambda h, w, edition, params, d: {"crop": (np.zeros(3), np.array([1.0, max(h, w), max(h, w)]))},
-    "noc_backlight": lambda h, w, edition, params, d: {"line": (np.array([-1.0, -1.0, 0.0, 0.0]), np.array([1.0, 1.0, h, w]))},
-    "noc_color_distortion": _fixed({"channel": (0, 2)}),
-}
-
-
-def _candidate_value(name: str) -> tuple[float, float] | None:
-    """The range of a candidate's value ``v``: the candidate's whole range (replays of full-range
-    draws, :func:`~shiftbench.overlap.corrupt_candidate`, use any value in it at any severity)."""
-    from .candidates import CANDIDATES
-
-    spec = CANDIDATES.get(name)
-    if spec is None:
-        return None
-    lo, hi = spec.range
-    return float(lo), float(hi)
-
-
-def draw_bounds(name: str, h: int, w: int, edition: str, params: Any, draws: Mapping[str, np.ndarray]) -> Bounds:
-    """The inclusive value ranges of corruption ``name``'s draws for an h x w image (keys not listed: any finite value)."""
-    rule = _BOUNDS.get(name)
-    out = dict(rule(h, w, edition, params, draws)) if rule is not None else {}
-    if "sign" in draws:
-        out["sign"] = (-1.0, 1.0)
-    if "v" in draws:
-        v = _candidate_value(name)
-        if v is not None:
-            out["v"] = v
-    return out
+def draw_bounds(spec: Corruption, h: int, w: int, edition: str, params: Any, draws: Mapping[str, np.ndarray]) -> Bounds:
+    """The inclusive value ranges of ``spec``'s draws for an h x w image, as the corruption declares
+    them (``register(..., bounds=...)``); keys not listed, or not drawn: any finite value."""
+    if spec.bounds is None:
+        return {}
+    return {k: v for k, v in spec.bounds(h, w, edition, params, draws).items() if k in draws}
 
 
 def _describe(v: Any) -> str:
@@ -218,7 +140,7 @@ def validate_draws(
             if k not in d:
                 raise InvalidArgumentError(arg, "missing", f"every key of {keys} for {spec.name} (see sample_draws)")
             conv[k] = _convert(arg, d[k], shape, np.dtype(dt))
-        for k, (lo, hi) in draw_bounds(spec.name, h, w, edition, params, conv).items():
+        for k, (lo, hi) in draw_bounds(spec, h, w, edition, params, conv).items():
             if k in conv:
                 _check_range(f"draws[{i}][{k!r}]", conv[k], lo, hi)
         for k, shape, dt in schema:  # lossless now that the ranges hold

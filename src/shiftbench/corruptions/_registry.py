@@ -34,7 +34,8 @@ from ..errors import InvalidArgumentError, UnknownCorruptionError, UnknownNameEr
 __all__ = [
     "Backend",
     "TENSOR",
-    "compiled_backend",
+    "BACKEND_DESCRIPTIONS",
+    "BoundsFn",
     "Corruption",
     "SampleContext",
     "ApplyContext",
@@ -53,12 +54,11 @@ DEFAULT_NAMESPACE = "imagenet_c"
 
 @dataclass(frozen=True)
 class Backend:
-    """One implementation of a corruption's ``apply``.
+    """What one implementation of a corruption's ``apply`` runs on.
 
     Every corruption has the ``"tensor"`` backend (:data:`TENSOR`: torch operations on any device,
-    the path the others must equal bit for bit in 8-bit output); some add a compiled CPU path
-    (``"compiled"``, see :func:`compiled_backend`) or a reference route (``"pillow"``). ``apply``
-    reads the selected one from ``ApplyContext.backend``.
+    the path the others must equal bit for bit in 8-bit output); some register a compiled CPU
+    kernel (``"compiled"``) or a reference route (``"pillow"``) with :meth:`Corruption.kernel`.
     """
 
     name: str
@@ -79,10 +79,11 @@ class Backend:
 
 TENSOR = Backend("tensor", "torch operations on any device (the reference path of every corruption)")
 
-
-def compiled_backend(*dtypes: torch.dtype) -> Backend:
-    """The compiled (Numba) CPU backend, for ``x`` of these dtypes (none given: any)."""
-    return Backend("compiled", "Numba kernels compiled for the CPU", ("cpu",), tuple(dtypes) or None)
+BACKEND_DESCRIPTIONS: dict[str, str] = {
+    "compiled": "Numba kernels compiled for the CPU",
+    "pillow": "Pillow itself, image by image (the reference's route)",
+}
+"""Descriptions of the usual backend names (:meth:`Corruption.kernel` takes another with ``description=``)."""
 
 
 @dataclass
@@ -145,46 +146,95 @@ class ApplyContext:
 
 SampleFn = Callable[[Any, SampleContext], dict[str, np.ndarray]]
 ApplyFn = Callable[[torch.Tensor, Any, dict[str, torch.Tensor], ApplyContext], torch.Tensor]
+BoundsFn = Callable[[int, int, str, Any, Mapping[str, np.ndarray]], dict[str, tuple[Any, Any]]]
+"""``bounds(h, w, edition, params, draws) -> {key: (low, high)}``: the inclusive ranges a replayed
+draw must lie in for an h x w image (scalars or per-element arrays); keys not listed: any finite value."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Corruption:
-    """One registered corruption."""
+    """One registered corruption: its facts, its sampler and its kernels.
+
+    ``tensor`` is the reference implementation of ``apply`` (torch operations, any device); other
+    implementations are registered functions (:meth:`kernel`) with the same signature, and
+    :meth:`apply` is the one dispatcher that runs the kernel ``ApplyContext.backend`` names.
+    """
 
     name: str
     family: str
     group: str
     sample: SampleFn | None
-    apply: ApplyFn
-    params: Mapping[str, tuple[Any, ...]]
+    tensor: ApplyFn
+    params: Mapping[str, Any]
     dtype: torch.dtype = torch.float64
     needs_image: bool = False
     quantized_output: bool = False
     description: str = ""
     order: int = 0
     accepts_levels: bool = False  # apply() also takes the raw uint8 levels (of 8-bit inputs) for x
-    # optional route of the compiled backend that draws and applies in one pass:
-    # draw_apply(x, params, generators, ctx) must equal apply(x, params, <the sampler's draws from
-    # those generators>, ctx) (tested per corruption by the contract tests)
-    draw_apply: Callable[..., torch.Tensor] | None = None
     # values per batch chunk on the CPU (corrupt() splits larger batches); None: the default, which
     # keeps a chunk's intermediates in cache. Kernels that work image by image set a larger one:
     # they gain nothing from small chunks and lose a call per chunk
     chunk_values: int | None = None
     namespace: str = DEFAULT_NAMESPACE
-    implementations: tuple[Backend, ...] = (TENSOR,)
+    bounds: BoundsFn | None = None
+    # backend name -> (what it runs on, its kernel), "tensor" first, in the order backend="auto" tries them
+    kernels: dict[str, tuple[Backend, ApplyFn]] = field(default_factory=dict, repr=False)
+    # optional route of the compiled kernel that draws and applies in one pass (see kernel())
+    draw_apply: Callable[..., torch.Tensor] | None = field(default=None, repr=False)
+    draw_backend: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.kernels.setdefault(TENSOR.name, (TENSOR, self.tensor))
+
+    def kernel(
+        self,
+        backend: str,
+        *dtypes: torch.dtype,
+        devices: tuple[str, ...] | None = ("cpu",),
+        description: str | None = None,
+        draw_apply: Callable[..., torch.Tensor] | None = None,
+    ) -> Callable[[ApplyFn], ApplyFn]:
+        """Decorator registering a function as this corruption's ``backend`` implementation.
+
+        The function takes what the tensor path takes, ``(x, params, draws, ctx)``, and must give its
+        8-bit output bit for bit (``tests/contracts.py`` checks every registered kernel). ``dtypes``:
+        the dtypes of ``x`` it accepts (none: any); ``devices``: the device types it runs on (default
+        the CPU; None: any). ``draw_apply(x, params, generators, ctx)``, a route of this backend that
+        draws and applies in one pass, must equal the kernel on the sampler's draws from those
+        generators. Registering a backend twice raises ``ValueError``.
+        """
+        if not isinstance(backend, str) or not backend.isidentifier() or backend == "auto":
+            raise ValueError(f"backend={backend!r} must be an identifier other than 'auto'")
+
+        def deco(fn: ApplyFn) -> ApplyFn:
+            if backend in self.kernels:
+                raise ValueError(f"{self.name!r} already has a {backend!r} kernel")
+            text = description or BACKEND_DESCRIPTIONS.get(backend) or (fn.__doc__ or backend).strip().split("\n")[0]
+            self.kernels[backend] = (Backend(backend, text, devices, tuple(dtypes) or None), fn)
+            if draw_apply is not None:
+                object.__setattr__(self, "draw_apply", draw_apply)  # the record is frozen for its users
+                object.__setattr__(self, "draw_backend", backend)
+            return fn
+
+        return deco
+
+    @property
+    def implementations(self) -> tuple[Backend, ...]:
+        """What each backend runs on, ``"tensor"`` first."""
+        return tuple(b for b, _ in self.kernels.values())
 
     @property
     def backends(self) -> tuple[str, ...]:
         """Names of this corruption's implementations, ``"tensor"`` first."""
-        return tuple(b.name for b in self.implementations)
+        return tuple(self.kernels)
 
     def backend(self, name: str) -> Backend:
         """The implementation called ``name`` (:class:`~shiftbench.errors.UnknownNameError` if none)."""
-        for b in self.implementations:
-            if b.name == name:
-                return b
-        raise UnknownNameError("backend", name, ["auto", *self.backends], suggest(str(name), self.backends))
+        hit = self.kernels.get(name) if isinstance(name, str) else None
+        if hit is None:
+            raise UnknownNameError("backend", name, ["auto", *self.backends], suggest(str(name), self.backends))
+        return hit[0]
 
     def select_backend(self, device: torch.device | str, dtype: torch.dtype, backend: str = "auto") -> str:
         """The backend that runs a batch of ``dtype`` on ``device``.
@@ -210,6 +260,18 @@ class Corruption:
                 f"{backend!r} runs on {b.describe_support()}.",
             )
         return b.name
+
+    def kernel_for(self, device: torch.device | str, dtype: torch.dtype, backend: str = "auto") -> ApplyFn:
+        """The kernel that runs a batch of ``dtype`` on ``device`` (``backend`` as :meth:`select_backend`)."""
+        return self.kernels[self.select_backend(device, dtype, backend)][1]
+
+    def apply(self, x: torch.Tensor, params: Any, draws: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+        """Run the kernel of ``ctx.backend`` (the dispatcher; :func:`shiftbench.corrupt` picks the
+        backend with :meth:`select_backend`)."""
+        self.backend(ctx.backend)
+        return self.kernels[ctx.backend][1](x, params, draws, ctx)
+
+    __call__ = apply
 
     def input_dtype(self, float_input: bool) -> torch.dtype:
         """The dtype ``apply`` receives: 8-bit inputs stay uint8 where the functional accepts levels
@@ -241,21 +303,22 @@ def register(
     needs_image: bool = False,
     quantized_output: bool = False,
     description: str = "",
-    params: Mapping[str, tuple[Any, ...]] | None = None,
+    params: Mapping[str, Any] | type | None = None,
+    bounds: BoundsFn | None = None,
     accepts_levels: bool = False,
-    draw_apply: Callable[..., torch.Tensor] | None = None,
     chunk_values: int | None = None,
     namespace: str = DEFAULT_NAMESPACE,
-    backends: tuple[Backend, ...] = (),
-) -> Callable[[ApplyFn], ApplyFn]:
-    """Decorator registering ``apply`` under ``name`` in ``namespace``.
+) -> Callable[[ApplyFn], Corruption]:
+    """Decorator registering the tensor path ``apply`` of a corruption called ``name`` in ``namespace``.
 
-    Parameters come from package data (``imagenet_c_params.json``) unless ``params``
-    gives the per-edition table of 5 severity entries directly. Names are unique across
-    namespaces (:func:`get_corruption` finds a name in any namespace); ``group`` is a free
-    label inside the namespace (ImageNet-C: ``"benchmark"`` and ``"extra"``). ``backends``: the
-    implementations ``apply`` has besides :data:`TENSOR` (which every corruption has), in the
-    order ``backend="auto"`` tries them; ``draw_apply`` belongs to the ``"compiled"`` one.
+    It returns the :class:`Corruption`, whose :meth:`~Corruption.kernel` decorator registers the
+    other backends (``@defocus_blur.kernel("compiled", torch.uint8)``); calling it runs the
+    dispatcher. ``params``: the per-edition table of 5 severity entries, or a record type (a
+    ``NamedTuple`` class) whose fields name the entries of the package's ImageNet-C table
+    (``imagenet_c_params.json``: each row becomes a record); None: that table's rows as they are.
+    ``bounds``: the ranges replayed draws must lie in (:data:`BoundsFn`). Names are unique across
+    namespaces (:func:`get_corruption` finds a name in any namespace); ``group`` is a free label
+    inside the namespace (ImageNet-C: ``"benchmark"`` and ``"extra"``).
     """
     from ..params import imagenet_c_params
 
@@ -265,22 +328,21 @@ def register(
         if not isinstance(value, str) or not value.isidentifier():
             raise ValueError(f"{label}={value!r} must be a lower-case identifier")
 
-    impls = (TENSOR, *backends)
-    if len({b.name for b in impls}) != len(impls):
-        raise ValueError(f"backends of {name!r} must have distinct names, got {[b.name for b in impls]}")
-    if draw_apply is not None and "compiled" not in {b.name for b in impls}:
-        raise ValueError(f"draw_apply of {name!r} belongs to a 'compiled' backend, which it does not declare")
-
-    def deco(fn: ApplyFn) -> ApplyFn:
+    def deco(fn: ApplyFn) -> Corruption:
         if name in _REGISTRY:
             raise ValueError(f"corruption {name!r} is already registered")
-        table = dict(params) if params is not None else imagenet_c_params(name)
-        _REGISTRY[name] = Corruption(
+        if params is None or isinstance(params, type):
+            table: dict[str, Any] = dict(imagenet_c_params(name))
+            if isinstance(params, type):
+                table = {ed: tuple(params(*row) for row in rows) for ed, rows in table.items()}
+        else:
+            table = dict(params)
+        spec = Corruption(
             name=name,
             family=family,
             group=group,
             sample=sample,
-            apply=fn,
+            tensor=fn,
             params=table,
             dtype=dtype,
             needs_image=needs_image,
@@ -288,12 +350,12 @@ def register(
             description=description or (fn.__doc__ or "").strip().split("\n")[0],
             order=_paper_order(name),
             accepts_levels=accepts_levels,
-            draw_apply=draw_apply,
             chunk_values=chunk_values,
             namespace=namespace,
-            implementations=impls,
+            bounds=bounds,
         )
-        return fn
+        _REGISTRY[name] = spec
+        return spec
 
     return deco
 

@@ -23,13 +23,13 @@ identical results.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
 import torch
 
-from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 from ._geometry import cached_zoom_axis_table, clipped_zoom, run_threaded, use_compiled
 from ._geometry import motion_blur as _im_motion_blur
 from ._ops import extend_index, fdiv, gaussian_kernel1d
@@ -286,12 +286,15 @@ def gaussian_nearest(x: torch.Tensor, sigma: float, *, compiled: bool | None = N
 # --------------------------------------------------------------------------- gaussian
 
 
-@register("gaussian_blur", family="blur", group="extra", sample=None, backends=(compiled_backend(),))
+@register("gaussian_blur", family="blur", group="extra", sample=None)
 def gaussian_blur(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Gaussian blur of standard deviation c (per channel, nearest-edge boundary)."""
+    return torch.clamp(_gaussian_nearest_torch(fdiv(x, 255.0), float(c)), 0, 1) * 255
+
+
+@gaussian_blur.kernel("compiled")
+def _gaussian_blur_compiled(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     sigma = float(c)
-    if ctx.backend == "tensor":
-        return torch.clamp(_gaussian_nearest_torch(fdiv(x, 255.0), sigma), 0, 1) * 255
     xa = _cpu_array(x)
     out = np.empty_like(xa)
     kern = _gaussian_blur_kernel
@@ -303,9 +306,16 @@ def gaussian_blur(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
 # --------------------------------------------------------------------------- glass
 
 
+class GlassParams(NamedTuple):
+    """A severity of glass_blur: the Gaussian's sigma, the largest pixel displacement and the number of shuffle sweeps."""
+
+    sigma: float
+    delta: int
+    iterations: int
+
+
 def _sample_glass(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
-    _, delta, iters = ctx.params
-    delta, iters = int(delta), int(iters)
+    delta, iters = int(ctx.params.delta), int(ctx.params.iterations)
     n_h = max(0, ctx.height - 2 * delta)
     n_w = max(0, ctx.width - 2 * delta)
     # reference: randint(-d, d, size=2) -> (dx, dy) per visited pixel, rows and
@@ -390,17 +400,28 @@ def glass_shuffle_torch(u: torch.Tensor, offsets: torch.Tensor, delta: int) -> t
     return u
 
 
-@register("glass_blur", family="blur", group="benchmark", sample=_sample_glass, backends=(compiled_backend(),))
-def glass_blur(x: torch.Tensor, c: tuple[float, int, int], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
-    """Gaussian blur, local pixel shuffling by up to d pixels (iters sweeps), Gaussian blur."""
-    sigma, delta = float(c[0]), int(c[1])
+def _glass_bounds(h: int, w: int, edition: str, params: GlassParams, d: Any) -> dict[str, tuple[Any, Any]]:
+    # the reference draws randint(-d, d): -d..d-1
+    return {"offsets": (-int(params.delta), int(params.delta) - 1)}
+
+
+@register("glass_blur", family="blur", group="benchmark", sample=_sample_glass, params=GlassParams, bounds=_glass_bounds)
+def glass_blur(x: torch.Tensor, c: GlassParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """Gaussian blur, local pixel shuffling by up to delta pixels (iterations sweeps), Gaussian blur."""
+    sigma, delta = float(c.sigma), int(c.delta)
     offsets = d["offsets"]
     _check_offsets(x, offsets, delta)
-    if ctx.backend == "tensor":
-        g = _gaussian_nearest_torch(fdiv(x, 255.0), sigma)
-        u = torch.clamp(torch.trunc(g * 255), 0, 255)  # np.uint8(...) of values within 0..255
-        u = glass_shuffle_torch(u, offsets, delta)
-        return torch.clamp(_gaussian_nearest_torch(fdiv(u, 255.0), sigma), 0, 1) * 255
+    g = _gaussian_nearest_torch(fdiv(x, 255.0), sigma)
+    u = torch.clamp(torch.trunc(g * 255), 0, 255)  # np.uint8(...) of values within 0..255
+    u = glass_shuffle_torch(u, offsets, delta)
+    return torch.clamp(_gaussian_nearest_torch(fdiv(u, 255.0), sigma), 0, 1) * 255
+
+
+@glass_blur.kernel("compiled")
+def _glass_blur_compiled(x: torch.Tensor, c: GlassParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    sigma, delta = float(c.sigma), int(c.delta)
+    offsets = d["offsets"]
+    _check_offsets(x, offsets, delta)
     xa = _cpu_array(x)
     off = np.ascontiguousarray(offsets.detach().to("cpu").numpy())
     out = np.empty_like(xa)
@@ -547,23 +568,37 @@ def _defocus_disk_cpu(x: torch.Tensor, plan: Any, ctx: ApplyContext) -> torch.Te
     return torch.from_numpy(out.reshape(b, c, h, w))
 
 
-@register(
-    "defocus_blur", family="blur", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
-    backends=(compiled_backend(torch.float64, torch.uint8),),
-)
-def defocus_blur(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
-    """Defocus: correlation with an anti-aliased disk of the given radius."""
-    k = _disk_kernel(float(c[0]), float(c[1]))
-    b = int(x.shape[0])
-    if ctx.backend == "compiled":
-        from ._cpu.defocus import disk_plan
+class DefocusParams(NamedTuple):
+    """A severity of defocus_blur: the disk's radius and the sigma of the Gaussian that smooths it."""
 
-        plan = disk_plan(float(c[0]), float(c[1]), k.tobytes(), int(k.shape[0]))
-        if plan is not None and min(int(x.shape[-2]), int(x.shape[-1])) > plan.pad:
-            return _defocus_disk_cpu(x, plan, ctx)
-        groups = _tap_groups(float(c[0]), float(c[1]))
-        if len(groups[0]) <= _DIRECT_MAX_GROUPS:
-            return _defocus_direct_cpu(x, k, groups)
+    radius: float
+    alias_blur: float
+
+
+@register("defocus_blur", family="blur", group="benchmark", sample=None, params=DefocusParams, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE)
+def defocus_blur(x: torch.Tensor, c: DefocusParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """Defocus: correlation with an anti-aliased disk of the given radius."""
+    return _defocus_fft(x, _disk_kernel(float(c.radius), float(c.alias_blur)))
+
+
+@defocus_blur.kernel("compiled", torch.float64, torch.uint8)
+def _defocus_blur_compiled(x: torch.Tensor, c: DefocusParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """The disk decomposition, or a direct sum over the kernel's taps, or (large kernels) the FFT path."""
+    from ._cpu.defocus import disk_plan
+
+    radius, alias_blur = float(c.radius), float(c.alias_blur)
+    k = _disk_kernel(radius, alias_blur)
+    plan = disk_plan(radius, alias_blur, k.tobytes(), int(k.shape[0]))
+    if plan is not None and min(int(x.shape[-2]), int(x.shape[-1])) > plan.pad:
+        return _defocus_disk_cpu(x, plan, ctx)
+    groups = _tap_groups(radius, alias_blur)
+    if len(groups[0]) <= _DIRECT_MAX_GROUPS:
+        return _defocus_direct_cpu(x, k, groups)
+    return _defocus_fft(x, k)
+
+
+def _defocus_fft(x: torch.Tensor, k: np.ndarray) -> torch.Tensor:
+    b = int(x.shape[0])
     if x.dtype == torch.uint8:
         x = x.to(torch.float64)
     step = 2 if x.device.type == "cpu" else max(b, 1)  # small CPU chunks stay in cache
@@ -581,11 +616,26 @@ def _sample_motion(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"angle": np.asarray(draws.uniform(-45, 45), dtype=np.float64)}
 
 
-@register("motion_blur", family="blur", group="benchmark", sample=_sample_motion, quantized_output=True, backends=(compiled_backend(),))
-def motion_blur(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+class MotionParams(NamedTuple):
+    """A severity of motion_blur: ImageMagick's radius and sigma."""
+
+    radius: float
+    sigma: float
+
+
+@register(
+    "motion_blur", family="blur", group="benchmark", sample=_sample_motion, params=MotionParams, quantized_output=True,
+    bounds=lambda h, w, edition, params, d: {"angle": (-45.0, 45.0)},
+)
+def motion_blur(x: torch.Tensor, c: MotionParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """ImageMagick motion blur (radius, sigma) at a random angle in [-45, 45) degrees."""
     # the reference blurs the 8-bit image; the primitive rounds float input to 8 bits
-    return _im_motion_blur(x, float(c[0]), float(c[1]), d["angle"].reshape(-1), compiled=ctx.backend == "compiled")
+    return _im_motion_blur(x, float(c.radius), float(c.sigma), d["angle"].reshape(-1), compiled=False)
+
+
+@motion_blur.kernel("compiled")
+def _motion_blur_compiled(x: torch.Tensor, c: MotionParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    return _im_motion_blur(x, float(c.radius), float(c.sigma), d["angle"].reshape(-1), compiled=True)
 
 
 # --------------------------------------------------------------------------- zoom
@@ -599,9 +649,9 @@ def _zoom_tables(h: int, w: int, zooms: tuple[float, ...]) -> tuple[np.ndarray, 
         np.stack([r[0] for r in rows]),
         np.stack([r[1] for r in rows]),
         np.stack([r[2] for r in rows]),
-        np.stack([c[0] for c in cols]),
-        np.stack([c[1] for c in cols]),
-        np.stack([c[2] for c in cols]),
+        np.stack([col[0] for col in cols]),
+        np.stack([col[1] for col in cols]),
+        np.stack([col[2] for col in cols]),
         np.array([z == 1.0 for z in zooms]),
     )
     for a in out:
@@ -620,12 +670,15 @@ def _zoom_blur_torch(x: torch.Tensor, zooms: list[float]) -> torch.Tensor:
     return torch.clamp(y, 0, 1) * 255
 
 
-@register("zoom_blur", family="blur", group="benchmark", sample=None, dtype=torch.float32, backends=(compiled_backend(),))
+@register("zoom_blur", family="blur", group="benchmark", sample=None, dtype=torch.float32)
 def zoom_blur(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Average of the image and its centre zooms by each factor in the list (float32)."""
+    return _zoom_blur_torch(x, [float(z) for z in c]).to(x.dtype)
+
+
+@zoom_blur.kernel("compiled")
+def _zoom_blur_compiled(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     zooms = tuple(float(z) for z in c)
-    if ctx.backend == "tensor":
-        return _zoom_blur_torch(x, list(zooms)).to(x.dtype)
     h, w = int(x.shape[-2]), int(x.shape[-1])
     tables = _zoom_tables(h, w, zooms)
     xa = _cpu_array(x)

@@ -473,9 +473,9 @@ def _shapes(
     py = cy[:, :, None] + off[None, None, :, 0]
     px = cx[:, :, None] + off[None, None, :, 1]
     valid = on[:, :, None] & (py >= 0) & (py < h) & (px >= 0) & (px < w)
-    flat = torch.where(valid, py * w + px, torch.zeros_like(py)).reshape(b, -1)
+    flat = torch.where(valid, py * w + px, torch.zeros_like(py)).reshape(b, k * off.shape[0])
     kidx = torch.arange(k, device=x.device).view(1, k, 1).expand_as(py)
-    kidx = torch.where(valid, kidx, torch.full_like(kidx, -1)).reshape(b, -1)
+    kidx = torch.where(valid, kidx, torch.full_like(kidx, -1)).reshape(b, k * off.shape[0])
     last = torch.full((b, h * w), -1, dtype=torch.long, device=x.device)
     last = last.scatter_reduce(1, flat, kidx, reduce="amax", include_self=True)
     mask = (last >= 0).view(b, 1, h, w)
@@ -520,11 +520,31 @@ def _per_image(d: dict[str, torch.Tensor], key: str, x: torch.Tensor) -> torch.T
 
 def _warp(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     """Bilinear resampling with per-image affine maps (output -> input, normalised coords), zeros outside."""
+    if x.shape[0] == 0:  # affine_grid refuses an empty batch
+        return x.to(torch.float32).clone()
     grid = F.affine_grid(theta.to(torch.float32), list(x.shape), align_corners=False)
     return F.grid_sample(x.to(torch.float32), grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 
-def _reg(spec: CandidateSpec, sample: Any):  # type: ignore[no-untyped-def]
+Bounds = dict[str, tuple[Any, Any]]
+
+
+def _bounds(spec: CandidateSpec, extra: Any = None) -> Any:
+    """The draw bounds of a candidate: its value ``v`` anywhere in the candidate's whole range (replays
+    of full-range draws, :func:`~shiftbench.overlap.corrupt_candidate`, use any value in it at any
+    severity), a ``sign`` of -1 or 1, and ``extra(h, w)``'s ranges of its other draws."""
+    lo, hi = spec.range
+
+    def bounds(h: int, w: int, edition: str, params: Any, d: Any) -> Bounds:
+        out: Bounds = {"v": (float(lo), float(hi)), "sign": (-1.0, 1.0)}
+        if extra is not None:
+            out.update(extra(h, w))
+        return out
+
+    return bounds
+
+
+def _reg(spec: CandidateSpec, sample: Any, bounds: Any = None):  # type: ignore[no-untyped-def]
     table = {ed: spec.severity_table() for ed in EDITIONS}
     return register(
         spec.name,
@@ -535,6 +555,7 @@ def _reg(spec: CandidateSpec, sample: Any):  # type: ignore[no-untyped-def]
         dtype=torch.float32,
         description=f"{spec.paper_name} ({spec.source}): {spec.reading}",
         params=table,
+        bounds=_bounds(spec, bounds),
     )
 
 
@@ -626,7 +647,7 @@ def _reg_shapes(name: str, kind: str, radius: float, mode: str):  # type: ignore
 
     apply.__doc__ = spec.reading
     apply.__name__ = name
-    _reg(spec, _sample_shapes(spec, with_value=mode != "rain"))(apply)
+    _reg(spec, _sample_shapes(spec, with_value=mode != "rain"), lambda h, w: {"cy": (0, h - 1), "cx": (0, w - 1), "val": (0.0, 1.0)})(apply)
     return apply
 
 
@@ -674,9 +695,11 @@ def _apply_band(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: ApplyC
 
 
 for _name in ("noc_obstruction", "obstruction"):
-    _reg(S[_name], _sample_square(S[_name]))(_apply_square)
+    _reg(S[_name], _sample_square(S[_name]), lambda h, w: {"box": (np.array([0, 0, 0]), np.array([h, w, min(h, w)])), "val": (0.0, 1.0)})(
+        _apply_square
+    )
 for _name in ("noc_border", "border"):
-    _reg(S[_name], _sample_band(S[_name]))(_apply_band)
+    _reg(S[_name], _sample_band(S[_name]), lambda h, w: {"t": (0.0, float((min(h, w) + 1) // 2)), "val": (0.0, 1.0)})(_apply_band)
 
 
 def _sample_translation(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
@@ -686,7 +709,7 @@ def _sample_translation(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]
     return {"shift": np.array([sy * v, sx * v], dtype=np.int64)}
 
 
-@_reg(S["noc_translation"], _sample_translation)
+@_reg(S["noc_translation"], _sample_translation, lambda h, w: {"shift": (np.array([-h, -w]), np.array([h, w]))})
 def noc_translation(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Shift by whole pixels on both axes; uncovered pixels are 0."""
     h, w = x.shape[-2:]
@@ -719,7 +742,7 @@ def _sample_elastic(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"crop": np.array([axis, first, n], dtype=np.float64)}
 
 
-@_reg(S["noc_elastic"], _sample_elastic)
+@_reg(S["noc_elastic"], _sample_elastic, lambda h, w: {"crop": (np.zeros(3), np.array([1.0, max(h, w), max(h, w)]))})
 def noc_elastic(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Crop n px from one axis and stretch back (bilinear)."""
     h, w = x.shape[-2:]
@@ -759,7 +782,7 @@ def _sample_backlight(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"v": _f(v), "line": np.array([math.cos(angle), math.sin(angle), py, px])}
 
 
-@_reg(S["noc_backlight"], _sample_backlight)
+@_reg(S["noc_backlight"], _sample_backlight, lambda h, w: {"line": (np.array([-1.0, -1.0, 0.0, 0.0]), np.array([1.0, 1.0, h, w]))})
 def noc_backlight(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """+v on one side of a line, -v on the other."""
     h, w = x.shape[-2:]
@@ -792,7 +815,7 @@ def _sample_color(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"v": _f(v), "channel": np.asarray(int(draws.integers(0, 3)), dtype=np.int64)}
 
 
-@_reg(S["noc_color_distortion"], _sample_color)
+@_reg(S["noc_color_distortion"], _sample_color, lambda h, w: {"channel": (0, 2)})
 def noc_color_distortion(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Add one value to one RGB channel."""
     onehot = F.one_hot(d["channel"].to(x.device).long(), 3).to(x.dtype).view(-1, 3, 1, 1)

@@ -7,58 +7,73 @@ saturate because both are the same HSV edit. (elastic_transform: see ``elastic.p
 from __future__ import annotations
 
 import io
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from PIL import Image
 
 from ._images import hwc_uint8
-from ._registry import IMAGE_BY_IMAGE, ApplyContext, Backend, compiled_backend, register
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, register
 from ._cpu.hsv import hsv_edit_cpu
 from ._ops import fdiv, hsv_to_rgb, rgb_to_hsv
 from ._resample import PRECISION_BITS, box_coefficients
 
 
-@register("brightness", family="weather", group="benchmark", sample=None, backends=(compiled_backend(torch.float64),))
+@register("brightness", family="weather", group="benchmark", sample=None)
 def brightness(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Add c to the HSV value channel (scikit-image HSV, float64)."""
-    if ctx.backend == "compiled":
-        return hsv_edit_cpu(x, 0, c)
     hsv = rgb_to_hsv(fdiv(x, 255.0))
     hsv = torch.stack([hsv[:, 0], hsv[:, 1], torch.clamp(hsv[:, 2] + c, 0, 1)], dim=1)
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
 
 
-@register("saturate", family="digital", group="extra", sample=None, backends=(compiled_backend(torch.float64),))
-def saturate(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
-    """Scale and shift the HSV saturation channel: S * c0 + c1."""
-    if ctx.backend == "compiled":
-        return hsv_edit_cpu(x, 1, c[0], c[1])
+@brightness.kernel("compiled", torch.float64)
+def _brightness_compiled(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    return hsv_edit_cpu(x, 0, c)
+
+
+class SaturateParams(NamedTuple):
+    """A severity of saturate: the HSV saturation becomes ``S * scale + shift``."""
+
+    scale: float
+    shift: float
+
+
+@register("saturate", family="digital", group="extra", sample=None, params=SaturateParams)
+def saturate(x: torch.Tensor, c: SaturateParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """Scale and shift the HSV saturation channel: S * scale + shift."""
     hsv = rgb_to_hsv(fdiv(x, 255.0))
-    hsv = torch.stack([hsv[:, 0], torch.clamp(hsv[:, 1] * c[0] + c[1], 0, 1), hsv[:, 2]], dim=1)
+    hsv = torch.stack([hsv[:, 0], torch.clamp(hsv[:, 1] * c.scale + c.shift, 0, 1), hsv[:, 2]], dim=1)
     return torch.clamp(hsv_to_rgb(hsv), 0, 1) * 255
 
 
-@register(
-    "contrast", family="digital", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
-    backends=(compiled_backend(torch.uint8, torch.float64),),
-)
+@saturate.kernel("compiled", torch.float64)
+def _saturate_compiled(x: torch.Tensor, c: SaturateParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    return hsv_edit_cpu(x, 1, c.scale, c.shift)
+
+
+@register("contrast", family="digital", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE)
 def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Shrink each channel towards its spatial mean by the factor c (float64, as the reference)."""
     # channel means: the sum of the levels (exact for 8-bit inputs, in any order) / 255 / pixels
     count = int(x.shape[-2]) * int(x.shape[-1])
-    if ctx.backend == "compiled":
-        from ._cpu.blend import contrast_kernel
-
-        xa = np.ascontiguousarray(x.detach().numpy())
-        sums = xa.sum(axis=(2, 3), dtype=np.int64 if xa.dtype == np.uint8 else np.float64).astype(np.float64)
-        out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
-        contrast_kernel(xa, sums / 255.0 / count, float(c), out)
-        return torch.from_numpy(out)
     x = x.to(torch.float64)
     means = fdiv(fdiv(x.sum(dim=(-2, -1), keepdim=True), 255.0), count)
     x = fdiv(x, 255.0)
     return torch.clamp((x - means) * c + means, 0, 1) * 255
+
+
+@contrast.kernel("compiled", torch.uint8, torch.float64)
+def _contrast_compiled(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    from ._cpu.blend import contrast_kernel
+
+    count = int(x.shape[-2]) * int(x.shape[-1])
+    xa = np.ascontiguousarray(x.detach().numpy())
+    sums = xa.sum(axis=(2, 3), dtype=np.int64 if xa.dtype == np.uint8 else np.float64).astype(np.float64)
+    out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
+    contrast_kernel(xa, sums / 255.0 / count, float(c), out)
+    return torch.from_numpy(out)
 
 
 def _hwc_images(x: torch.Tensor) -> np.ndarray:
@@ -111,25 +126,21 @@ def pillow_box_resize(x: torch.Tensor, height: int, width: int) -> torch.Tensor:
     return y
 
 
-_PILLOW = Backend("pillow", "Pillow itself, image by image (the reference's route)", ("cpu",), (torch.uint8,))
-
-
-@register(
-    "pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8, chunk_values=IMAGE_BY_IMAGE,
-    backends=(compiled_backend(torch.uint8), _PILLOW),
-)
+@register("pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8, chunk_values=IMAGE_BY_IMAGE)
 def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Box-downsample to (W*c, H*c) and box-upsample back (Pillow's BOX filter, 8-bit).
 
     Backends: ``"tensor"``, the arithmetic as batched tensor ops on any device; ``"compiled"``,
-    passes over the channel planes (:mod:`._resample_cpu`); ``"pillow"``, Pillow image by image.
+    passes over the channel planes (:mod:`._cpu.resample`); ``"pillow"``, Pillow image by image.
     """
     h, w = int(x.shape[-2]), int(x.shape[-1])
-    if ctx.backend == "pillow":
-        return _pillow_pixelate(x, c)
-    if ctx.backend == "tensor":
-        small = pillow_box_resize(x, int(h * c), int(w * c))
-        return pillow_box_resize(small, h, w).to(torch.uint8)
+    small = pillow_box_resize(x, int(h * c), int(w * c))
+    return pillow_box_resize(small, h, w).to(torch.uint8)
+
+
+@pixelate.kernel("compiled", torch.uint8)
+def _pixelate_compiled(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    h, w = int(x.shape[-2]), int(x.shape[-1])
     if h > 2 * w:
         # Pillow 13 runs the vertical pass first on images more than twice as tall as wide
         # (found by probing; its rounding then differs from the horizontal-first passes)
@@ -144,6 +155,11 @@ def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyCo
         return torch.from_numpy(box_resize_planes(small, h, w).reshape(b, 3, h, w))
     box_resize_planes(small, h, w, out=dst.numpy().reshape(b * 3, h, w))
     return dst
+
+
+@pixelate.kernel("pillow", torch.uint8)
+def _pixelate_pillow(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    return _pillow_pixelate(x, c)
 
 
 def _pillow_pixelate(x: torch.Tensor, c: float) -> torch.Tensor:
@@ -194,12 +210,20 @@ def jpeg_round_trip(x: torch.Tensor, quality: int, compiled: bool = True, out: t
 
 @register(
     "jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8,
-    chunk_values=IMAGE_BY_IMAGE, backends=(compiled_backend(torch.uint8), _PILLOW),
+    chunk_values=IMAGE_BY_IMAGE,
 )
 def jpeg_compression(x: torch.Tensor, c: int, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Encode as JPEG at quality c (4:2:0 chroma subsampling) and decode, as Pillow (libjpeg-turbo) does."""
-    if ctx.backend == "tensor":
-        from ._jpeg_torch import jpeg_round_trip_tensor
+    from ._jpeg_torch import jpeg_round_trip_tensor
 
-        return jpeg_round_trip_tensor(x, int(c))
-    return jpeg_round_trip(x, int(c), compiled=ctx.backend == "compiled", out=ctx.out)
+    return jpeg_round_trip_tensor(x, int(c))
+
+
+@jpeg_compression.kernel("compiled", torch.uint8)
+def _jpeg_compression_compiled(x: torch.Tensor, c: int, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    return jpeg_round_trip(x, int(c), compiled=True, out=ctx.out)
+
+
+@jpeg_compression.kernel("pillow", torch.uint8)
+def _jpeg_compression_pillow(x: torch.Tensor, c: int, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    return jpeg_round_trip(x, int(c), compiled=False, out=ctx.out)

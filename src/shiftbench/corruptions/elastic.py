@@ -22,14 +22,14 @@ affine matrices (three points per image) are solved on the CPU with
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import cv2
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._registry import ApplyContext, SampleContext, compiled_backend, register
+from ._registry import ApplyContext, SampleContext, register
 from ._bounds import require_shape
 from ._ops import fdiv, gaussian_filter2d
 
@@ -81,7 +81,7 @@ def invert_affine(m: np.ndarray) -> np.ndarray:
 
 def _reflect101(idx: torch.Tensor, n: int) -> torch.Tensor:
     """OpenCV ``BORDER_REFLECT_101`` index mapping (gfedcb|abcdefgh|gfedcba), any distance."""
-    if n == 1:
+    if n == 1 or idx.numel() == 0:
         return torch.zeros_like(idx)
     lo, hi = int(idx.min()), int(idx.max())
     if lo >= 0 and hi < n:
@@ -112,7 +112,8 @@ def _gather_taps(x: torch.Tensor, rows: tuple[torch.Tensor, torch.Tensor], cols:
     torch.add(bottom, cols[0], out=flat[:, 2])
     torch.add(bottom, cols[1], out=flat[:, 3])
     # one gather for all channels: the index is broadcast over the channel axis
-    taps = x.reshape(b, c, h * w).gather(2, flat.reshape(b, 1, -1).expand(b, c, -1))
+    n = 4 * int(np.prod(top.shape[1:]))
+    taps = x.reshape(b, c, h * w).gather(2, flat.reshape(b, 1, n).expand(b, c, n))
     return taps.reshape(b, c, *flat.shape[1:])
 
 
@@ -247,8 +248,17 @@ def map_coordinates_linear(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tens
     return out.to(x.dtype)
 
 
+class ElasticParams(NamedTuple):
+    """A severity of elastic_transform: the displacement field's scale (alpha) and smoothing (sigma),
+    and the largest jitter of the affine warp's control points in pixels."""
+
+    alpha: float
+    sigma: float
+    affine: float
+
+
 def _sample_elastic(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
-    a = float(ctx.params[2])
+    a = float(ctx.params.affine)
     shape = (ctx.height, ctx.width)
     affine = draws.uniform(-a, a, (3, 2))
     ux = draws.uniform(-1, 1, shape)
@@ -265,23 +275,40 @@ def _affine_matrices(h: int, w: int, jitter: np.ndarray) -> np.ndarray:
     return out
 
 
-@register("elastic_transform", family="digital", group="benchmark", sample=_sample_elastic, dtype=torch.float32, backends=(compiled_backend(),))
-def elastic_transform(x: torch.Tensor, c: tuple[float, float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
-    """Random affine warp of the control points by up to c2 px, then a Gaussian-smoothed (sigma c1) displacement field of size c0."""
-    alpha, sigma = float(c[0]), float(c[1])
-    b, _, h, w = x.shape
+def _elastic_bounds(h: int, w: int, edition: str, params: ElasticParams, d: Any) -> dict[str, tuple[Any, Any]]:
+    a = float(params.affine)
+    return {"affine": (-a, a), "ux": (-1.0, 1.0), "uy": (-1.0, 1.0)}
+
+
+def _warp_and_field(x: torch.Tensor, c: ElasticParams, d: dict[str, torch.Tensor]) -> tuple[torch.Tensor, np.ndarray, torch.Tensor, torch.Tensor]:
+    """x / 255 in float32, the affine matrices and the smoothed displacement fields (dx, dy)."""
+    alpha, sigma = float(c.alpha), float(c.sigma)
+    h, w = x.shape[-2:]
     x = fdiv(x.to(torch.float32), 255.0)
     mats = _affine_matrices(h, w, d["affine"].detach().cpu().numpy())
     fields = torch.stack([d["ux"], d["uy"]], dim=1).to(torch.float64)
     fields = (gaussian_filter2d(fields, sigma, mode="reflect", truncate=3.0) * alpha).to(torch.float32)
-    dx, dy = fields[:, 0], fields[:, 1]
-    if ctx.backend == "compiled":
-        return _elastic_fused_cpu(x, mats, dx, dy)
+    return x, mats, fields[:, 0], fields[:, 1]
+
+
+@register(
+    "elastic_transform", family="digital", group="benchmark", sample=_sample_elastic, params=ElasticParams, dtype=torch.float32,
+    bounds=_elastic_bounds,
+)
+def elastic_transform(x: torch.Tensor, c: ElasticParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """Random affine warp of the control points by up to ``affine`` px, then a Gaussian-smoothed (``sigma``) displacement field scaled by ``alpha``."""
+    h, w = x.shape[-2:]
+    x, mats, dx, dy = _warp_and_field(x, c, d)
     x = warp_affine(x, mats, mode="fixed")
     rows = torch.arange(h, dtype=torch.float64, device=x.device).view(1, h, 1) + dy.to(torch.float64)
     cols = torch.arange(w, dtype=torch.float64, device=x.device).view(1, 1, w) + dx.to(torch.float64)
     out = map_coordinates_linear(x, rows, cols)
     return torch.clamp(out, 0, 1) * 255
+
+
+@elastic_transform.kernel("compiled")
+def _elastic_transform_compiled(x: torch.Tensor, c: ElasticParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    return _elastic_fused_cpu(*_warp_and_field(x, c, d))
 
 
 def _elastic_fused_cpu(x: torch.Tensor, mats: np.ndarray, dx: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:

@@ -8,18 +8,18 @@ agreement: README, "Fidelity").
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import torch
 
 from ..rng.pcg64 import raw_words
-from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 from ._bounds import require_shape
 from ._ops import fdiv
 
-
-_COMPILED = compiled_backend(torch.float32, torch.uint8)  # CPU batches of float32 values or uint8 levels
+_COMPILED_DTYPES = (torch.float32, torch.uint8)  # the compiled kernels take float32 values or uint8 levels
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -58,15 +58,18 @@ def _sample_normal(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 
 
 @register(
-    "gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32, accepts_levels=True, draw_apply=_noise_draw_apply(False), backends=(_COMPILED,),
+    "gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32, accepts_levels=True,
     chunk_values=IMAGE_BY_IMAGE,
 )
 def gaussian_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Additive Gaussian noise of standard deviation c (image in [0, 1])."""
-    if ctx.backend == "compiled":
-        return _gaussian_compiled(x, d["z"], c, False, ctx.levels)
     x = fdiv(x, 255.0)
     return torch.clamp(x + c * _chw(d["z"]).to(x.dtype), 0, 1) * 255
+
+
+@gaussian_noise.kernel("compiled", *_COMPILED_DTYPES, draw_apply=_noise_draw_apply(False))
+def _gaussian_noise_compiled(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    return _gaussian_compiled(x, d["z"], c, False, ctx.levels)
 
 
 def _sample_shot(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
@@ -74,7 +77,10 @@ def _sample_shot(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"counts": draws.poisson_levels(ctx.levels, float(ctx.params))}
 
 
-@register("shot_noise", family="noise", group="benchmark", sample=_sample_shot, needs_image=True, dtype=torch.float32)
+@register(
+    "shot_noise", family="noise", group="benchmark", sample=_sample_shot, needs_image=True, dtype=torch.float32,
+    bounds=lambda h, w, edition, params, d: {"counts": (0.0, math.inf)},
+)
 def shot_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Poisson (photon) noise: Poisson(c * x) / c; the counts are drawn by the sampler."""
     return torch.clamp(fdiv(_chw(d["counts"]).to(x.dtype), float(c)), 0, 1) * 255
@@ -88,18 +94,9 @@ def _sample_impulse(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"flipped": flipped, "salted": salted}
 
 
-@register("impulse_noise", family="noise", group="benchmark", sample=_sample_impulse, dtype=torch.float32, accepts_levels=True, backends=(_COMPILED,))
+@register("impulse_noise", family="noise", group="benchmark", sample=_sample_impulse, dtype=torch.float32, accepts_levels=True)
 def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Salt-and-pepper noise: each value is replaced by 0 or 1 with probability c."""
-    if ctx.backend == "compiled":
-        from ._cpu.noise import impulse_kernel
-
-        b, _, h, w = (int(s) for s in x.shape)
-        require_shape("flipped", d["flipped"].shape, (b, h, w, 3))
-        require_shape("salted", d["salted"].shape, (b, h, w, 3))
-        out = ctx.result_array(tuple(x.shape), np.float32)
-        impulse_kernel(_np(x), _np(d["flipped"]).astype(np.bool_), _np(d["salted"]).astype(np.bool_), out)
-        return torch.from_numpy(out)
     x = fdiv(x, 255.0)
     flipped = _chw(d["flipped"]).to(torch.bool)
     salted = _chw(d["salted"]).to(torch.bool)
@@ -108,13 +105,28 @@ def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: Ap
     return torch.clamp(out, 0, 1) * 255
 
 
-@register("speckle_noise", family="noise", group="extra", sample=_sample_normal, dtype=torch.float32, accepts_levels=True, draw_apply=_noise_draw_apply(True), backends=(_COMPILED,))
+@impulse_noise.kernel("compiled", *_COMPILED_DTYPES)
+def _impulse_noise_compiled(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    from ._cpu.noise import impulse_kernel
+
+    b, _, h, w = (int(s) for s in x.shape)
+    require_shape("flipped", d["flipped"].shape, (b, h, w, 3))
+    require_shape("salted", d["salted"].shape, (b, h, w, 3))
+    out = ctx.result_array(tuple(x.shape), np.float32)
+    impulse_kernel(_np(x), _np(d["flipped"]).astype(np.bool_), _np(d["salted"]).astype(np.bool_), out)
+    return torch.from_numpy(out)
+
+
+@register("speckle_noise", family="noise", group="extra", sample=_sample_normal, dtype=torch.float32, accepts_levels=True)
 def speckle_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Multiplicative noise: x + x * N(0, c^2)."""
-    if ctx.backend == "compiled":
-        return _gaussian_compiled(x, d["z"], c, True, ctx.levels)
     x = fdiv(x, 255.0)
     return torch.clamp(x + x * (c * _chw(d["z"]).to(x.dtype)), 0, 1) * 255
+
+
+@speckle_noise.kernel("compiled", *_COMPILED_DTYPES, draw_apply=_noise_draw_apply(True))
+def _speckle_noise_compiled(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    return _gaussian_compiled(x, d["z"], c, True, ctx.levels)
 
 
 def _gaussian_compiled(x: torch.Tensor, z: torch.Tensor, c: float, multiplicative: bool, levels: bool) -> torch.Tensor:

@@ -26,14 +26,14 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import cv2
 import numpy as np
 import torch
 
 from ..rng.pcg64 import raw_words
-from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 from ..editions import get_edition
 from ._bounds import require_shape, require_within
 from ._geometry import clipped_zoom, motion_blur
@@ -110,6 +110,13 @@ def fog_mapsize(edition: str, height: int, width: int) -> int:
     return max(get_edition(edition).fog_mapsize, 1 << (need - 1).bit_length())
 
 
+class FogParams(NamedTuple):
+    """A severity of fog: the haze's strength and the plasma map's per-octave decay (wibbledecay)."""
+
+    strength: float
+    decay: float
+
+
 def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     size = fog_mapsize(ctx.edition, ctx.height, ctx.width)
     generator = getattr(draws, "generator", None)
@@ -119,31 +126,38 @@ def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
         from ._cpu.fog import plasma_map
 
         words = halves(raw_words(generator.bit_generator, size * size // 2))[: size * size - 1]
-        return {"plasma": plasma_map(words, size, float(ctx.params[1]), ctx.height, ctx.width)}
-    pmap = plasma_fractal(draws, size, float(ctx.params[1]))
+        return {"plasma": plasma_map(words, size, float(ctx.params.decay), ctx.height, ctx.width)}
+    pmap = plasma_fractal(draws, size, float(ctx.params.decay))
     return {"plasma": np.ascontiguousarray(pmap[: ctx.height, : ctx.width])}
 
 
-@register("fog", family="weather", group="benchmark", sample=_sample_fog, accepts_levels=True, backends=(compiled_backend(torch.uint8, torch.float64),))
-def fog(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
-    """Add a gray plasma-fractal haze of strength c0 and renormalise by the image maximum."""
-    if ctx.backend == "compiled":
-        from ._cpu.fog import fog_blend, fog_levels
-
-        xa = np.ascontiguousarray(x.detach().numpy())
-        out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
-        plasma = d["plasma"].detach().numpy()
-        require_shape("plasma", plasma.shape, (xa.shape[0], xa.shape[2], xa.shape[3]))
-        if plasma.dtype not in (np.float32, np.float64):
-            plasma = plasma.astype(np.float64)
-        (fog_levels if out.dtype == np.uint8 else fog_blend)(xa, np.ascontiguousarray(plasma), float(c[0]), out)
-        return torch.from_numpy(out)
+@register(
+    "fog", family="weather", group="benchmark", sample=_sample_fog, params=FogParams, accepts_levels=True,
+    bounds=lambda h, w, edition, params, d: {"plasma": (0.0, 1.0)},
+)
+def fog(x: torch.Tensor, c: FogParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """Add a gray plasma-fractal haze of the given strength and renormalise by the image maximum."""
+    strength = c.strength
     x = fdiv(x.to(torch.float64), 255.0)
     peak = torch.amax(x, dim=(1, 2, 3), keepdim=True)
-    x += (c[0] * d["plasma"].to(torch.float64))[:, None]
+    x += (strength * d["plasma"].to(torch.float64))[:, None]
     x *= peak
-    x /= peak + c[0]
+    x /= peak + strength
     return x.clamp_(0, 1).mul_(255)
+
+
+@fog.kernel("compiled", torch.uint8, torch.float64)
+def _fog_compiled(x: torch.Tensor, c: FogParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    from ._cpu.fog import fog_blend, fog_levels
+
+    xa = np.ascontiguousarray(x.detach().numpy())
+    out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
+    plasma = d["plasma"].detach().numpy()
+    require_shape("plasma", plasma.shape, (xa.shape[0], xa.shape[2], xa.shape[3]))
+    if plasma.dtype not in (np.float32, np.float64):
+        plasma = plasma.astype(np.float64)
+    (fog_levels if out.dtype == np.uint8 else fog_blend)(xa, np.ascontiguousarray(plasma), float(c.strength), out)
+    return torch.from_numpy(out)
 
 
 # ------------------------------------------------------------------------- frost
@@ -232,37 +246,61 @@ def _sample_frost(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"index": np.int64(index), "top": np.int64(top), "left": np.int64(left)}
 
 
+class FrostParams(NamedTuple):
+    """A severity of frost: the weights of the image and of the frost texture in the blend."""
+
+    image: float
+    frost: float
+
+
+def _frost_bounds(h: int, w: int, edition: str, params: FrostParams, d: Any) -> dict[str, tuple[Any, Any]]:
+    out: dict[str, tuple[Any, Any]] = {"index": (0, FROST_SELECTABLE - 1)}
+    index = np.asarray(d.get("index", 0))
+    if index.shape == () and index.dtype.kind in "iu" and 0 <= int(index) < FROST_SELECTABLE:
+        th, tw = frost_texture(int(index), edition, h, w).shape[:2]
+        out["top"] = (0, max(th - h - 1, 0))
+        out["left"] = (0, max(tw - w - 1, 0))
+    return out
+
+
 @register(
-    "frost", family="weather", group="benchmark", sample=_sample_frost, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
-    backends=(compiled_backend(torch.uint8, torch.float64),),
+    "frost", family="weather", group="benchmark", sample=_sample_frost, params=FrostParams, bounds=_frost_bounds,
+    accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
 )
-def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
-    """Blend a random crop of a frost texture: clip(c0 * x + c1 * frost, 0, 255) in the 0..255 domain."""
+def frost(x: torch.Tensor, c: FrostParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """Blend a random crop of a frost texture: clip(image * x + frost * texture, 0, 255) in the 0..255 domain."""
     h, w = int(x.shape[-2]), int(x.shape[-1])
     idx = d["index"].cpu().tolist()
     tops = d["top"].cpu().tolist()
     lefts = d["left"].cpu().tolist()
-    if ctx.backend == "compiled":
-        from ._cpu.blend import blend_crop
-
-        xa = np.ascontiguousarray(x.detach().numpy())
-        out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
-        for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
-            require_within("index", i, 0, len(FROST_FILES) - 1)
-            tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device).numpy()
-            require_within("top", t, 0, tex.shape[1] - h)
-            require_within("left", l, 0, tex.shape[2] - w)
-            blend_crop(xa[n], tex, int(t), int(l), float(c[0]), float(c[1]), out[n])
-        return torch.from_numpy(out)
     if x.dtype == torch.uint8:
         x = x.to(torch.float64)
     layer = torch.empty_like(x)
     for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
         tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device)
         layer[n].copy_(tex[:, t : t + h, l : l + w])
-    layer *= c[1]
-    layer += x * c[0]
+    layer *= c.frost
+    layer += x * c.image
     return layer.clamp_(0, 255)
+
+
+@frost.kernel("compiled", torch.uint8, torch.float64)
+def _frost_compiled(x: torch.Tensor, c: FrostParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    from ._cpu.blend import blend_crop
+
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    idx = d["index"].cpu().tolist()
+    tops = d["top"].cpu().tolist()
+    lefts = d["left"].cpu().tolist()
+    xa = np.ascontiguousarray(x.detach().numpy())
+    out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
+    for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
+        require_within("index", i, 0, len(FROST_FILES) - 1)
+        tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device).numpy()
+        require_within("top", t, 0, tex.shape[1] - h)
+        require_within("left", l, 0, tex.shape[2] - w)
+        blend_crop(xa[n], tex, int(t), int(l), float(c.image), float(c.frost), out[n])
+    return torch.from_numpy(out)
 
 
 # -------------------------------------------------------------------------- snow
@@ -284,26 +322,52 @@ def rgb_to_gray_f32(x: torch.Tensor) -> torch.Tensor:
     return (b * _GRAY_B + t).to(torch.float32)
 
 
+class SnowParams(NamedTuple):
+    """A severity of snow: the snow layer's normal (loc, scale), its zoom, the threshold below which
+    it is cleared, the motion blur's radius and sigma, and the weight of the image in the wash-out."""
+
+    loc: float
+    scale: float
+    zoom: float
+    threshold: float
+    radius: float
+    sigma: float
+    blend: float
+
+
 def _sample_snow(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     c = ctx.params
-    layer = draws.normal(size=(ctx.height, ctx.width), loc=c[0], scale=c[1])
+    layer = draws.normal(size=(ctx.height, ctx.width), loc=c.loc, scale=c.scale)
     angle = draws.uniform(-135, -45)
     return {"layer": np.asarray(layer, dtype=np.float64), "angle": np.float64(angle)}
 
 
-@register("snow", family="weather", group="benchmark", sample=_sample_snow, dtype=torch.float32, backends=(compiled_backend(),))
-def snow(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+@register(
+    "snow", family="weather", group="benchmark", sample=_sample_snow, params=SnowParams, dtype=torch.float32,
+    bounds=lambda h, w, edition, params, d: {"angle": (-135.0, -45.0)},
+)
+def snow(x: torch.Tensor, c: SnowParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Zoomed, thresholded, motion-blurred snow flakes over a brightened, washed-out image."""
+    return _snow(x, c, d, compiled=False)
+
+
+@snow.kernel("compiled")
+def _snow_compiled(x: torch.Tensor, c: SnowParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """The tensor path with the compiled motion blur."""
+    return _snow(x, c, d, compiled=True)
+
+
+def _snow(x: torch.Tensor, c: SnowParams, d: dict[str, torch.Tensor], *, compiled: bool) -> torch.Tensor:
     x = fdiv(x.to(torch.float32), 255.0)
-    layer = clipped_zoom(d["layer"].to(torch.float64), float(c[2]))
-    layer = torch.where(layer < c[3], torch.zeros_like(layer), layer)
+    layer = clipped_zoom(d["layer"].to(torch.float64), float(c.zoom))
+    layer = torch.where(layer < c.threshold, torch.zeros_like(layer), layer)
     # the layer is stored as an 8-bit gray image (truncation) before the motion blur
     layer8 = torch.floor(torch.clamp(layer, 0, 1) * 255)
-    flakes = motion_blur(layer8[:, None], float(c[4]), float(c[5]), d["angle"].to(torch.float64), compiled=ctx.backend == "compiled")
+    flakes = motion_blur(layer8[:, None], float(c.radius), float(c.sigma), d["angle"].to(torch.float64), compiled=compiled)
     flakes = fdiv(flakes.to(torch.float64), 255.0)
     bright = rgb_to_gray_f32(x)[:, None].mul_(1.5).add_(0.5)
-    bright = torch.maximum(x, bright).mul_(1 - c[6])
-    x = x * c[6]
+    bright = torch.maximum(x, bright).mul_(1 - c.blend)
+    x = x * c.blend
     x += bright
     out = x.to(torch.float64)
     out += flakes
@@ -342,33 +406,46 @@ def _gaussian_f32(m: torch.Tensor, sigma: float) -> torch.Tensor:
     return torch.matmul(t.to(torch.float64), mw.transpose(0, 1)).to(torch.float32)
 
 
+class SpatterParams(NamedTuple):
+    """A severity of spatter: the liquid layer's normal (loc, scale), its Gaussian's sigma, the
+    threshold below which it is cleared, the strength (water: the outline's intensity; mud: the
+    sigma of the mask's blur) and which liquid (0: water, 1: mud)."""
+
+    loc: float
+    scale: float
+    sigma: float
+    threshold: float
+    strength: float
+    mud: int
+
+
 def _sample_spatter(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     c = ctx.params
-    layer = draws.normal(size=(ctx.height, ctx.width), loc=c[0], scale=c[1])
+    layer = draws.normal(size=(ctx.height, ctx.width), loc=c.loc, scale=c.scale)
     return {"layer": np.asarray(layer, dtype=np.float64)}
 
 
-@register("spatter", family="weather", group="extra", sample=_sample_spatter, dtype=torch.float32)
-def spatter(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+@register("spatter", family="weather", group="extra", sample=_sample_spatter, params=SpatterParams, dtype=torch.float32)
+def spatter(x: torch.Tensor, c: SpatterParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Water drops (severities 1-3 of the reference tables) or mud splashes (4-5) over the image."""
     x = fdiv(x.to(torch.float32), 255.0)
-    layer = gaussian_filter2d(d["layer"].to(torch.float64), float(c[2]), mode="nearest", truncate=4.0)
-    layer = torch.where(layer < c[3], torch.zeros_like(layer), layer)
-    if int(c[5]) == 0:
+    layer = gaussian_filter2d(d["layer"].to(torch.float64), float(c.sigma), mode="nearest", truncate=4.0)
+    layer = torch.where(layer < c.threshold, torch.zeros_like(layer), layer)
+    if int(c.mud) == 0:
         # 8-bit layer: truncation, wrapping modulo 256 like a C cast of values above 255
         level = torch.remainder(torch.floor(layer * 255), 256).to(torch.uint8)
         level_np = level.cpu().numpy()
-        tex = np.stack([_water_texture(a) for a in level_np])
+        tex = np.stack([_water_texture(a) for a in level_np]) if len(level_np) else np.zeros(level_np.shape, np.float32)
         m = level.to(torch.float32) * torch.from_numpy(tex).to(x.device)
         peak = torch.amax(m, dim=(1, 2), keepdim=True)
         # an empty liquid layer has no outline: add no water (the reference divides by zero)
         m = torch.where(peak > 0, m / torch.where(peak > 0, peak, torch.ones_like(peak)), torch.zeros_like(m))
-        m = m * float(np.float32(c[4]))
+        m = m * float(np.float32(c.strength))
         color = torch.tensor(_WATER, dtype=torch.float32, device=x.device).view(1, 3, 1, 1)
         x += m[:, None] * color
         return x.clamp_(0, 1).mul_(255)
-    mask = (layer > c[3]).to(torch.float32)
-    mask = _gaussian_f32(mask, float(c[4]))
+    mask = (layer > c.threshold).to(torch.float32)
+    mask = _gaussian_f32(mask, float(c.strength))
     mask = torch.where(mask < 0.8, torch.zeros_like(mask), mask)[:, None]
     color = torch.tensor(_MUD, dtype=torch.float32, device=x.device).view(1, 3, 1, 1) * mask
     x *= 1 - mask

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..corruptions import list_corruptions
 from ..errors import InvalidArgumentError
 from .errors import IncompleteResultsError
 
@@ -62,36 +63,17 @@ SeverityErrors = Mapping[int, float]
 ErrorTable = Mapping[str, SeverityErrors]
 """Per-severity errors per corruption: ``{"gaussian_noise": {1: 0.31, ...}, ...}``."""
 
-BENCHMARK_CORRUPTIONS: tuple[str, ...] = (
-    "gaussian_noise",
-    "shot_noise",
-    "impulse_noise",
-    "defocus_blur",
-    "glass_blur",
-    "motion_blur",
-    "zoom_blur",
-    "snow",
-    "frost",
-    "fog",
-    "brightness",
-    "contrast",
-    "elastic_transform",
-    "pixelate",
-    "jpeg_compression",
-)
+# ImageNet-C's corruptions, their order and their families are the engine's registry's
+# (shiftbench.corruptions: each corruption's group and family, the papers' order)
+BENCHMARK_CORRUPTIONS: tuple[str, ...] = tuple(list_corruptions(group="benchmark"))
 """The 15 corruptions whose mean CE is the mCE, in the papers' order."""
 
-EXTRA_CORRUPTIONS: tuple[str, ...] = ("speckle_noise", "gaussian_blur", "spatter", "saturate")
+EXTRA_CORRUPTIONS: tuple[str, ...] = tuple(list_corruptions(group="extra"))
 """The 4 held-out ("validation") corruptions of ImageNet-C; never part of mCE."""
 
 ALL_CORRUPTIONS: tuple[str, ...] = BENCHMARK_CORRUPTIONS + EXTRA_CORRUPTIONS
 
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "noise": ("gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise"),
-    "blur": ("defocus_blur", "glass_blur", "motion_blur", "zoom_blur", "gaussian_blur"),
-    "weather": ("snow", "frost", "fog", "brightness", "spatter"),
-    "digital": ("contrast", "elastic_transform", "pixelate", "jpeg_compression", "saturate"),
-}
+FAMILIES: dict[str, tuple[str, ...]] = {fam: tuple(list_corruptions(family=fam)) for fam in ("noise", "blur", "weather", "digital")}
 """Column groups of Table 1 (brightness counts as weather there)."""
 
 
