@@ -1,9 +1,11 @@
 """The package's architecture: layers checked by import-linter, and no private name crossing a module or package.
 
 The layers (lowest first) and the contracts are in ``.importlinter`` at the repository root:
-engine (corruptions, registry, api, seeding, editions, images, style, kernels) < evaluation core
-(``shiftbench.evaluation``, which names no benchmark) < benchmark engines (perturbations, domains,
-overlap, structural, training, zoo) < ``shiftbench.benchmarks`` < ``shiftbench.cli``.
+foundations < random numbers (``shiftbench.rng``) < engine (corruptions with their registry, image
+batches and compiled kernels, api, editions, style) < evaluation core (``shiftbench.evaluation``,
+which names no benchmark) < benchmark engines (perturbations, domains, overlap, structural,
+training, zoo) < ``shiftbench.benchmarks`` < ``shiftbench.report`` < ``shiftbench.cli``; inside
+``shiftbench.corruptions``, operations < shared primitives < compiled kernels (``_cpu``) < tables.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "shiftbench"
 
-# Top-level private modules (shiftbench._registry, ._images, ._validate ...) and the private kernels of
-# shiftbench.corruptions belong to the corruption engine: its packages share them; every other package
-# goes through a public module (shiftbench.corruptions, .corruptions.kernels, .checks, .params, .progress, .io).
+# The private modules of shiftbench.corruptions (_registry, _images, _cpu ...) belong to the corruption
+# engine: its packages share them; every other package goes through a public module
+# (shiftbench.corruptions, .corruptions.kernels, .rng, .checks, .params, .progress, .io).
 ENGINE_PACKAGES = ("shiftbench", "shiftbench.corruptions", "shiftbench.style")
 
 
@@ -108,11 +110,11 @@ def test_the_private_import_check_can_fail(tmp_path: Path, monkeypatch: pytest.M
     assert len(found) == 2 and "overlap/noc.py:1" in found[0] and "overlap/noc.py:2" in found[1]
 
 
-def _lint_imports() -> subprocess.CompletedProcess[str]:
+def _lint_imports(src: Path = ROOT / "src") -> subprocess.CompletedProcess[str]:
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
     if exe is None:
         pytest.fail("lint-imports is missing: pip install -e '.[test]' (import-linter)")
-    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": str(Path(sys.executable).parent), "LC_ALL": "C.UTF-8"}
+    env = {"PYTHONPATH": str(src), "PATH": str(Path(sys.executable).parent), "LC_ALL": "C.UTF-8"}
     return subprocess.run(
         [exe, "--config", str(ROOT / ".importlinter"), "--no-cache"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
@@ -122,7 +124,27 @@ def _lint_imports() -> subprocess.CompletedProcess[str]:
 def test_layer_and_cycle_contracts_hold() -> None:
     r = _lint_imports()
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
-    assert "Contracts: 2 kept, 0 broken." in r.stdout
+    assert "Contracts: 4 kept, 0 broken." in r.stdout
+
+
+def test_planted_violations_break_the_contracts(tmp_path: Path) -> None:
+    """A copy of the package's modules with three imports planted, each against one contract: the
+    random numbers importing the engine, a compiled kernel importing a corruption module, the
+    engine importing the evaluation core."""
+    copy = tmp_path / "src" / "shiftbench"
+    for path in PACKAGE.rglob("*.py"):
+        dest = copy / path.relative_to(PACKAGE)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(path.read_text())
+    (copy / "rng" / "planted.py").write_text("from ..corruptions import get_corruption\n")
+    (copy / "corruptions" / "_cpu" / "planted.py").write_text("from .. import blur\n")
+    (copy / "corruptions" / "planted.py").write_text("from ..evaluation import metrics\n")
+    r = _lint_imports(tmp_path / "src")
+    assert r.returncode != 0
+    out = " ".join(r.stdout.split())
+    assert "Contracts: 1 kept, 3 broken." in out, r.stdout[-4000:]
+    for contract in ("shiftbench.rng imports nothing of shiftbench but shiftbench.errors BROKEN", "(_cpu) < tables BROKEN", "report < cli BROKEN"):
+        assert contract in out, (contract, r.stdout[-4000:])
 
 
 def test_every_subpackage_has_a_layer() -> None:
