@@ -4,10 +4,10 @@ Sources (see ``docs/overlap.md``):
 
 * the 23 corruptions of Appendix A (Figures 5 and 6) of *Increasing the coverage and
   balance of robustness benchmarks by using non-overlapping corruptions* (Laugros,
-  Caplier & Ospici, ICLR 2021 submission; ``003``), with their severity ranges and the
+  Caplier & Ospici, ICLR 2021 submission), with their severity ranges and the
   error rates of torchvision's pretrained AlexNet;
 * ``border`` and ``obstruction`` as *Using the overlapping score to improve corruption
-  benchmarks* (Laugros, Caplier & Ospici, ICIP 2021; ``002``) describes them: a value
+  benchmarks* (Laugros, Caplier & Ospici, ICIP 2021) describes them: a value
   drawn uniformly from [0, 1], thickness 10..45 px and square side 50..120 px.
 
 Every candidate is written from the papers' one-line descriptions; where a description
@@ -48,6 +48,8 @@ __all__ = [
     "PAPER_CANDIDATES",
     "candidate_names",
     "NAMESPACE",
+    "NOC_SOURCE",
+    "OVERLAP_SOURCE",
 ]
 
 NAMESPACE = "noc"
@@ -55,22 +57,31 @@ NAMESPACE = "noc"
 REFERENCE_SIZE = 224
 
 
+NOC_SOURCE = "Laugros et al., 2021, Appendix A"
+"""Where the 23 candidates come from: *Increasing the coverage and balance of robustness benchmarks by
+using non-overlapping corruptions* (Laugros, Caplier & Ospici, ICLR 2021 submission)."""
+
+OVERLAP_SOURCE = "Laugros et al., ICIP 2021, Section 4.3"
+"""Where border and obstruction come from: *Using the overlapping score to improve corruption
+benchmarks* (Laugros, Caplier & Ospici, ICIP 2021)."""
+
+
 @dataclass(frozen=True)
 class CandidateSpec:
     """One candidate corruption.
 
     Attributes:
-        name: registry name (``noc_`` prefix for the 23 of 003; ``border`` and
-            ``obstruction`` for 002's versions).
+        name: registry name (``noc_`` prefix for the 23 of Laugros et al., 2021; ``border`` and
+            ``obstruction`` for the versions of Laugros et al., ICIP 2021).
         paper_name: the name in the paper's figures.
         family: registry family.
         mild, harsh: the severity range, from the mild end to the harsh end.
         integer: the value is an integer (drawn uniformly among the integers of the range).
         unit: what the value is.
         alexnet_error: error of torchvision's AlexNet on the ImageNet validation set with
-            this corruption (003, Figures 5-6); None where the paper gives none.
+            this corruption (Laugros et al., 2021, Figures 5-6); None where the paper gives none.
         reading: how shiftbench reads the paper's description where it leaves a choice.
-        source: "003 Appendix A" or "002 Section 4.3".
+        source: :data:`NOC_SOURCE` or :data:`OVERLAP_SOURCE`.
     """
 
     name: str
@@ -82,7 +93,7 @@ class CandidateSpec:
     unit: str
     alexnet_error: float | None
     reading: str
-    source: str = "003 Appendix A"
+    source: str = NOC_SOURCE
 
     @property
     def range(self) -> tuple[float, float]:
@@ -368,39 +379,39 @@ _SPECS: list[CandidateSpec] = [
     ),
     _spec(
         "border",
-        "Border (002)",
+        "Border (Laugros et al., ICIP 2021)",
         "occlusion",
         10,
         45,
         True,
         "thickness (px)",
         None,
-        "002: the outer band filled with one value drawn uniformly from [0, 1]",
-        "002 Section 4.3",
+        "the outer band filled with one value drawn uniformly from [0, 1]",
+        OVERLAP_SOURCE,
     ),
     _spec(
         "obstruction",
-        "Obstruction (002)",
+        "Obstruction (Laugros et al., ICIP 2021)",
         "occlusion",
         50,
         120,
         True,
         "side of the square (px)",
         None,
-        "002: a square at a random position filled with one value drawn uniformly from [0, 1]",
-        "002 Section 4.3",
+        "a square at a random position filled with one value drawn uniformly from [0, 1]",
+        OVERLAP_SOURCE,
     ),
 ]
 
 CANDIDATES: dict[str, CandidateSpec] = {s.name: s for s in _SPECS}
 """Every candidate corruption by registry name."""
 
-PAPER_CANDIDATES: tuple[str, ...] = tuple(s.name for s in _SPECS if s.source.startswith("003"))
-"""The 23 candidates of 003 (Figure 2 / Appendix A), in the paper's order."""
+PAPER_CANDIDATES: tuple[str, ...] = tuple(s.name for s in _SPECS if s.source == NOC_SOURCE)
+"""The 23 candidates of Laugros et al., 2021 (Figure 2 / Appendix A), in the paper's order."""
 
 
 def candidate_names(*, paper_only: bool = False) -> list[str]:
-    """Names of the registered candidates (the 23 of 003, then 002's border and obstruction)."""
+    """Names of the registered candidates (the 23 of Laugros et al., 2021, then border and obstruction of Laugros et al., ICIP 2021)."""
     names = list_corruptions(namespace=NAMESPACE)
     return [n for n in names if n in PAPER_CANDIDATES] if paper_only else names
 
