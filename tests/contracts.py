@@ -49,7 +49,9 @@ def _stacked(draws: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
 def check_levels_output(spec: Corruption, x: torch.Tensor, edition: str, severity: int, backend: str) -> None:
     """``apply`` with ``ApplyContext.levels`` returns exactly the truncated float result."""
     params = spec.severity_params(edition, severity)
-    draws = _stacked([shiftbench.sample_draws(x[i], spec.name, severity, seed=SEED, edition=edition) for i in range(len(x))])
+    draws = _stacked(
+        [shiftbench.sample_draws(x[i], spec.name, severity, seed=SEED, edition=edition) for i in range(len(x))]
+    )
     for xin in {x.to(spec.input_dtype(False)), x.to(spec.dtype)}:
         if not spec.backend(backend).supports(xin.device, xin.dtype):
             continue
@@ -79,7 +81,13 @@ def check_empty_batch(spec: Corruption, x: torch.Tensor, edition: str, backend: 
             continue
         for levels in (False, True):
             y = spec.apply(xin, params, draws, ApplyContext(edition, severity, levels=levels, backend=backend))
-            assert tuple(y.shape) == tuple(xin.shape) and y.device == xin.device, (spec.name, backend, dtype, levels, tuple(y.shape))
+            assert tuple(y.shape) == tuple(xin.shape) and y.device == xin.device, (
+                spec.name,
+                backend,
+                dtype,
+                levels,
+                tuple(y.shape),
+            )
     for xin in (x[:0], x[:0].to(torch.float32) / 255.0):
         y = shiftbench.corrupt(xin, spec.name, severity, seed=SEED, edition=edition, backend=backend)
         assert y.shape == xin.shape and y.dtype == xin.dtype and y.device == xin.device, (spec.name, backend, y.shape)
@@ -162,4 +170,6 @@ def check_cpu_equals_cuda(name: str, x: torch.Tensor, *, severities: tuple[int, 
         bf = shiftbench.corrupt(xf.cuda(), name, s, seed=1).cpu()
         assert float((af - bf).abs().max()) <= 1e-5, (name, s, "float")  # summation order may differ
     rel = shiftbench.corrupt(x.cuda(), name, 3, seed=1, release=True)
-    assert rel.device.type == "cuda" and torch.equal(rel.cpu(), shiftbench.corrupt(x, name, 3, seed=1, release=True)), name
+    assert rel.device.type == "cuda" and torch.equal(rel.cpu(), shiftbench.corrupt(x, name, 3, seed=1, release=True)), (
+        name
+    )

@@ -117,7 +117,11 @@ def _lint_imports(src: Path = ROOT / "src") -> subprocess.CompletedProcess[str]:
     env = {"PYTHONPATH": str(src), "PATH": str(Path(sys.executable).parent), "LC_ALL": "C.UTF-8"}
     return subprocess.run(
         [exe, "--config", str(ROOT / ".importlinter"), "--no-cache"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -143,7 +147,11 @@ def test_planted_violations_break_the_contracts(tmp_path: Path) -> None:
     assert r.returncode != 0
     out = " ".join(r.stdout.split())
     assert "Contracts: 1 kept, 3 broken." in out, r.stdout[-4000:]
-    for contract in ("shiftbench.rng imports nothing of shiftbench but shiftbench.errors BROKEN", "(_cpu) < tables BROKEN", "report < cli BROKEN"):
+    for contract in (
+        "shiftbench.rng imports nothing of shiftbench but shiftbench.errors BROKEN",
+        "(_cpu) < tables BROKEN",
+        "report < cli BROKEN",
+    ):
         assert contract in out, (contract, r.stdout[-4000:])
 
 

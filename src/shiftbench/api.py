@@ -12,11 +12,11 @@ import numpy as np
 import torch
 
 from . import corruptions  # noqa: F401  (registers every corruption)
+from .checks import check_seed, check_severity
+from .corruptions._drawcheck import Schema, validate_draws
 from .corruptions._images import Batch, Output, to_batch
 from .corruptions._parallel import resolve_threads, run_in_threads, split
-from .corruptions._drawcheck import Schema, validate_draws
 from .corruptions._registry import ApplyContext, Corruption, SampleContext, get_corruption
-from .checks import check_seed, check_severity
 from .editions import Edition, edition_for_size, get_edition
 from .errors import InvalidArgumentError
 from .rng.seeding import Draws, FastDraws, derive_generator, image_key, key_to_int
@@ -50,7 +50,9 @@ def _sample_one(
             cache["lv"] = b.levels_hwc(i)
         return cache["lv"]
 
-    ctx = SampleContext(params=params, height=h, width=w, edition=ed.name, severity=severity, _image=image, _levels=levels)
+    ctx = SampleContext(
+        params=params, height=h, width=w, edition=ed.name, severity=severity, _image=image, _levels=levels
+    )
     return spec.sample(source, ctx)
 
 
@@ -144,7 +146,8 @@ _POOL: tuple[int, ThreadPoolExecutor] | None = None  # (pid that made it, pool)
 
 
 def _draw_pool() -> ThreadPoolExecutor:
-    """Threads that sample the draws of accelerator batches (``SHIFTBENCH_DRAW_THREADS``, default: the cores, at most 16).
+    """Threads that sample the draws of accelerator batches (``SHIFTBENCH_DRAW_THREADS``, default: the
+    cores, at most 16).
     A forked child gets its own pool (the parent's threads do not exist there)."""
     global _POOL
     if _POOL is None or _POOL[0] != os.getpid():
@@ -229,7 +232,9 @@ def corrupt(
     if keys is not None and len(keys) != n:
         raise InvalidArgumentError("keys", f"{len(keys)} keys", f"exactly one key per image ({n})")
     if draws is not None:  # before any kernel runs: kernels index by the draws
-        draws = validate_draws(spec, draws, n, h, w, ed.name, s, params, lambda: _draw_schema(spec.name, h, w, ed.name, s))
+        draws = validate_draws(
+            spec, draws, n, h, w, ed.name, s, params, lambda: _draw_schema(spec.name, h, w, ed.name, s)
+        )
     chosen = spec.select_backend(b.raw.device, spec.input_dtype(b.float_input), backend)
     out = Output(b, quantize=quantize or release)
     levels = out.to_uint8 and b.raw.device.type == "cpu"
@@ -243,7 +248,9 @@ def corrupt(
         stacked: dict[str, torch.Tensor] = {}
         if spec.draw_apply is not None and draws is None and chosen == spec.draw_backend:
             gens = [
-                derive_generator(seed, key_to_int(keys[i]) if keys is not None else image_key(b.canonical_uint8(i)), spec.name, s)
+                derive_generator(
+                    seed, key_to_int(keys[i]) if keys is not None else image_key(b.canonical_uint8(i)), spec.name, s
+                )
                 for i in range(a, e)
             ]
             y = spec.draw_apply(b.rgb(a, e, spec.input_dtype(b.float_input)), params, gens, ctx)
@@ -320,7 +327,9 @@ class Corrupt:
     def __call__(self, image: Any, key: Any = None) -> Any:
         keys = None if key is None else [key]
         if keys is not None and isinstance(image, torch.Tensor) and image.ndim == 4:
-            raise InvalidArgumentError("key", key, "a single key for a single image (use corrupt() with keys= for batches)")
+            raise InvalidArgumentError(
+                "key", key, "a single key for a single image (use corrupt() with keys= for batches)"
+            )
         return corrupt(
             image,
             self.spec.name,

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
 __all__ = ["imagenet_c_params", "load_json"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_json(name: str) -> Any:
     """Load ``shiftbench/data/<name>`` (a JSON file shipped with the package)."""
     with resources.files("shiftbench").joinpath("data", name).open("r", encoding="utf-8") as fh:
@@ -23,7 +23,7 @@ def _freeze(v: Any) -> Any:
     return v
 
 
-@lru_cache(maxsize=None)
+@cache
 def imagenet_c_params(name: str) -> dict[str, tuple[Any, ...]]:
     """Per-edition severity table of ImageNet-C corruption ``name`` (5 entries per edition)."""
     table = load_json("imagenet_c_params.json")["corruptions"]

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ._registry import Corruption
 from ..errors import InvalidArgumentError
+from ._registry import Corruption
 
 __all__ = ["validate_draws", "draw_bounds"]
 
@@ -54,7 +54,9 @@ def _convert(arg: str, v: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.nd
         raise InvalidArgumentError(arg, type(v).__name__, f"a NumPy array of shape {shape} and dtype {dtype}") from e
     if tuple(a.shape) != shape:
         raise InvalidArgumentError(
-            arg, _describe(a), f"shape {shape} (what sampling gives for this image size, edition and severity)",
+            arg,
+            _describe(a),
+            f"shape {shape} (what sampling gives for this image size, edition and severity)",
             "Draws only replay on an image of the size they were sampled for.",
         )
     kind = a.dtype.kind
@@ -117,7 +119,9 @@ def validate_draws(
     outside the sampler's range.
     """
     if isinstance(draws, (str, bytes, Mapping)) or not isinstance(draws, Sequence):
-        raise InvalidArgumentError("draws", type(draws).__name__, f"a list of {n} dicts (one per image, see sample_draws)")
+        raise InvalidArgumentError(
+            "draws", type(draws).__name__, f"a list of {n} dicts (one per image, see sample_draws)"
+        )
     if len(draws) != n:
         raise InvalidArgumentError("draws", f"{len(draws)} dicts", f"exactly one dict per image ({n})")
     if spec.sample is None:
@@ -143,7 +147,7 @@ def validate_draws(
         for k, (lo, hi) in draw_bounds(spec, h, w, edition, params, conv).items():
             if k in conv:
                 _check_range(f"draws[{i}][{k!r}]", conv[k], lo, hi)
-        for k, shape, dt in schema:  # lossless now that the ranges hold
+        for k, _, dt in schema:  # lossless now that the ranges hold
             want = np.dtype(dt)
             a = conv[k]
             if a.dtype != want and not (want.kind == "f" and a.dtype in (np.float32, np.float64)):

@@ -139,7 +139,13 @@ class ApplyContext:
         if not self.levels:
             return np.empty(shape, dtype=float_dtype)
         o = self.out
-        if o is not None and o.dtype == torch.uint8 and o.device.type == "cpu" and o.is_contiguous() and o.numel() == int(np.prod(shape)):
+        if (
+            o is not None
+            and o.dtype == torch.uint8
+            and o.device.type == "cpu"
+            and o.is_contiguous()
+            and o.numel() == int(np.prod(shape))
+        ):
             return o.numpy().reshape(shape)
         return np.empty(shape, dtype=np.uint8)
 
@@ -252,11 +258,12 @@ class Corruption:
             raise InvalidArgumentError("backend", backend, f"one of {['auto', *self.backends]}")
         b = self.backend(backend)
         if not b.supports(device, dtype):
+            runs = [n for n, (impl, _) in self.kernels.items() if impl.supports(device, dtype)]
             raise InvalidArgumentError(
                 "backend",
                 backend,
                 f"a backend of {self.name} that runs this batch ({torch.device(device).type}, "
-                f"{str(dtype).replace('torch.', '')}): {[n for n in self.backends if self.backend(n).supports(device, dtype)]}",
+                f"{str(dtype).replace('torch.', '')}): {runs}",
                 f"{backend!r} runs on {b.describe_support()}.",
             )
         return b.name

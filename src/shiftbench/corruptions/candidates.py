@@ -38,9 +38,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._registry import ApplyContext, SampleContext, list_corruptions, register
 from ..editions import EDITIONS
 from ._ops import hsv_to_rgb, rgb_to_hsv
+from ._registry import ApplyContext, SampleContext, list_corruptions, register
 
 __all__ = [
     "CandidateSpec",
@@ -411,7 +411,8 @@ PAPER_CANDIDATES: tuple[str, ...] = tuple(s.name for s in _SPECS if s.source == 
 
 
 def candidate_names(*, paper_only: bool = False) -> list[str]:
-    """Names of the registered candidates (the 23 of Laugros et al., 2021, then border and obstruction of Laugros et al., ICIP 2021)."""
+    """Names of the registered candidates (the 23 of Laugros et al., 2021, then border and obstruction of
+    Laugros et al., ICIP 2021)."""
     names = list_corruptions(namespace=NAMESPACE)
     return [n for n in names if n in PAPER_CANDIDATES] if paper_only else names
 
@@ -658,7 +659,11 @@ def _reg_shapes(name: str, kind: str, radius: float, mode: str):  # type: ignore
 
     apply.__doc__ = spec.reading
     apply.__name__ = name
-    _reg(spec, _sample_shapes(spec, with_value=mode != "rain"), lambda h, w: {"cy": (0, h - 1), "cx": (0, w - 1), "val": (0.0, 1.0)})(apply)
+    _reg(
+        spec,
+        _sample_shapes(spec, with_value=mode != "rain"),
+        lambda h, w: {"cy": (0, h - 1), "cx": (0, w - 1), "val": (0.0, 1.0)},
+    )(apply)
     return apply
 
 
@@ -706,11 +711,15 @@ def _apply_band(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: ApplyC
 
 
 for _name in ("noc_obstruction", "obstruction"):
-    _reg(S[_name], _sample_square(S[_name]), lambda h, w: {"box": (np.array([0, 0, 0]), np.array([h, w, min(h, w)])), "val": (0.0, 1.0)})(
-        _apply_square
-    )
+    _reg(
+        S[_name],
+        _sample_square(S[_name]),
+        lambda h, w: {"box": (np.array([0, 0, 0]), np.array([h, w, min(h, w)])), "val": (0.0, 1.0)},
+    )(_apply_square)
 for _name in ("noc_border", "border"):
-    _reg(S[_name], _sample_band(S[_name]), lambda h, w: {"t": (0.0, float((min(h, w) + 1) // 2)), "val": (0.0, 1.0)})(_apply_band)
+    _reg(S[_name], _sample_band(S[_name]), lambda h, w: {"t": (0.0, float((min(h, w) + 1) // 2)), "val": (0.0, 1.0)})(
+        _apply_band
+    )
 
 
 def _sample_translation(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
@@ -793,7 +802,11 @@ def _sample_backlight(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"v": _f(v), "line": np.array([math.cos(angle), math.sin(angle), py, px])}
 
 
-@_reg(S["noc_backlight"], _sample_backlight, lambda h, w: {"line": (np.array([-1.0, -1.0, 0.0, 0.0]), np.array([1.0, 1.0, h, w]))})
+@_reg(
+    S["noc_backlight"],
+    _sample_backlight,
+    lambda h, w: {"line": (np.array([-1.0, -1.0, 0.0, 0.0]), np.array([1.0, 1.0, h, w]))},
+)
 def noc_backlight(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """+v on one side of a line, -v on the other."""
     h, w = x.shape[-2:]

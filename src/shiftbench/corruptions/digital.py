@@ -13,10 +13,10 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ._images import hwc_uint8
-from ._registry import IMAGE_BY_IMAGE, ApplyContext, register
 from ._cpu.hsv import hsv_edit_cpu
+from ._images import hwc_uint8
 from ._ops import fdiv, hsv_to_rgb, rgb_to_hsv
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, register
 from ._resample import PRECISION_BITS, box_coefficients
 
 
@@ -49,11 +49,15 @@ def saturate(x: torch.Tensor, c: SaturateParams, d: dict[str, torch.Tensor], ctx
 
 
 @saturate.kernel("compiled", torch.float64)
-def _saturate_compiled(x: torch.Tensor, c: SaturateParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+def _saturate_compiled(
+    x: torch.Tensor, c: SaturateParams, d: dict[str, torch.Tensor], ctx: ApplyContext
+) -> torch.Tensor:
     return hsv_edit_cpu(x, 1, c.scale, c.shift)
 
 
-@register("contrast", family="digital", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE)
+@register(
+    "contrast", family="digital", group="benchmark", sample=None, accepts_levels=True, chunk_values=IMAGE_BY_IMAGE
+)
 def contrast(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Shrink each channel towards its spatial mean by the factor c (float64, as the reference)."""
     # channel means: the sum of the levels (exact for 8-bit inputs, in any order) / 255 / pixels
@@ -98,7 +102,9 @@ def _resample_rows(x: torch.Tensor, out_size: int) -> torch.Tensor:
     idx_np, w_np = box_coefficients(int(x.shape[-2]), out_size)
     idx = torch.from_numpy(idx_np).to(x.device)
     w = torch.from_numpy(w_np).to(device=x.device, dtype=torch.int32)
-    acc = torch.full((*x.shape[:-2], out_size, x.shape[-1]), 1 << (PRECISION_BITS - 1), dtype=torch.int32, device=x.device)
+    acc = torch.full(
+        (*x.shape[:-2], out_size, x.shape[-1]), 1 << (PRECISION_BITS - 1), dtype=torch.int32, device=x.device
+    )
     for t in range(idx.shape[1]):
         if w_np[:, t].any():  # decided on the host: no device sync
             acc += x.index_select(-2, idx[:, t]) * w[:, t, None]
@@ -126,7 +132,15 @@ def pillow_box_resize(x: torch.Tensor, height: int, width: int) -> torch.Tensor:
     return y
 
 
-@register("pixelate", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8, chunk_values=IMAGE_BY_IMAGE)
+@register(
+    "pixelate",
+    family="digital",
+    group="benchmark",
+    sample=None,
+    quantized_output=True,
+    dtype=torch.uint8,
+    chunk_values=IMAGE_BY_IMAGE,
+)
 def pixelate(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Box-downsample to (W*c, H*c) and box-upsample back (Pillow's BOX filter, 8-bit).
 
@@ -178,7 +192,9 @@ def _pillow_jpeg(a: np.ndarray, quality: int) -> np.ndarray:
     return np.asarray(Image.open(buf).convert("RGB"))
 
 
-def jpeg_round_trip(x: torch.Tensor, quality: int, compiled: bool = True, out: torch.Tensor | None = None) -> torch.Tensor:
+def jpeg_round_trip(
+    x: torch.Tensor, quality: int, compiled: bool = True, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """Pillow's JPEG round trip (quality ``quality``, 4:2:0) of a B x 3 x H x W uint8 batch, on its device.
 
     On the CPU the compiled pipeline (:mod:`._jpeg_cpu`), writing into ``out`` when that is a
@@ -197,7 +213,13 @@ def jpeg_round_trip(x: torch.Tensor, quality: int, compiled: bool = True, out: t
     if compiled and a.shape[-1] >= 5:
         from ._cpu.jpeg import jpeg_round_trip_planes
 
-        if out is not None and out.dtype == torch.uint8 and out.device.type == "cpu" and out.is_contiguous() and out.shape == x.shape:
+        if (
+            out is not None
+            and out.dtype == torch.uint8
+            and out.device.type == "cpu"
+            and out.is_contiguous()
+            and out.shape == x.shape
+        ):
             jpeg_round_trip_planes(a, int(quality), out=out.numpy())
             return out
         return torch.from_numpy(jpeg_round_trip_planes(a, int(quality)))
@@ -209,7 +231,12 @@ def jpeg_round_trip(x: torch.Tensor, quality: int, compiled: bool = True, out: t
 
 
 @register(
-    "jpeg_compression", family="digital", group="benchmark", sample=None, quantized_output=True, dtype=torch.uint8,
+    "jpeg_compression",
+    family="digital",
+    group="benchmark",
+    sample=None,
+    quantized_output=True,
+    dtype=torch.uint8,
     chunk_values=IMAGE_BY_IMAGE,
 )
 def jpeg_compression(x: torch.Tensor, c: int, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:

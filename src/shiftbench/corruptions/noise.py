@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 from ..rng.pcg64 import raw_words
-from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 from ._bounds import require_shape
 from ._ops import fdiv
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 
 _COMPILED_DTYPES = (torch.float32, torch.uint8)  # the compiled kernels take float32 values or uint8 levels
 
@@ -58,7 +58,12 @@ def _sample_normal(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 
 
 @register(
-    "gaussian_noise", family="noise", group="benchmark", sample=_sample_normal, dtype=torch.float32, accepts_levels=True,
+    "gaussian_noise",
+    family="noise",
+    group="benchmark",
+    sample=_sample_normal,
+    dtype=torch.float32,
+    accepts_levels=True,
     chunk_values=IMAGE_BY_IMAGE,
 )
 def gaussian_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
@@ -78,7 +83,12 @@ def _sample_shot(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
 
 
 @register(
-    "shot_noise", family="noise", group="benchmark", sample=_sample_shot, needs_image=True, dtype=torch.float32,
+    "shot_noise",
+    family="noise",
+    group="benchmark",
+    sample=_sample_shot,
+    needs_image=True,
+    dtype=torch.float32,
     bounds=lambda h, w, edition, params, d: {"counts": (0.0, math.inf)},
 )
 def shot_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
@@ -94,7 +104,9 @@ def _sample_impulse(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"flipped": flipped, "salted": salted}
 
 
-@register("impulse_noise", family="noise", group="benchmark", sample=_sample_impulse, dtype=torch.float32, accepts_levels=True)
+@register(
+    "impulse_noise", family="noise", group="benchmark", sample=_sample_impulse, dtype=torch.float32, accepts_levels=True
+)
 def impulse_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Salt-and-pepper noise: each value is replaced by 0 or 1 with probability c."""
     x = fdiv(x, 255.0)
@@ -117,7 +129,9 @@ def _impulse_noise_compiled(x: torch.Tensor, c: float, d: dict[str, torch.Tensor
     return torch.from_numpy(out)
 
 
-@register("speckle_noise", family="noise", group="extra", sample=_sample_normal, dtype=torch.float32, accepts_levels=True)
+@register(
+    "speckle_noise", family="noise", group="extra", sample=_sample_normal, dtype=torch.float32, accepts_levels=True
+)
 def speckle_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Multiplicative noise: x + x * N(0, c^2)."""
     x = fdiv(x, 255.0)

@@ -16,16 +16,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._registry import ApplyContext, SampleContext, register
 from ..errors import InvalidArgumentError
 from ..style.backends import SHIPPED_SCHEDULE, style_backend, style_schedule, style_source
+from ._registry import ApplyContext, SampleContext, register
 
 __all__ = ["style_transfer"]
 
 
 def _sample(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     n = len(style_source())
-    return {"style": np.asarray(draws.integers(0, n), dtype=np.int64), "crop": np.asarray(draws.random(2), dtype=np.float64)}
+    return {
+        "style": np.asarray(draws.integers(0, n), dtype=np.int64),
+        "crop": np.asarray(draws.random(2), dtype=np.float64),
+    }
 
 
 @register(
@@ -48,7 +51,9 @@ def style_transfer(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: App
     idx = [int(v) for v in d["style"].reshape(-1).tolist()]
     bad = [i for i in idx if not 0 <= i < len(src)]
     if bad:
-        raise InvalidArgumentError("draws", bad, f"style indices in 0..{len(src) - 1} (the configured style folder has {len(src)} images)")
+        raise InvalidArgumentError(
+            "draws", bad, f"style indices in 0..{len(src) - 1} (the configured style folder has {len(src)} images)"
+        )
     crops = d["crop"].reshape(-1, 2).tolist()
     styles = [src.crop(i, level.style_size, level.style_crop, fy, fx) for i, (fy, fx) in zip(idx, crops)]
     y = style_backend().stylize(x / 255.0, styles, level)

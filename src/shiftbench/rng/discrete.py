@@ -13,7 +13,7 @@ _TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53: a PCG64 double is (word >> 11) * 
 
 
 @numba.njit(cache=True, nogil=True)
-def alias_lookup(raw: np.ndarray, levels: np.ndarray, prob: np.ndarray, alias: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - compiled
+def alias_lookup(raw: np.ndarray, levels: np.ndarray, prob: np.ndarray, alias: np.ndarray, k: int) -> np.ndarray:
     """Walker alias sampling: one uniform u in [0, 1) per value (from a raw 64-bit word, as
     ``Generator.random`` makes it) picks column j = floor(u k) of its level's row and keeps j
     when the fraction u k - j is below prob, else takes the alias. Returns a flat float32 array."""
@@ -31,7 +31,7 @@ def alias_lookup(raw: np.ndarray, levels: np.ndarray, prob: np.ndarray, alias: n
 
 
 @numba.njit(cache=True, nogil=True)
-def salt_pepper_masks(words: np.ndarray, n: int, threshold: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+def salt_pepper_masks(words: np.ndarray, n: int, threshold: int) -> tuple[np.ndarray, np.ndarray]:
     """From the first n 32-bit ``words``: flipped = (low 31 bits) < threshold, salted = top bit set."""
     wide_vectors()
     flipped = np.empty(n, dtype=np.bool_)

@@ -28,7 +28,9 @@ _mulhi64 = mul_high(64, signed=False)  # high 64 bits of the 128-bit product of 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _step(hi: np.uint64, lo: np.uint64, m_hi: np.uint64, m_lo: np.uint64, i_hi: np.uint64, i_lo: np.uint64) -> tuple[np.uint64, np.uint64]:  # pragma: no cover - compiled
+def _step(
+    hi: np.uint64, lo: np.uint64, m_hi: np.uint64, m_lo: np.uint64, i_hi: np.uint64, i_lo: np.uint64
+) -> tuple[np.uint64, np.uint64]:
     """state * m + i (mod 2**128) on (high, low) 64-bit halves."""
     p_lo = lo * m_lo
     p_hi = hi * m_lo + lo * m_hi + _mulhi64(lo, m_lo)
@@ -37,7 +39,7 @@ def _step(hi: np.uint64, lo: np.uint64, m_hi: np.uint64, m_lo: np.uint64, i_hi: 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _output(hi: np.uint64, lo: np.uint64) -> np.uint64:  # pragma: no cover - compiled
+def _output(hi: np.uint64, lo: np.uint64) -> np.uint64:
     """PCG's XSL-RR output of a 128-bit state."""
     x = hi ^ lo
     rot = hi >> np.uint64(58)
@@ -45,7 +47,7 @@ def _output(hi: np.uint64, lo: np.uint64) -> np.uint64:  # pragma: no cover - co
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill4(lanes: np.ndarray, jump: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def _fill4(lanes: np.ndarray, jump: np.ndarray, out: np.ndarray) -> None:
     """Words from four interleaved lanes: lane k holds the state k + 1 steps ahead and every lane
     jumps four steps at a time (``jump``: multiplier and increment of four steps, as halves), so
     the four multiply chains run side by side. ``out``: a multiple of 4 words. ``lanes`` (4 x 2:

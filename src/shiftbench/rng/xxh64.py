@@ -20,12 +20,12 @@ _P5 = np.uint64(0x27D4EB2F165667C5)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _rotl(x, r):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _rotl(x, r):
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _word(b, i, n):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _word(b, i, n):
     """The little-endian ``n``-byte word at byte ``i`` (any alignment, any machine)."""
     w = np.uint64(0)
     for k in range(n - 1, -1, -1):
@@ -34,17 +34,17 @@ def _word(b, i, n):  # type: ignore[no-untyped-def]  # pragma: no cover - compil
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _round(acc, w):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _round(acc, w):
     return _rotl(acc + w * _P2, 31) * _P1
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _merge(h, v):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _merge(h, v):
     return (h ^ _round(np.uint64(0), v)) * _P1 + _P4
 
 
 @numba.njit(cache=True, nogil=True)
-def xxh64(data: np.ndarray, seed: np.uint64) -> np.uint64:  # pragma: no cover - compiled
+def xxh64(data: np.ndarray, seed: np.uint64) -> np.uint64:
     """XXH64 of a 1-D uint8 array with a 64-bit seed."""
     n = data.shape[0]
     i = 0
@@ -86,5 +86,7 @@ def xxh64(data: np.ndarray, seed: np.uint64) -> np.uint64:  # pragma: no cover -
 
 def xxh64_bytes(data: bytes | bytearray | memoryview | np.ndarray, seed: int = 0) -> int:
     """XXH64 of any bytes-like object (or an array's bytes, C order) as a Python int."""
-    a = np.frombuffer(memoryview(np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data).cast("B"), dtype=np.uint8)
+    a = np.frombuffer(
+        memoryview(np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data).cast("B"), dtype=np.uint8
+    )
     return int(xxh64(a, np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF)))

@@ -70,14 +70,14 @@ def tables(bits: int = 23) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
 
 
 @numba.njit(cache=True, nogil=True)
-def _word(raw: np.ndarray, p: int) -> np.uint64:  # pragma: no cover - compiled
+def _word(raw: np.ndarray, p: int) -> np.uint64:
     """Word p of the stream: ``raw`` holds 64-bit words, or 32-bit words (the halves of the
     64-bit output, low half first: see :func:`halves`)."""
     return np.uint64(raw[p])
 
 
 @numba.njit(cache=True, nogil=True)
-def _unit(word: np.uint64, wide: bool, positive: bool) -> float:  # pragma: no cover - compiled
+def _unit(word: np.uint64, wide: bool, positive: bool) -> float:
     """A word as a uniform: 32-bit words in (0, 1); 64-bit words as 53-bit doubles, in (0, 1) when
     ``positive`` (the tail takes logarithms) else in [0, 1)."""
     if not wide:
@@ -90,8 +90,16 @@ def _unit(word: np.uint64, wide: bool, positive: bool) -> float:  # pragma: no c
 
 @numba.njit(cache=True, nogil=True)
 def _slow(
-    raw: np.ndarray, p: int, r: np.uint64, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float, wide: bool
-) -> tuple[float, int]:  # pragma: no cover - compiled
+    raw: np.ndarray,
+    p: int,
+    r: np.uint64,
+    k: np.ndarray,
+    w: np.ndarray,
+    fo: np.ndarray,
+    fi: np.ndarray,
+    r_edge: float,
+    wide: bool,
+) -> tuple[float, int]:
     """Finish a draw whose first try (word ``r``, already consumed; ``p`` is the next word) missed
     the fast test: wedge test, tail, or a fresh try. Returns (value, next word), next word -1 when
     ``raw`` ran out."""
@@ -128,8 +136,15 @@ def _slow(
 
 @numba.njit(cache=True, nogil=True)
 def _fill(
-    raw: np.ndarray, out: np.ndarray, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float, wide: bool
-) -> int:  # pragma: no cover - compiled
+    raw: np.ndarray,
+    out: np.ndarray,
+    k: np.ndarray,
+    w: np.ndarray,
+    fo: np.ndarray,
+    fi: np.ndarray,
+    r_edge: float,
+    wide: bool,
+) -> int:
     # The fast test accepts 98.8 % of tries; its sign is applied without a branch (a random
     # sign as a branch is mispredicted half the time, which cost 4x on this loop).
     nwords = raw.shape[0]
@@ -155,7 +170,7 @@ def _fill(
 @numba.njit(cache=True, nogil=True)
 def ziggurat_fill(
     raw: np.ndarray, out: np.ndarray, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float
-) -> int:  # pragma: no cover - compiled
+) -> int:
     """Fill ``out`` (1-D float32) with standard normal values from 32-bit words ``raw`` (uint32;
     :func:`halves` of the generator's 64-bit output).
 
@@ -168,7 +183,7 @@ def ziggurat_fill(
 @numba.njit(cache=True, nogil=True)
 def ziggurat_fill64(
     raw: np.ndarray, out: np.ndarray, k: np.ndarray, w: np.ndarray, fo: np.ndarray, fi: np.ndarray, r_edge: float
-) -> int:  # pragma: no cover - compiled
+) -> int:
     """The float64 variant: one 64-bit word per try (8 bits layer, 1 bit sign, 52 bits position);
     wedge and tail uniforms are 53-bit doubles of the following words. Same return convention."""
     return _fill(raw, out, k, w, fo, fi, r_edge, True)
@@ -217,7 +232,7 @@ def noise_image(
     fo: np.ndarray,
     fi: np.ndarray,
     r_edge: float,
-) -> int:  # pragma: no cover - compiled
+) -> int:
     """Gaussian (or speckle) noise on one image without materialising the field: the float32
     normals of :func:`ziggurat_fill` on the 32-bit words ``raw`` (H x W x 3 order), drawn one image
     row at a time into an L1-sized buffer and applied with the float32 operations of the noise

@@ -9,7 +9,7 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def blend_crop(x: np.ndarray, tex: np.ndarray, top: int, left: int, c0: float, c1: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def blend_crop(x: np.ndarray, tex: np.ndarray, top: int, left: int, c0: float, c1: float, out: np.ndarray) -> None:
     """One image (3 x H x W): ``clip(c0 * x + c1 * tex[:, top:top + H, left:left + W], 0, 255)``."""
     nc, nh, nw = x.shape
     for ch in range(nc):
@@ -23,7 +23,7 @@ def blend_crop(x: np.ndarray, tex: np.ndarray, top: int, left: int, c0: float, c
 
 
 @numba.njit(cache=True, nogil=True)
-def contrast_kernel(x: np.ndarray, means: np.ndarray, c: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def contrast_kernel(x: np.ndarray, means: np.ndarray, c: float, out: np.ndarray) -> None:
     """``clip((x / 255 - m) * c + m, 0, 1) * 255`` with ``means`` (B x C) the channel means of x / 255."""
     nb, nc, nh, nw = x.shape
     for n in range(nb):

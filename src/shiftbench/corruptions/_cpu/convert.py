@@ -7,7 +7,7 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def truncate_to_uint8(y: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def truncate_to_uint8(y: np.ndarray, out: np.ndarray) -> None:
     """``out = uint8(clip(y, 0, 255))`` with truncation (the reference's ``np.uint8`` of a clipped
     float image), in one pass; ``y`` and ``out`` are C-contiguous arrays of one shape."""
     a = y.reshape(-1)

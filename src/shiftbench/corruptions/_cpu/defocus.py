@@ -39,8 +39,6 @@ _FRAME_TAP_MIN = 1e-8
 """Frame taps smaller than this are dropped (their total stays below 3e-8, i.e. 1e-5 of a level)."""
 
 
-
-
 class DiskPlan(NamedTuple):
     pad: int  # reflect padding of the image: grid radius + Gaussian half-width
     grid: int  # kernel grid radius (8, or the disk radius when larger)
@@ -174,7 +172,7 @@ _BAND = 8
 
 
 @numba.njit(cache=True, nogil=True)
-def _frame_band(flat, base, wp, pad, nb, wc, coff, clen, cw, roff, rlen, rw, line, fr):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _frame_band(flat, base, wp, pad, nb, wc, coff, clen, cw, roff, rlen, rw, line, fr):
     """The frame's correlation for ``nb`` rows of the padded plane ``flat`` (row stride ``wp``)
     starting at flat index ``base`` (column 0 of the first row): ``fr[r * wp + x]`` for x < W.
     The taps of a strip are summed up to four pairs a pass."""
@@ -201,7 +199,7 @@ def _frame_band(flat, base, wp, pad, nb, wc, coff, clen, cw, roff, rlen, rw, lin
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _strip(src, base, step, w, k, n, dst, accumulate=False):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _strip(src, base, step, w, k, n, dst, accumulate=False):
     """``dst[i] (+)= sum_d w[|d|] * src[base + i + d * step]`` for d = -k..k and i < n (symmetric
     taps), the pairs summed up to four a pass."""
     mid = src[base : base + n]
@@ -244,7 +242,7 @@ def _strip(src, base, step, w, k, n, dst, accumulate=False):  # type: ignore[no-
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _column_pair(vbox, width_slot, c, grid, ew):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _column_pair(vbox, width_slot, c, grid, ew):
     """The box sums of the disk's columns dx = -(grid - c) and +(grid - c) (the same run) for a row
     of disk sums ``ew`` wide."""
     k = width_slot[c]
@@ -252,7 +250,7 @@ def _column_pair(vbox, width_slot, c, grid, ew):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _disk_row(vbox, width_slot, cols, grid, ew, row):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _disk_row(vbox, width_slot, cols, grid, ew, row):
     """One row of disk sums: the centre column's box sums plus the column pairs of each ``c`` in
     ``cols`` (:func:`_column_pair`), four pairs a pass. The sums are whole numbers below 2**24
     (8-bit levels), so any order of the additions gives them exactly."""
@@ -309,7 +307,7 @@ def disk_correlate(
     margin: float,
     integer: bool,
     out: np.ndarray,
-) -> int:  # pragma: no cover - compiled
+) -> int:
     """Correlate planes (P x H x W levels) with the decomposed kernel, each padded in turn through
     the REFLECT_101 index tables ``ridx``/``cidx`` (pad = grid + half) into one float32 buffer that
     stays in cache; ``out`` (P x H x W float64, or uint8 for the truncated levels)
@@ -434,4 +432,3 @@ def disk_correlate(
                             dst[x] = min(max(t, 0.0), 1.0) * 255.0
                             repaired += 1
     return repaired
-

@@ -21,13 +21,24 @@ _TO_UNIT = 1.0 / 4294967296.0  # 2**-32
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _noise(w: np.uint32, wibble: float, lo: float, span: float) -> float:  # pragma: no cover - compiled
+def _noise(w: np.uint32, wibble: float, lo: float, span: float) -> float:
     """``wibble * uniform(-wibble, wibble)`` from one 32-bit word."""
     return wibble * (lo + span * ((float(w) + 0.5) * _TO_UNIT))
 
 
 @numba.njit(cache=True, nogil=True)
-def _octave(e: np.ndarray, words: np.ndarray, p: int, wibble: float, lo: float, span: float, c: np.ndarray, a: np.ndarray, b: np.ndarray, f: np.ndarray) -> int:  # pragma: no cover - compiled
+def _octave(
+    e: np.ndarray,
+    words: np.ndarray,
+    p: int,
+    wibble: float,
+    lo: float,
+    span: float,
+    c: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    f: np.ndarray,
+) -> int:
     """One octave of the diamond-square steps on the torus, as dense arrays: the m x m lattice
     corners ``e`` give the square centres ``c``, the diamond points ``a`` on the corner rows
     (between corners ``[i, j]`` and ``[i, j + 1]``) and ``b`` on the centre rows (between corners
@@ -72,7 +83,7 @@ def _octave(e: np.ndarray, words: np.ndarray, p: int, wibble: float, lo: float, 
 
 
 @numba.njit(cache=True, nogil=True)
-def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width: int) -> np.ndarray:  # pragma: no cover - compiled
+def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width: int) -> np.ndarray:
     """The normalised n x n plasma map's top-left ``height x width`` window (float32).
 
     ``words`` holds the n * n - 1 32-bit words the octaves consume, in draw order."""
@@ -119,7 +130,7 @@ def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _fog_value(xv: float, pv: float, c0: float, peak: float, den: float) -> float:  # pragma: no cover - compiled
+def _fog_value(xv: float, pv: float, c0: float, peak: float, den: float) -> float:
     """One value of the blend, with the tensor path's float64 operations in its order."""
     v = xv / 255.0 + c0 * pv
     v = v * peak
@@ -128,7 +139,7 @@ def _fog_value(xv: float, pv: float, c0: float, peak: float, den: float) -> floa
 
 
 @numba.njit(cache=True, nogil=True)
-def fog_blend(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def fog_blend(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> None:
     """``out = clip((x / 255 + c0 * plasma) * peak / (peak + c0), 0, 1) * 255`` per image, with
     ``peak`` the image's maximum of ``x / 255``; x: B x 3 x H x W (uint8 levels or float64 values),
     plasma: B x H x W (float32 or float64, widened); out: float64, or uint8 for the truncated levels. The float64
@@ -152,7 +163,7 @@ _NEAR = 1e-6  # a result this close to an integer level is recomputed with the e
 
 
 @numba.njit(cache=True, nogil=True)
-def fog_levels(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def fog_levels(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> None:
     """The truncated levels of :func:`fog_blend` without its two divisions per value.
 
     Divisions are what limit the float64 loop. Here they become multiplications by the
@@ -191,7 +202,7 @@ def fog_levels(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) ->
 
 
 @numba.njit(cache=True, nogil=True)
-def _peak(img: np.ndarray) -> float:  # pragma: no cover - compiled
+def _peak(img: np.ndarray) -> float:
     """Largest value of one image (max(x) / 255 == max(x / 255): division is monotonic), with
     eight running maxima so that the reduction vectorises."""
     flat = img.reshape(-1)

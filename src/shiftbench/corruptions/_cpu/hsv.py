@@ -16,7 +16,7 @@ import torch
 
 
 @numba.njit(cache=True, nogil=True)
-def _hsv_kernel(x: np.ndarray, out: np.ndarray, mode: int, a: float, b: float) -> None:  # pragma: no cover - compiled
+def _hsv_kernel(x: np.ndarray, out: np.ndarray, mode: int, a: float, b: float) -> None:
     # x, out: B x 3 x H x W float64 in 0..255. mode 0: V <- clip(V + a); mode 1: S <- clip(S * a + b).
     nb, _, nh, nw = x.shape
     for n in range(nb):

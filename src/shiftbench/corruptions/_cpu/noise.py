@@ -7,16 +7,16 @@ import numpy as np
 
 from ...rng.simd import wide_vectors
 
-
 # Fused CPU versions of the noise functionals. x: B x 3 x H x W float32 values or uint8
-# levels in 0..255, out: float32 values or uint8 levels (the float32 result truncated); draws: B x H x W x 3. Each performs the float32 operations of the tensor
-# path in noise.py in the same order (the tests check equality). The loops run over
-# one image row at a time, channel by channel, so the image and output rows are read
-# and written contiguously and the row of draws (3 x W values) stays in L1.
+# levels in 0..255, out: float32 values or uint8 levels (the float32 result truncated);
+# draws: B x H x W x 3. Each performs the float32 operations of the tensor path in
+# noise.py in the same order (the tests check equality). The loops run over one image
+# row at a time, channel by channel, so the image and output rows are read and written
+# contiguously and the row of draws (3 x W values) stays in L1.
 
 
 @numba.njit(cache=True, nogil=True)
-def gaussian_kernel(x: np.ndarray, z: np.ndarray, c: np.float32, multiplicative: bool, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def gaussian_kernel(x: np.ndarray, z: np.ndarray, c: np.float32, multiplicative: bool, out: np.ndarray) -> None:
     wide_vectors()
     nb, nc, nh, nw = x.shape
     k255 = np.float32(255.0)
@@ -38,7 +38,7 @@ def gaussian_kernel(x: np.ndarray, z: np.ndarray, c: np.float32, multiplicative:
 
 
 @numba.njit(cache=True, nogil=True)
-def impulse_kernel(x: np.ndarray, flipped: np.ndarray, salted: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def impulse_kernel(x: np.ndarray, flipped: np.ndarray, salted: np.ndarray, out: np.ndarray) -> None:
     wide_vectors()
     # the three channels in one loop: each mask row is read once, as bytes (a select per value
     # vectorises; a branch on random masks would not)
