@@ -26,10 +26,8 @@ def suggest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
 
 def check_severity(severity: Any, argument: str = "severity", low: int = 1, high: int = 5) -> int:
     """Return severity as int after checking it is an integer in [low, high]."""
-    if (
-        isinstance(severity, bool)
-        or not isinstance(severity, (int,))
-        and not (hasattr(severity, "__index__") and not isinstance(severity, float))
+    if isinstance(severity, bool) or not isinstance(severity, (int,)) and not (
+        hasattr(severity, "__index__") and not isinstance(severity, float)
     ):
         raise InvalidSeverityError(argument, severity, f"an integer in {low}..{high}")
     s = int(severity)

@@ -93,8 +93,6 @@ class LineProgress:
         return None
 
 
-def progress_for(
-    console: Console, noun: str = "images", unit: str = "img", width: int = 26
-) -> RichProgress | LineProgress:
+def progress_for(console: Console, noun: str = "images", unit: str = "img", width: int = 26) -> RichProgress | LineProgress:
     """A bar when ``console`` is a terminal, else plain lines."""
     return RichProgress(console, unit, width) if console.is_terminal else LineProgress(noun, unit)

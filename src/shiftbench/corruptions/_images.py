@@ -174,13 +174,7 @@ def _target_device(device: Any) -> torch.device | None:
     except (RuntimeError, TypeError, ValueError) as e:
         raise InvalidArgumentError("device", device, "a torch device such as 'cpu', 'cuda' or 'cuda:N'") from e
     if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
-        raise InvalidArgumentError(
-            "device",
-            device,
-            "'cpu' (no CUDA device is available here)"
-            if not torch.cuda.is_available()
-            else f"cuda:0..cuda:{torch.cuda.device_count() - 1}",
-        )
+        raise InvalidArgumentError("device", device, "'cpu' (no CUDA device is available here)" if not torch.cuda.is_available() else f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
     if dev.type == "meta":
         raise InvalidArgumentError("device", device, "a device that holds data ('cpu', 'cuda')")
     return dev
@@ -188,9 +182,7 @@ def _target_device(device: Any) -> torch.device | None:
 
 def _from_tensor(t: torch.Tensor, argument: str, device: Any) -> Batch:
     if t.device.type == "meta":
-        raise ImageTypeError(
-            argument, "a tensor on the 'meta' device (it holds no pixels)", "a tensor on 'cpu' or 'cuda'"
-        )
+        raise ImageTypeError(argument, "a tensor on the 'meta' device (it holds no pixels)", "a tensor on 'cpu' or 'cuda'")
     if t.dtype not in (torch.uint8, torch.float16, torch.bfloat16, torch.float32, torch.float64):
         raise ImageTypeError(argument, f"torch dtype {t.dtype}", "torch.uint8 (0..255) or a float dtype (0..1)")
     squeeze = False
@@ -248,9 +240,7 @@ def _from_pil(imgs: list[Image.Image], batched: bool, argument: str, device: Any
     mode = imgs[0].mode
     if mode not in PIL_MODES:
         raise ImageTypeError(
-            argument,
-            f"PIL mode {mode!r}",
-            f"PIL modes {', '.join(PIL_MODES)} (convert other colour spaces to 'RGB' first)",
+            argument, f"PIL mode {mode!r}", f"PIL modes {', '.join(PIL_MODES)} (convert other colour spaces to 'RGB' first)"
         )
     arrays = []
     for im in imgs:
@@ -260,9 +250,7 @@ def _from_pil(imgs: list[Image.Image], batched: bool, argument: str, device: Any
         if mode in _PIL_16 or mode == "I":
             a = a.astype(np.float64)
             if a.size and (a.min() < 0 or a.max() > 65535):
-                raise ImageRangeError(
-                    argument, f"values in [{a.min():g}, {a.max():g}]", "mode 'I' images with values in 0..65535"
-                )
+                raise ImageRangeError(argument, f"values in [{a.min():g}, {a.max():g}]", "mode 'I' images with values in 0..65535")
             a = a / 65535.0
         elif mode == "F":
             a = a.astype(np.float32)
