@@ -14,12 +14,13 @@ from typing import Any
 import click
 
 from ..benchmarks import get_benchmark
+from ..evaluation.model_sources import format_model_spec, parse_model_args, split_model_spec
 from ..evaluation.models import DEFAULT_MODEL
 from ..evaluation.protocol import BENCHMARK_OPTIONS, accepted_list
 from ..evaluation.store import DEFAULT_STORE, check_store_path
 from ._output import FORMATS, UserError, check_results_file, emit, progress
 
-__all__ = ["evaluate_cmd", "given_options", "refuse_given", "refuse_inapplicable"]
+__all__ = ["evaluate_cmd", "given_options", "refuse_given", "refuse_inapplicable", "model_with_args"]
 
 _FLAG_NAMES = {"release": "--release/--no-release", "clean": "--clean/--no-clean", "progress": "--progress/--no-progress"}
 
@@ -36,6 +37,14 @@ def given_options(ctx: click.Context) -> set[str]:
         if src is not None and src.name in ("COMMANDLINE", "ENVIRONMENT"):
             out.add(name)
     return out
+
+
+def model_with_args(model: Any, model_args: str | None) -> Any:
+    """``--model`` with ``--model-args`` folded in (``NAME?key=value,...``, what load_model reads)."""
+    if not model_args or not isinstance(model, str):
+        return model
+    name, args = split_model_spec(model)
+    return format_model_spec(name, {**args, **parse_model_args(model_args, "--model-args")})
 
 
 def refuse_given(bench: Any, given: set[str] | frozenset[str]) -> None:
@@ -56,7 +65,12 @@ def refuse_inapplicable(ctx: click.Context, bench: Any, kw: dict[str, Any]) -> N
               help="A registered benchmark (`shiftbench list benchmarks`): imagenet-c, imagenet-p, imagenet-noc, "
               "imagenet-d, ...")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="Model name: efficientnet-lite0 (built in), torchvision:<arch>, timm:<arch>.")
+              help="Model: efficientnet-lite0 (built in), zoo:<name> (published weights, `shiftbench zoo list`), "
+              "torchvision:<arch>[:<WEIGHTS>], timm:<name>[.<tag>], hf-hub:<org>/<name>, module.path:factory or "
+              "path/to/file.py:factory. Weights missing offline: one line naming the URL and where to place a copy.")
+@click.option("--model-args", default=None, metavar="KEY=VALUE,...",
+              help="Arguments for the model's factory (torchvision.models.get_model, timm.create_model or yours), "
+              "e.g. drop_rate=0.1,num_classes=10; stored with the model's name.")
 @click.option("--weights", type=click.Path(dir_okay=False), default=None,
               help="Local checkpoint (state_dict), loaded with torch.load(weights_only=True); 'none' = random weights.")
 @click.option("--data", type=click.Path(), default=None,
@@ -138,6 +152,7 @@ def evaluate_cmd(ctx: click.Context, **kw: Any) -> None:
     check_results_file(kw["results_file"])
     check_store_path(kw["store"])
     fmt, results_file, store = kw["results_format"], kw["results_file"], kw["store"]
+    kw["model"] = model_with_args(kw["model"], kw.pop("model_args", None))
     settings = {k: v for k, v in kw.items() if bench.accepts(k)}
     shown = progress(*bench.items) if kw["progress"] else None
     try:

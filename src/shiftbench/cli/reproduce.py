@@ -125,7 +125,7 @@ reproduce_cmd = click.Command(
                      help="Only these rows: comma-separated zoo names or row labels (default: every row the zoo has)."),
         click.Option(["--skip-missing"], is_flag=True,
                      help="Go on without the models whose weights cannot be fetched (offline), listing them."),
-        *evaluate_params("model", "benchmark", "weights"),
+        *evaluate_params("model", "benchmark", "weights", "model_args"),
     ],
     help="Evaluate a published table's zoo models on your data and print published and measured values side by "
     "side with the differences.\n\n"
