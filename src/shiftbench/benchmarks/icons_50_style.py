@@ -142,7 +142,8 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-PAPER_000 = "000_430187b989425aff.txt"
+PAPER = "Hendrycks & Dietterich (2018)"
+"""The paper stating the published held-out accuracies (its draft of the ImageNet-C paper, Sections 4.2-4.3)."""
 
 
 def holdout_figures(title: str, records: list[dict[str, Any]], published: Mapping[str, tuple[float, int]]) -> list[Any]:
@@ -159,15 +160,15 @@ def holdout_figures(title: str, records: list[dict[str, Any]], published: Mappin
         "held out": {c: None if r.get("heldout_accuracy") is None else 100.0 * r["heldout_accuracy"]
                      for c, r in zip(cats, recs)},
     }
-    pub_name = "held out, published (000)"
+    pub_name = f"held out, published ({PAPER})"
     pub = {c: published[r["split"]][0] for c, r in zip(cats, recs) if r.get("split") in published}
-    cited = sorted({f"{r['split']} {published[r['split']][0]:g} % (line {published[r['split']][1]})"
+    cited = sorted({f"{r['split']} {published[r['split']][0]:g} %"
                     for r in recs if r.get("split") in published})
     if pub:
         series[pub_name] = dict(pub)
     caption = ("Accuracy on the held-out part against the seen part's held-out test share, per stored evaluation "
                "(the paper's Figure 6 shows the same gap for ImageNet-22K subclasses). ")
-    caption += (f"Grey: the held-out accuracy 000 ({PAPER_000}) states for the same split: {'; '.join(cited)}."
+    caption += (f"Grey: the held-out accuracy {PAPER} states for the same split: {'; '.join(cited)}."
                 if cited else "The paper states no held-out accuracy for these splits.")
     return [ReportFigure("seen-vs-held-out", f"{title}: seen and held-out accuracy", caption,
                          bar_chart(cats, series, ylabel="accuracy (%)", published=[pub_name] if pub else []))]

@@ -88,7 +88,7 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
     figs: list[Any] = []
     partial = any(r.get("mce") is not None and not r.get("mce_complete") for r in rows)
     warn = " Stored mCE values marked partial average fewer than 15 corruptions or severities: not comparable." if partial else ""
-    for key, tid, fname, what in (("mce", "000:1", "mce-vs-error", "mCE"), ("relative_mce", "000:2", "relative-mce-vs-error", "Relative mCE")):
+    for key, tid, fname, what in (("mce", "hendrycks2018:1", "mce-vs-error", "mCE"), ("relative_mce", "hendrycks2018:2", "relative-mce-vs-error", "Relative mCE")):
         t = table(tid)
         measured = [(r["label"], _pct(r.get("clean_error")), _pct(r.get(key))) for r in rows]
         if not any(m[1] is not None and m[2] is not None for m in measured):
@@ -138,7 +138,8 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
             small_multiples(panels, xlabel="severity", ylabel="top-1 error (%)", dashed=["AlexNet (published)"]),
         ))
     if cats:
-        ref = table("000:1").rows[-1]
+        t1 = table("hendrycks2018:1")
+        ref = t1.rows[-1]
         series: dict[str, dict[str, float | None]] = {
             f"{ref.label} (published)": {c: ref.values.get(c) for c in cats}
         }
@@ -146,7 +147,7 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
             series[r["label"]] = {c: _pct(d.get("ce")) for c, d in r.get("corruptions", {}).items()}
         figs.append(ReportFigure(
             "ce-per-corruption", "Corruption Error per corruption",
-            f"CE per corruption (100 = AlexNet, dashed line); {ref.label} from 000 Table 1 in grey.",
+            f"CE per corruption (100 = AlexNet, dashed line); {ref.label} from {t1.citation} in grey.",
             bar_chart(cats, series, ylabel="CE (%)", published=[f"{ref.label} (published)"], reference=100.0),
         ))
     return figs

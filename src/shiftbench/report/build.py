@@ -189,7 +189,7 @@ def study_figures(study: Path) -> list[ReportFigure]:
                 continue
             out.append(ReportFigure(
                 f"overlap-{_slug(sname)}", f"Overlapping scores: {sname}",
-                "Symmetric overlapping score between corruptions (003 eq. 2; 1 = the same shift, n/a = undefined).",
+                "Symmetric overlapping score between corruptions (Laugros et al., 2020, eq. 2; 1 = the same shift, n/a = undefined).",
                 heatmap(m.values, m.names, m.names, label="overlapping score")))
     return out
 
