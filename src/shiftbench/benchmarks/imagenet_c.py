@@ -74,6 +74,11 @@ def _pct(v: Any) -> float | None:
     return None if v is None else 100.0 * float(v)
 
 
+def _pct_pair(ci: Any) -> tuple[float, float] | None:
+    """A stored 95 % interval (fractions) in %."""
+    return None if not ci else (100.0 * ci[0], 100.0 * ci[1])
+
+
 def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
     """The report's ImageNet-C figures from stored leaderboard rows (``shiftbench results`` JSON ``rows``).
 
@@ -93,13 +98,16 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
         measured = [(r["label"], _pct(r.get("clean_error")), _pct(r.get(key))) for r in rows]
         if not any(m[1] is not None and m[2] is not None for m in measured):
             continue
+        bars = {r["label"]: (_pct_pair(r.get("clean_error_ci")), _pct_pair(r.get(f"{key}_ci"))) for r in rows}
         fig = published_scatter(
             [(p.label, p.values.get("error"), p.values.get(key)) for p in t.rows], measured,
-            xlabel="clean top-1 error (%)", ylabel=f"{what} (%)", reference=100.0,
+            xlabel="clean top-1 error (%)", ylabel=f"{what} (%)", reference=100.0, intervals=bars,
         )
         figs.append(ReportFigure(fname, f"{what} against clean error",
                                  f"Stored models (stars) next to the published models of {t.paper}, Table {t.table} "
-                                 f"(grey; the paper's Figure 3 plots the same against accuracy). 100 = AlexNet.{warn}", fig))
+                                 f"(grey; the paper's Figure 3 plots the same against accuracy). 100 = AlexNet. "
+                                 f"Error bars: 95 % intervals (Wilson for the clean error, bootstrap over images for "
+                                 f"{what}), where the report computed them.{warn}", fig))
     sev: dict[str, dict[int, float | None]] = {}
     base = alexnet_baseline()
     if rows:
@@ -177,6 +185,7 @@ class ImageNetC(Benchmark):
     title = BENCHMARKS[NAME].title
     measures = "Top-1 error under 15 (+4 extra) corruptions at 5 severities: CE, mCE, relative mCE."
     headline = ("clean_error", "mce", "relative_mce")
+    full_images = 50_000  # the ImageNet validation set (Hendrycks & Dietterich, 2019)
     options = ("released", "edition", "corruptions", "severities", "seed", "release", "baseline", "classes", "clean",
                *RAY_OPTIONS)
     conditions = "corruption x severity 1..5, and clean (severity 0); editions 224, 299, 64 (Tiny), 32 (CIFAR)"

@@ -147,6 +147,7 @@ class ImageNetNOC(Benchmark):
     title = "ImageNet-NOC (Laugros, Caplier & Ospici, 2020)"
     measures = "Top-1 error under 8 corruptions chosen not to overlap each other (non-overlapping corruptions): CE, mCE."
     headline = ("clean_error", "mce")
+    full_images = 50_000  # the ImageNet validation set, as for ImageNet-C (Laugros, Caplier & Ospici, 2020)
     options = ("corruptions", "seed", "classes", *RAY_OPTIONS)
     conditions = "clean, and each candidate corruption with one value per image from its whole range"
     sources = ("on the fly from clean photos (--data; default: the 20 demo images)",)
