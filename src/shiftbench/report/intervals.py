@@ -116,7 +116,7 @@ def data_label(location: str, identity: str | None = None) -> str:
     return f"{name} (data sha256:{_digest(identity or str(location))})"
 
 
-_ABS = re.compile(r"(?<![\w.:/~-])(?:~|/)(?:[^\s/'\"<>,;()\[\]{}]+/)+[^\s/'\"<>,;()\[\]{}]*")
+_ABS = re.compile(r"(?<![\w.:/~-])(?:~/|/)(?:[^\s/'\"<>,;()\[\]{}]+/)+[^\s/'\"<>,;()\[\]{}]*")
 
 
 def scrub_paths(value: Any, known: Mapping[str, str] | None = None) -> Any:
@@ -169,7 +169,8 @@ def store_facts(store: str | Path, *, resamples: int = 1000, benchmarks_with_mce
                 ci = wilson(clean.n_wrong, clean.n_predicted)
                 if ci is not None:
                     intervals["clean_error"] = ci
-            if e.benchmark in benchmarks_with_mce and resamples > 0:
+            if e.benchmark in benchmarks_with_mce and resamples > 0 and str(e.edition) in ("224", "299"):
+                # AlexNet's published errors are the ImageNet (224 / 299) baseline
                 base = alexnet_baseline()
                 wrong: dict[tuple[str, int], np.ndarray] = {}
                 order: list[str] | None = None
