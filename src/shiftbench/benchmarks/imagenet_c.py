@@ -212,7 +212,7 @@ class ImageNetC(Benchmark):
             where = None if executor is None else executor.describe()
             result = evaluate(model, store=store, classes=classes, progress=progress, executor=executor, **kw)
         if executor is not None:
-            status.append(f"Predicted on {where}: {executor.shards} shard(s).")
+            status.append(f"Predicted on {where}: {executor.shards} shard(s); {executor.health()}.")
         if result.new_predictions == 0:
             status.append(
                 f"All requested runs were already complete in {store}: scores recomputed from the stored predictions."

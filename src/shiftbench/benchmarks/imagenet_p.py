@@ -142,7 +142,7 @@ class ImageNetP(Benchmark):
                 executor=executor,
             )
         if executor is not None:
-            status.append(f"Predicted on {where}: {executor.shards} shard(s).")
+            status.append(f"Predicted on {where}: {executor.shards} shard(s); {executor.health()}.")
         if r.new_videos == 0:
             status.append(
                 f"All requested runs were already complete in {store}: scores recomputed from the stored predictions."

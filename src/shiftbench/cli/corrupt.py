@@ -179,15 +179,24 @@ def generate_imagenet_c(
     import time
 
     t_start = time.perf_counter()
-    with Progress(*columns, disable=not sys.stderr.isatty(), transient=False) as prog:
+    lines = not sys.stderr.isatty()  # a log file: plain lines about every 10 % and at least every 30 s
+    with Progress(*columns, disable=lines, transient=False) as prog:
         task = prog.add_task("gen", total=None, rate="-")
         first: dict[str, int] = {}
+        mark = {"next": 0.0, "last": t_start}
 
         def cb(done: int, total: int) -> None:
             first.setdefault("done", done)
-            dt = time.perf_counter() - t_start
+            now = time.perf_counter()
+            dt = now - t_start
             rate = (done - first["done"]) / dt if dt > 0 else 0.0
             prog.update(task, completed=done, total=total, rate=f"{rate:.0f}")
+            if lines and total and (done / total >= mark["next"] or now - mark["last"] >= 30.0 or done == total):
+                eta = (total - done) / rate if rate > 0 else float("inf")
+                click.echo(f"generating: {done}/{total} corrupted images ({100 * done / total:.0f} %), "
+                           f"{rate:.0f} img/s, ETA {eta:.0f} s", err=True)
+                mark["next"] = (int(done / total * 10) + 1) / 10
+                mark["last"] = now
 
         try:
             report = generate(config, progress=cb)

@@ -9,6 +9,7 @@ benchmark does not accept is refused with one message shape:
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -18,6 +19,7 @@ from ..evaluation.model_sources import format_model_spec, parse_model_args, spli
 from ..evaluation.models import DEFAULT_MODEL
 from ..evaluation.protocol import BENCHMARK_OPTIONS, accepted_list
 from ..evaluation.store import DEFAULT_STORE, check_store_path
+from ..evaluation.threads import model_threads
 from ._output import FORMATS, UserError, check_results_file, emit, progress
 
 __all__ = ["evaluate_cmd", "given_options", "refuse_given", "refuse_inapplicable", "model_with_args"]
@@ -112,6 +114,10 @@ def refuse_inapplicable(ctx: click.Context, bench: Any, kw: dict[str, Any]) -> N
 @click.option("--release/--no-release", default=False, show_default=True,
               help="Store-and-reload each corrupted image as JPEG q85, like the released datasets.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--threads", default="auto", show_default=True, metavar="N|auto",
+              help="Threads for the model on the CPU. auto: the cores the one-minute load average leaves free (all "
+              "on an idle machine, 1 on a busy one; torch's own default, one per core, ran 3-4x slower on a loaded "
+              "machine: docs/performance.md).")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:N or mps.")
 @click.option("--store", type=click.Path(dir_okay=False), default=str(DEFAULT_STORE), show_default=True,
               help="Results store (SQLite); interrupted runs resume from it.")
@@ -153,10 +159,14 @@ def evaluate_cmd(ctx: click.Context, **kw: Any) -> None:
     check_store_path(kw["store"])
     fmt, results_file, store = kw["results_format"], kw["results_file"], kw["store"]
     kw["model"] = model_with_args(kw["model"], kw.pop("model_args", None))
+    threads = kw.pop("threads", "auto")
     settings = {k: v for k, v in kw.items() if bench.accepts(k)}
     shown = progress(*bench.items) if kw["progress"] else None
     try:
-        report = bench.evaluate(settings, shown)
+        with model_threads(threads) as n:
+            if kw["progress"] and not sys.stderr.isatty():
+                click.echo(f"Model on {n} thread(s).", err=True)
+            report = bench.evaluate(settings, shown)
     except KeyboardInterrupt:
         click.echo(
             f"\nInterrupted. Everything finished so far is stored in {store}; run the same command again to resume.",

@@ -18,6 +18,7 @@ import click
 from ..benchmarks import get_benchmark
 from ..errors import InvalidArgumentError
 from ..evaluation.store import check_store_path
+from ..evaluation.threads import model_threads
 from ..zoo.errors import DownloadError
 from ..zoo.registry import entries, fetch
 from ..zoo.tables import compare, measured_from_records, render, table, tables
@@ -67,6 +68,7 @@ def measured_of(table_id: str, result: SweepResult) -> dict[str, dict[str, float
 
 def _reproduce(ctx: click.Context, **kw: Any) -> None:
     table_id, models, skip_missing = kw.pop("table_id"), kw.pop("models"), kw.pop("skip_missing")
+    threads = kw.pop("threads", "auto")
     t, in_zoo, not_in_zoo = plan(table_id, models)
     given = given_options(ctx)
     for b in t.benchmarks:  # evaluate's rule, before any download
@@ -84,7 +86,8 @@ def _reproduce(ctx: click.Context, **kw: Any) -> None:
                 raise
             missing[name] = str(e)
     if ready:
-        result = run_sweep_command(ctx, [f"zoo:{n}" for n in ready], list(t.benchmarks), kw)
+        with model_threads(threads):
+            result = run_sweep_command(ctx, [f"zoo:{n}" for n in ready], list(t.benchmarks), kw)
     else:
         result = SweepResult(kw["store"], [], list(t.benchmarks), [])  # type: ignore[arg-type]
     comparison = compare(t.id, measured_of(t.id, result))

@@ -29,6 +29,7 @@ from ..benchmarks import get_benchmark
 from ..errors import InvalidArgumentError, ShiftbenchError
 from ..evaluation.model_sources import format_model_spec, parse_model_args, split_model_spec
 from ..evaluation.protocol import Benchmark, Progress, Report
+from ..evaluation.threads import model_threads
 from ..evaluation.store import ResultsStore, check_store_path, records_to_csv
 from ._output import check_results_file, emit, progress
 from .evaluate import evaluate_cmd, given_options, refuse_given
@@ -36,7 +37,7 @@ from .evaluate import evaluate_cmd, given_options, refuse_given
 __all__ = ["SweepCell", "SweepModel", "SweepResult", "sweep", "read_sweep_file", "sweep_models", "one_line", "sweep_cmd", "headline_of", "evaluation_ids", "evaluate_params", "run_sweep_command", "NOT_RESULT_OPTIONS"]
 
 NOT_RESULT_OPTIONS = frozenset(
-    {"model", "model_args", "store", "results_format", "results_file", "progress", "details", "rerun", "batch_size", "device"}
+    {"model", "model_args", "threads", "store", "results_format", "results_file", "progress", "details", "rerun", "batch_size", "device"}
 )
 """Options that change how an evaluation runs or prints, not what it measures: left out of the resume marker."""
 
@@ -464,7 +465,7 @@ def _sweep(ctx: click.Context, **kw: Any) -> None:
     file = kw.pop("sweep_file")
     models = sweep_models(list(kw.pop("model")), list(kw.pop("weights")), list(kw.pop("model_args")))
     benchmarks = list(kw.pop("benchmark"))
-    given = given_options(ctx) - {"model", "weights", "model_args", "benchmark", "sweep_file"}
+    given = given_options(ctx) - {"model", "weights", "model_args", "benchmark", "sweep_file", "threads"}
     if file is not None:
         f_models, f_benches, f_options = read_sweep_file(file)
         models = f_models + models
@@ -482,7 +483,8 @@ def _sweep(ctx: click.Context, **kw: Any) -> None:
         raise click.UsageError("Give at least one --model (or [[models]] in --sweep-file).")
     if not benchmarks:
         raise click.UsageError("Give at least one --benchmark (or benchmarks in --sweep-file).")
-    result = run_sweep_command(ctx, models, benchmarks, kw, given)
+    with model_threads(kw.pop("threads", "auto")):
+        result = run_sweep_command(ctx, models, benchmarks, kw, given)
     emit(result.report(), kw["results_format"], kw["results_file"])
     if result.failed:
         names = "; ".join(f"{c.model} x {c.benchmark}" for c in result.failed)
