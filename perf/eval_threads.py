@@ -76,6 +76,7 @@ def main() -> None:
     out = args.out or HERE / "results" / f"eval_threads--{cpus}cpu--cpu.json"
     import torch
 
+    default_threads = torch.get_num_threads()  # before any run changes it
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         data = _data(Path(tmp) / "data", args.images)
@@ -101,7 +102,7 @@ def main() -> None:
                     p.terminate()
                     p.join()
     doc = {
-        "metadata": {"machine": machine(), "torch": torch.__version__, "torch_default_threads": torch.get_num_threads(),
+        "metadata": {"machine": machine(), "torch": torch.__version__, "torch_default_threads": default_threads,
                      "cpus": cpus, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                      "args": {k: str(v) for k, v in vars(args).items()},
                      "note": "A shared machine: other users' jobs ran beside the 'as-is' runs (see the load averages); "

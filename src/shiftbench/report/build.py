@@ -186,7 +186,7 @@ def annotate(sections: list[tuple[Benchmark, Section]], facts: dict[int, Evaluat
                 continue
             rec = dict(rec)
             f = facts.get(rec.get("evaluation")) if isinstance(rec.get("evaluation"), int) else None
-            if f is not None and not rec.get("reference"):
+            if f is not None and not rec.get("reference") and str(rec.get("model")) == f.model:
                 label = labels[(f.model, f.checksum)]
                 if label != f.model:
                     rec["label"] = label if not rec.get("label") or rec.get("label") == f.model else f"{rec['label']} [{_short(f.checksum)}]"
