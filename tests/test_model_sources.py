@@ -265,6 +265,12 @@ def test_module_and_file_factories_with_arguments_and_checkpoints(factories: Pat
     assert logits.shape == (2, 1000)
 
 
+def test_a_mistyped_source_prefix_is_suggested() -> None:
+    with pytest.raises(UnknownNameError) as e:
+        load_model("torchvison:resnet50")
+    assert e.value.suggestions == ["torchvision:resnet50"]
+
+
 def test_factory_mistakes_name_what_is_allowed(factories: Path) -> None:
     with pytest.raises(UnknownNameError) as e:
         load_model("my_models:tinny")

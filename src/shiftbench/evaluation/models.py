@@ -28,6 +28,7 @@ model's logits to those classes (:func:`resolve_label_space`).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -564,6 +565,11 @@ def _from_name(spec: str, args: dict[str, Any], w: str | None) -> Classifier:
         return _wrap(timm_source(rest, args, w), w, args)
     if prefix == "hf-hub":
         return _wrap(hf_hub_source(rest, args, w), w, args)
+    if prefix is not None and "." not in prefix and importlib.util.find_spec(prefix) is None:
+        known = ["torchvision", "timm", "hf-hub", *sorted(MODEL_SOURCES)]
+        close = difflib.get_close_matches(prefix, known, n=1, cutoff=0.6)
+        if close:  # a mistyped source, not a module of the user's
+            raise UnknownNameError("model", spec, [f"{k}:NAME" for k in known], [f"{close[0]}:{rest}"])
     if is_factory_spec(spec):
         return _wrap(factory_source(spec, args, w), w, args)
     if Path(spec).suffix in (".pt", ".pth", ".ckpt", ".bin", ".safetensors") or Path(spec).exists():
