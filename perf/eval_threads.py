@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from perf.speed import machine  # noqa: E402
+from perf.speed import machine
 
 SAMPLE = REPO.parent / "shared" / "data" / "imagenet-sample-100"
 

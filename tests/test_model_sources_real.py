@@ -34,11 +34,11 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    saved = list(model_sources._FETCHERS)  # noqa: SLF001 - the test redirects downloads to a closed port
+    saved = list(model_sources._FETCHERS)
     model_sources.register_weights_fetcher(
         lambda url, dest, sha: download(f"http://127.0.0.1:{port}/" + url.split("/", 3)[3], dest, sha256=sha))
     yield tmp_path
-    model_sources._FETCHERS[:] = saved  # noqa: SLF001
+    model_sources._FETCHERS[:] = saved
 
 
 def test_torchvision_real(cache: Path) -> None:

@@ -9,7 +9,11 @@ import torch
 
 from shiftbench.cli import main
 from shiftbench.errors import InvalidArgumentError
-from shiftbench.evaluation.threads import auto_threads, model_threads, resolve_model_threads
+from shiftbench.evaluation.threads import (
+    auto_threads,
+    model_threads,
+    resolve_model_threads,
+)
 from shiftbench.progress import LineProgress
 
 from ._eval_toys import image_folder

@@ -15,7 +15,11 @@ from typing import Any
 import click
 
 from ..benchmarks import get_benchmark
-from ..evaluation.model_sources import format_model_spec, parse_model_args, split_model_spec
+from ..evaluation.model_sources import (
+    format_model_spec,
+    parse_model_args,
+    split_model_spec,
+)
 from ..evaluation.models import DEFAULT_MODEL
 from ..evaluation.protocol import BENCHMARK_OPTIONS, accepted_list
 from ..evaluation.store import DEFAULT_STORE, check_store_path

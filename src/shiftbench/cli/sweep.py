@@ -27,10 +27,14 @@ from rich.table import Table
 
 from ..benchmarks import get_benchmark
 from ..errors import InvalidArgumentError, ShiftbenchError
-from ..evaluation.model_sources import format_model_spec, parse_model_args, split_model_spec
+from ..evaluation.model_sources import (
+    format_model_spec,
+    parse_model_args,
+    split_model_spec,
+)
 from ..evaluation.protocol import Benchmark, Progress, Report
-from ..evaluation.threads import model_threads
 from ..evaluation.store import ResultsStore, check_store_path, records_to_csv
+from ..evaluation.threads import model_threads
 from ._output import check_results_file, emit, progress
 from .evaluate import evaluate_cmd, given_options, refuse_given
 

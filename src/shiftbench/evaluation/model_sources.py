@@ -40,25 +40,30 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from ..errors import InvalidArgumentError, MissingDependencyError, ShiftbenchError, UnknownNameError
+from ..errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    ShiftbenchError,
+    UnknownNameError,
+)
 from .errors import WeightsUnavailableError
 
 __all__ = [
     "Built",
-    "parse_model_args",
-    "format_model_spec",
-    "split_model_spec",
-    "is_factory_spec",
-    "family_suggest",
-    "models_cache_dir",
-    "register_weights_fetcher",
-    "fetch_weights",
     "check_weights_only",
+    "factory_source",
+    "family_suggest",
+    "fetch_weights",
+    "format_model_spec",
+    "hf_hub_source",
+    "is_factory_spec",
+    "models_cache_dir",
+    "parse_model_args",
+    "register_weights_fetcher",
+    "split_model_spec",
+    "timm_source",
     "torchvision_classifiers",
     "torchvision_source",
-    "timm_source",
-    "hf_hub_source",
-    "factory_source",
 ]
 
 WeightsFetcher = Callable[[str, Path, "str | None"], Path]
@@ -228,7 +233,7 @@ def check_weights_only(path: Path, model: str) -> None:
 
     try:
         torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - torch raises several types for unsafe or broken files
+    except Exception as e:
         raise InvalidArgumentError(
             "weights", str(path), f"a plain state_dict for {model}, loadable with torch.load(weights_only=True)",
             f"Refused, nothing in it was run: {str(e).splitlines()[0][:200]}. Delete the file to fetch it again.",
@@ -296,8 +301,8 @@ def torchvision_source(spec: str, args: Mapping[str, Any], weights: str | None) 
     module = tvm.get_model(arch, weights=w, **args)  # torchvision finds the checked file in torch hub's cache
     details.update(weights=f"torchvision {type(w).__name__}.{w.name}", weights_url=url, weights_file=cached.name)
     preset = w.transforms()
-    size = int(list(getattr(preset, "crop_size", [224]))[0])
-    resize = int(list(getattr(preset, "resize_size", [256]))[0])
+    size = int(next(iter(getattr(preset, "crop_size", [224]))))
+    resize = int(next(iter(getattr(preset, "resize_size", [256]))))
     interp = str(getattr(preset, "interpolation", "bilinear")).lower()
     transform = {
         "size": size,

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["available_cpus", "auto_threads", "resolve_model_threads", "apply_model_threads", "model_threads"]
+__all__ = ["apply_model_threads", "auto_threads", "available_cpus", "model_threads", "resolve_model_threads"]
 
 
 def available_cpus() -> int:
@@ -40,7 +40,7 @@ def auto_threads(load: float | None = None, cpus: int | None = None) -> int:
             load = os.getloadavg()[0]
         except (AttributeError, OSError):  # pragma: no cover - Windows
             return n
-    return max(1, min(n, n - int(round(load))))
+    return max(1, min(n, n - round(load)))
 
 
 def resolve_model_threads(value: Any, argument: str = "--threads") -> int:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..evaluation.store import ResultsStore
 
-__all__ = ["wilson", "bootstrap_mce", "EvaluationFacts", "store_facts", "data_label", "scrub_paths"]
+__all__ = ["EvaluationFacts", "bootstrap_mce", "data_label", "scrub_paths", "store_facts", "wilson"]
 
 Z95 = 1.959963984540054
 
