@@ -147,7 +147,7 @@ PAPER = "Hendrycks & Dietterich (2018)"
 
 
 def holdout_figures(title: str, records: list[dict[str, Any]], published: Mapping[str, tuple[float, int]]) -> list[Any]:
-    """000 Fig. 6 for a structural hold-out: seen against held-out accuracy of each stored evaluation, with the
+    """Hendrycks & Dietterich (2018) Fig. 6 for a structural hold-out: seen against held-out accuracy of each stored evaluation, with the
     paper's published held-out accuracy for the same split beside them (``published``: split -> (%, line of 000))."""
     from ..report.figures import ReportFigure, bar_chart
 
@@ -354,7 +354,7 @@ class Icons50Style(HoldoutBenchmark):
     measures = "Accuracy on a held-out icon style against a held-out share of the seen styles, and the gap."
     conditions = "per split: the held-out style, and 10 % of each class of the seen styles (seeded)"
     sources = ("Icons-50.npy or the ICONS-50 folder release (--data)", "the emoji-styles folder or .npz (--data)")
-    published_heldout = {"style:microsoft": (57.0, 141), "style:apple": (93.0, 141)}  # 000 Section 4.2
+    published_heldout = {"style:microsoft": (57.0, 141), "style:apple": (93.0, 141)}  # Hendrycks & Dietterich (2018) Section 4.2
 
     def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
         h = settings.get("holdout")

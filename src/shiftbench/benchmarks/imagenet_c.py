@@ -82,8 +82,8 @@ def _pct_pair(ci: Any) -> tuple[float, float] | None:
 def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
     """The report's ImageNet-C figures from stored leaderboard rows (``shiftbench results`` JSON ``rows``).
 
-    000 Fig. 3 (mCE and relative mCE against clean error, published models of
-    000 Tables 1-2 next to the stored ones), error per severity (AlexNet's
+    Hendrycks & Dietterich's (2018) Fig. 3 (mCE and relative mCE against clean error, published models of
+    their Tables 1-2 next to the stored ones), error per severity (AlexNet's
     published errors dashed) and CE per corruption.
     """
     from ..report.figures import ReportFigure, bar_chart, line_chart, published_scatter, small_multiples

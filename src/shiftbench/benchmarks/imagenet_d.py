@@ -36,8 +36,8 @@ __all__ = ["ImageNetD", "report_figures"]
 
 
 def report_figures(store: Path, records: list[dict[str, Any]]) -> list[Any]:
-    """The report's ImageNet-D figures: top-1 error per domain next to 004 Table 3's vanilla ResNet-50, and
-    004 Figure 2's error analysis (most predicted classes per domain) of each stored evaluation."""
+    """The report's ImageNet-D figures: top-1 error per domain next to Rusak et al.'s (2022) Table 3 vanilla ResNet-50,
+    and their Figure 2's error analysis (most predicted classes per domain) of each stored evaluation."""
     from ..domains.evaluate import stored_error_analysis
     from ..domains.mapping import DOMAINS
     from ..domains.plot import error_analysis_figure
@@ -130,7 +130,7 @@ class ImageNetD(Benchmark):
         )
 
     def _imagenet_val(self, settings: dict[str, Any], mapping: str) -> Report:
-        """004 Table 4's first row on an ImageNet validation folder (not stored: one pass, no conditions)."""
+        """Rusak et al.'s (2022) Table 4 first row on an ImageNet validation folder (not stored: one pass, no conditions)."""
         model = settings.get("model") or "efficientnet-lite0"
         row, skipped = evaluate_imagenet_val(
             model,

@@ -69,7 +69,7 @@ def architecture_figures(records: list[dict[str, Any]], clean_error: dict[str, f
 
 def report_figures(records: list[dict[str, Any]], clean_error: dict[str, float] | None = None) -> list[Any]:
     """The report's ImageNet-P figures from stored records: flip rate (FR, 100 = AlexNet) per perturbation,
-    and with ``clean_error`` (model -> %) 001 Figure 4 (:func:`architecture_figures`).
+    and with ``clean_error`` (model -> %) Hendrycks & Dietterich's (2019) Figure 4 (:func:`architecture_figures`).
 
     Where no record has an FR (no AlexNet numbers for the edition) the bars show the
     flip probability FP in % instead.

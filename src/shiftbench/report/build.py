@@ -263,7 +263,7 @@ def compare_models(
 
 
 def study_figures(study: Path) -> list[ReportFigure]:
-    """Overlap heatmaps of every study in an overlap-study store (002/003 Fig. 2); a study not finished yet
+    """Overlap heatmaps of every study in an overlap-study store (Laugros et al., 2020 and 2021, Fig. 2); a study not finished yet
     gets a figure-less entry saying why."""
     from ..overlap.scores import overlap_matrix
     from ..overlap.store import OverlapStore
