@@ -67,3 +67,16 @@ def test_progress_lines_every_ten_percent_or_thirty_seconds(monkeypatch: pytest.
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert lines[0] == "evaluating 1000 images ..."
     assert [ln.split(" (")[0].strip() for ln in lines[1:]] == ["20/1000 images", "100/1000 images"]
+
+
+def test_generate_threads_and_progress_lines_in_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = image_folder(tmp_path / "src", n_per_class=1, n_classes=2)
+    args = ["generate", "imagenet-c", "--src", str(src), "--out", str(tmp_path / "out"), "--corruptions", "contrast",
+            "--severities", "1,2"]
+    assert main([*args, "--threads", "zero"]) == 2
+    assert "--threads='zero' is not valid" in capsys.readouterr().err
+    assert main([*args, "--threads", "1"]) == 0
+    out = capsys.readouterr()
+    assert "4 files written" in out.out
+    lines = [ln for ln in out.err.splitlines() if ln.startswith("generating: ")]
+    assert lines and lines[-1].startswith("generating: 4/4 corrupted images (100 %)")  # not a terminal: plain lines

@@ -121,7 +121,11 @@ def generate_group() -> None:
 @click.option("--corruptions", multiple=True, help="Names or wildcards, comma separated (default: all 19).")
 @click.option("--severities", multiple=True, help="Comma-separated severities (default: 1,2,3,4,5).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--workers", type=int, default=0, show_default=True, help="Worker processes (0: one per CPU core).")
+@click.option("--workers", type=int, default=0, show_default=True,
+              help="Worker processes, one thread each (0: as --threads says).")
+@click.option("--threads", default="auto", show_default=True, metavar="N|auto",
+              help="With --workers 0: this many worker processes; auto: the cores the one-minute load average leaves "
+              "free (all on an idle machine, 1 on a busy one).")
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Labels .npy for a .npy image array.")
 @click.option("--device", default="cpu", show_default=True, help="Where the corruptions run: cpu, cuda, cuda:N or mps (on CUDA the files are checked to equal the CPU's byte for byte).")
@@ -144,12 +148,18 @@ def generate_imagenet_c(
     severities: tuple[str, ...],
     seed: int,
     workers: int,
+    threads: str,
     batch_size: int,
     labels: Path | None,
     device: str,
     ray_address: str | None,
 ) -> None:
     """Write ImageNet-C (or Tiny/64/299/CIFAR-10-C) from clean images; resumable."""
+    from ..evaluation.threads import resolve_model_threads
+
+    n_threads = resolve_model_threads(threads)
+    if workers == 0 and ray_address is None:
+        workers = n_threads
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from ..generate import GenerateConfig, generate
