@@ -109,7 +109,7 @@ def sample_draws(
 
     By default the draws come from the generator of ``(seed, key, corruption,
     severity)``, exactly as :func:`corrupt` would draw them; ``source`` replaces
-    that generator (e.g. :class:`~shiftbench.seeding.LegacyDraws` to replay the
+    that generator (e.g. :class:`~shiftbench.rng.seeding.LegacyDraws` to replay the
     reference implementation). Returns ``{}`` for deterministic corruptions.
     Pass the result to ``corrupt(..., draws=[...])`` to replay or audit a result.
     """

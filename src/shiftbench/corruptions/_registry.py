@@ -9,7 +9,7 @@ one ``register(..., namespace="...")`` argument away.
 Each operation has two layers:
 
 * ``sample(draws, ctx) -> dict[str, np.ndarray]`` draws every random quantity
-  for *one* image from an explicit :class:`~shiftbench.seeding.Draws` source, in
+  for *one* image from an explicit :class:`~shiftbench.rng.seeding.Draws` source, in
   the reference implementation's draw order;
 * ``apply(x, params, draws, ctx) -> Tensor`` is a pure function of a batch
   ``x`` (B x 3 x H x W, float, values in 0..255 as the reference code sees them

@@ -66,7 +66,7 @@ def plasma_fractal(draws: Any, mapsize: int, wibbledecay: float) -> np.ndarray:
     is divided by ``wibbledecay`` after every octave.
 
     Args:
-        draws: a :class:`~shiftbench.seeding.Draws` source.
+        draws: a :class:`~shiftbench.rng.seeding.Draws` source.
         mapsize: side of the map, a power of two.
         wibbledecay: per-octave decay of the noise amplitude.
 

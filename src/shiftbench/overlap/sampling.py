@@ -25,7 +25,7 @@ from ..rng.seeding import FastDraws, derive_generator, image_key, key_to_int
 __all__ = ["corrupt_candidate", "candidate_draws", "FULL_RANGE_LEVEL"]
 
 FULL_RANGE_LEVEL = 0
-"""The ``level`` of :func:`~shiftbench.seeding.derive_generator` used for full-range draws."""
+"""The ``level`` of :func:`~shiftbench.rng.seeding.derive_generator` used for full-range draws."""
 
 
 def _check_candidate(name: str) -> CandidateSpec:

@@ -219,7 +219,7 @@ def _shape_seed(shape: tuple[int, ...]) -> np.uint64:
 
 def image_key(pixels: np.ndarray) -> int:
     """Content key of an image: XXH64 of its 8-bit pixels (3 x H x W uint8, channels first),
-    seeded with a digest of the shape (:mod:`shiftbench._xxh64`)."""
+    seeded with a digest of the shape (:mod:`shiftbench.rng.xxh64`)."""
     a = np.ascontiguousarray(pixels, dtype=np.uint8)
     return int(xxh64(a.reshape(-1), _shape_seed(a.shape)))
 

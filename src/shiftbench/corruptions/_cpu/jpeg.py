@@ -19,7 +19,7 @@ with contiguous loads and stores, which the compiler vectorises:
 4. inverse DCT along rows and range limit; transpose back;
 5. fancy upsampling of the chroma rows and conversion to RGB into the output planes.
 
-On x86 CPUs steps 2 to 4 run instead as the word-vector code of :mod:`._jpeg_vec` (libjpeg-turbo's
+On x86 CPUs steps 2 to 4 run instead as the word-vector code of :mod:`.jpeg_vec` (libjpeg-turbo's
 SIMD arithmetic: 16-bit words, multiply-adds, 8 x 8 transposes in registers, so no transposes
 through memory), and the whole batch in one compiled call (:func:`_batch`). The pixels are the
 same either way (tested against Pillow for every width and for the portable kernels).
@@ -460,14 +460,14 @@ def _to_rgb(y: np.ndarray, up: np.ndarray, h: int, w: int, nby: int, out: np.nda
 
 class _Plane:
     """Work buffers of one plane of ``nby`` x ``nbx`` blocks, for the word-vector DCT passes of
-    :mod:`._jpeg_vec` where the CPU has them (``vector``), else for the portable kernels above."""
+    :mod:`.jpeg_vec` where the CPU has them (``vector``), else for the portable kernels above."""
 
     def __init__(self, nby: int, nbx: int, vector: bool) -> None:
         n = nby * nbx
         self.nby, self.n, self.vector = nby, n, vector
         if vector:
             m = -(-n // _V.LANES) * _V.LANES
-            margin = 8 * _V.LANES  # one step's overrun past the last segment (see _jpeg_vec.code)
+            margin = 8 * _V.LANES  # one step's overrun past the last segment (see jpeg_vec.code)
             self.level_flat = np.zeros(64 * n + margin, np.int16)
             self.dec_flat = np.zeros(64 * n + margin, np.uint8)
             self.level = self.level_flat[: 64 * n].reshape(8 * nby, 8 * nbx)  # padded plane, rows permuted
@@ -498,7 +498,7 @@ class _Plane:
 def _tables(quality: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """Per quality (clipped to 1..100 by :func:`quant_tables`), luma and chroma: the quantisation
     table and its reciprocals, corrections and shifts, as 32-bit rows (portable kernels) and as
-    the word rows of :func:`._jpeg_vec.word_table`."""
+    the word rows of :func:`.jpeg_vec.word_table`."""
 
     def rows(table: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         recip, corr, shift = divisors(table)
