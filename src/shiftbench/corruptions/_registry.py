@@ -184,6 +184,8 @@ class Corruption:
     chunk_values: int | None = None
     namespace: str = DEFAULT_NAMESPACE
     bounds: BoundsFn | None = None
+    # the record type of a severity's parameters (a NamedTuple class), or None: the table's values as they are
+    record: type | None = None
     # backend name -> (what it runs on, its kernel), "tensor" first, in the order backend="auto" tries them
     kernels: dict[str, tuple[Backend, ApplyFn]] = field(default_factory=dict, repr=False)
     # optional route of the compiled kernel that draws and applies in one pass (see kernel())
@@ -276,6 +278,8 @@ class Corruption:
         """Run the kernel of ``ctx.backend`` (the dispatcher; :func:`shiftbench.corrupt` picks the
         backend with :meth:`select_backend`)."""
         self.backend(ctx.backend)
+        if self.record is not None and not isinstance(params, self.record):
+            params = self.record(*params)  # a plain row of the table (e.g. ImageNet-P's own levels)
         return self.kernels[ctx.backend][1](x, params, draws, ctx)
 
     __call__ = apply
@@ -360,6 +364,7 @@ def register(
             chunk_values=chunk_values,
             namespace=namespace,
             bounds=bounds,
+            record=params if isinstance(params, type) else None,
         )
         _REGISTRY[name] = spec
         return spec
