@@ -81,8 +81,11 @@ def refuse_inapplicable(ctx: click.Context, bench: Any, kw: dict[str, Any]) -> N
 @click.option("--style-backend", default=None,
               help="imagenet-c-style: adain (the paper's method) or magenta-lite (default: SHIFTBENCH_STYLE_BACKEND).")
 @click.option("--holdout", default=None,
-              help="Structural benchmarks: the held-out part: a style (icons-50-style; 'all' = leave each out) or "
-              "k 1..3 (cifar-100-subclass).")
+              help="Structural benchmarks: the held-out part: a style (icons-50-style; 'all' = leave each out), "
+              "k 1..3 (cifar-100-subclass) or the subclass lists (imagenet-22k-subclass: authors, the default, or wordnet).")
+@click.option("--seen-data", type=click.Path(), default=None,
+              help="imagenet-22k-subclass: ImageNet-1K validation images of the seen subclasses (<wnid>/ folders) for "
+              "the seen accuracy, as the authors' script; without it, 10 %% of the seen images of --data.")
 @click.option("--recipe", default=None,
               help="Structural benchmarks without a --model checkpoint: the training recipe, NAME or "
               "NAME:key=value,... (e.g. icons50-wrn-16-4:arch=small_cnn,epochs=1); default: the paper's.")

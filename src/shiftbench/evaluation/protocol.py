@@ -63,6 +63,7 @@ BENCHMARK_OPTIONS: tuple[str, ...] = (
     "style_backend",
     "holdout",
     "recipe",
+    "seen_data",
     "ray",
     "ray_cpus_per_worker",
     "ray_gpus_per_worker",
