@@ -129,7 +129,8 @@ reproduce_cmd = click.Command(
     ],
     help="Evaluate a published table's zoo models on your data and print published and measured values side by "
     "side with the differences.\n\n"
-    "TABLE: 000:1, 000:2 (ImageNet-C), 003:3, 003:4 (ImageNet-NOC), 004:3 (ImageNet-D), 001:P (ImageNet-P); "
+    "TABLE: 000:1, 000:2 (ImageNet-C), 002:1 (ImageNet-C, border and obstruction), 003:3, 003:4 (ImageNet-NOC), "
+    "004:3 (ImageNet-D), 001:P (ImageNet-P); "
     "`shiftbench zoo table` lists them. Takes the options of `shiftbench evaluate` (forwarded to the table's "
     "benchmarks unchanged); a rerun skips the evaluations already finished.\n\n"
     "\b\nExample:\n  shiftbench reproduce 000:1 --data /data/imagenet/val --models resnet18,resnet50",
