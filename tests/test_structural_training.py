@@ -163,6 +163,55 @@ def test_beta_mixing_loss_is_the_authors(tmp_path: Path) -> None:
     assert res.history[0]["loss"] == pytest.approx(float(want.detach()), rel=1e-5)
 
 
+def test_stability_training_loss_and_clahe_inputs(tmp_path: Path) -> None:
+    """One batch, one step: the stored loss is CE + weight * CE(softmax(clean) -> softmax(clean + U(-n, n))); with
+    ``preprocess="clahe"`` the network sees the CLAHE-processed batch."""
+    import torch.nn.functional as F
+
+    from shiftbench.evaluation.testtime import clahe
+    from shiftbench.training.loop import fit, normaliser, stability_loss, stream_id, tensor_batches
+
+    torch.manual_seed(0)
+    x = torch.randint(0, 256, (6, 3, 16, 16), dtype=torch.uint8)
+    y = torch.arange(6) % 3
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(768, 3))
+    start = {k: v.clone() for k, v in net.state_dict().items()}
+    r = Recipe(epochs=1, batch_size=6, lr=0.01, hflip=False, crop_padding=0, stability=(0.1, 0.5), mean=(0.5,) * 3, std=(0.25,) * 3)
+    res = fit(net, n_train=6, batches=tensor_batches(x, y, 6), recipe=r, seed=2, stream=stream_id("s"), checkpoint=tmp_path / "s.pt")
+    order = torch.from_numpy(np.random.default_rng([2, 0, stream_id("s")]).permutation(6))
+    u = torch.from_numpy(np.random.default_rng([2, 0, stream_id("s"), 4]).uniform(-0.1, 0.1, size=(6, 3, 16, 16)).astype(np.float32))
+    ref = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(768, 3))
+    ref.load_state_dict(start)
+    norm = normaliser(r.mean, r.std)
+    xb = x[order]
+    clean = ref(norm(xb))
+    noisy = ref(norm((xb.float() / 255 + u).clamp(0, 1)))
+    want = F.cross_entropy(clean, y[order]) + 0.5 * -(torch.softmax(clean, 1) * torch.log_softmax(noisy, 1)).sum(1).mean()
+    assert res.history[0]["loss"] == pytest.approx(float(want.detach()), rel=1e-5)
+    with torch.no_grad():
+        assert float(stability_loss(clean, clean)) == pytest.approx(float(-(torch.softmax(clean, 1) * torch.log_softmax(clean, 1)).sum(1).mean()))
+
+    seen: list[torch.Tensor] = []
+
+    class Spy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(768, 3)
+
+        def forward(self, t: torch.Tensor) -> torch.Tensor:
+            seen.append(t.detach().clone())
+            return self.lin(t.flatten(1))
+
+    rc = Recipe(epochs=1, batch_size=6, lr=0.01, hflip=False, crop_padding=0, preprocess="clahe", mean=(0.5,) * 3, std=(0.25,) * 3)
+    fit(Spy(), n_train=6, batches=tensor_batches(x, y, 6), recipe=rc, seed=2, stream=stream_id("c"), checkpoint=tmp_path / "c.pt")
+    order = torch.from_numpy(np.random.default_rng([2, 0, stream_id("c")]).permutation(6))
+    assert torch.allclose(seen[0], norm(clahe(x[order])))
+    assert get_recipe("clahe-finetune").recipe.preprocess == "clahe" and get_recipe("clahe-finetune").recipe.epochs == 5
+    assert get_recipe("stability-finetune").recipe.stability == (0.05, 0.05)
+    with pytest.raises(InvalidArgumentError, match="stability"):
+        Recipe(stability=(0.1, -1.0)).check()
+
+
 def test_random_and_centre_crops() -> None:
     from shiftbench.training.loop import crop_at
     from shiftbench.training.recipes import CentreCrop

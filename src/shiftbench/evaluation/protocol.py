@@ -64,6 +64,8 @@ BENCHMARK_OPTIONS: tuple[str, ...] = (
     "holdout",
     "recipe",
     "seen_data",
+    "tta",
+    "preprocess",
     "ray",
     "ray_cpus_per_worker",
     "ray_gpus_per_worker",

@@ -43,6 +43,7 @@ __all__ = [
     "tensor_batches",
     "random_crop",
     "crop_at",
+    "stability_loss",
     "normaliser",
     "MIXES",
 ]
@@ -74,6 +75,13 @@ class Recipe:
             ``t x + (1 - t) x[perm]`` with ``t ~ Beta(1, 1)`` per image, and the loss is
             ``mean(t CE(y)) + mean((1 - t) CE(y[perm]))``, as the authors' CIFAR-100 script
             (``old/auxiliary/CIFAR100/train.py``); drawn from their own stream.
+        preprocess: ``""`` or a preprocessing of :mod:`shiftbench.evaluation.testtime` (``"clahe"``,
+            ``"nlm-denoise"``) applied to every 8-bit training batch (after flips and crops); evaluate the
+            model with the same ``--preprocess``.
+        stability: ``(noise, weight)``: stability training (Zheng et al., 2016, as Hendrycks & Dietterich
+            fine-tune with it): the loss adds ``weight`` times the cross-entropy from the clean image's
+            softmax to that of the image with uniform noise in ``[-noise, noise]`` (in [0, 1] units) added;
+            the noise is drawn from its own stream.
     """
 
     epochs: int = 50
@@ -92,6 +100,8 @@ class Recipe:
     std: tuple[float, float, float] = (0.25, 0.25, 0.25)
     crop_size: int = 0
     mix: str = ""
+    preprocess: str = ""
+    stability: tuple[float, float] | None = None
 
     def check(self, where: str = "recipe") -> Recipe:
         for k in ("epochs", "batch_size"):
@@ -108,6 +118,13 @@ class Recipe:
             raise InvalidArgumentError(f"{where}.crop_size", self.crop_size, "an integer >= 0 (0: no random crops)")
         if self.mix not in MIXES:
             raise InvalidArgumentError(f"{where}.mix", self.mix, "'' (none) or 'beta' (the authors' CIFAR-100 input mixing)")
+        if self.preprocess not in ("", "clahe", "nlm-denoise"):
+            raise InvalidArgumentError(f"{where}.preprocess", self.preprocess, "'', 'clahe' or 'nlm-denoise'")
+        if self.stability is not None:
+            st = tuple(self.stability)
+            if len(st) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in st):
+                raise InvalidArgumentError(f"{where}.stability", self.stability, "None or (noise > 0, weight > 0)")
+            self.stability = (float(st[0]), float(st[1]))
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -205,6 +222,26 @@ def random_crop(xb: torch.Tensor, offsets: np.ndarray, padding: int) -> torch.Te
     return torch.stack([p[i, :, dy : dy + h, dx : dx + w] for i, (dy, dx) in enumerate(offsets.tolist())])
 
 
+def stability_loss(clean_logits: torch.Tensor, noisy_logits: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy from the clean softmax to the noisy one, ``-sum p_clean log p_noisy`` (stability training)."""
+    return -(torch.softmax(clean_logits, 1) * torch.log_softmax(noisy_logits, 1)).sum(1).mean()
+
+
+def _preprocessor(name: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    if not name:
+        return None
+    from ..evaluation import testtime
+
+    fn = {"clahe": testtime.clahe, "nlm-denoise": testtime.nlm_denoise}[name]
+
+    def run(xb: torch.Tensor) -> torch.Tensor:
+        if xb.dtype != torch.uint8:
+            raise InvalidArgumentError("recipe.preprocess", name, "8-bit training images (the preprocessing works on levels)")
+        return fn(xb)
+
+    return run
+
+
 def crop_at(xb: torch.Tensor, where: np.ndarray, size: int) -> torch.Tensor:
     """``size`` x ``size`` crops of every image of ``xb`` at ``where[i] = (u, v)`` in [0, 1): offsets
     ``floor(u * (H - size + 1))``, ``floor(v * (W - size + 1))`` (a uniform choice, as ``RandomCrop``)."""
@@ -296,6 +333,8 @@ def fit(
         # draws of the newer options come from streams of their own, so the draws above stay as they were
         crops = np.random.default_rng([int(seed), epoch, int(stream), 2]).random((n_train, 2)) if recipe.crop_size else None
         mixer = np.random.default_rng([int(seed), epoch, int(stream), 3]) if recipe.mix else None
+        jitter = np.random.default_rng([int(seed), epoch, int(stream), 4]) if recipe.stability else None
+        prep = _preprocessor(recipe.preprocess)
         tot_loss, tot_ok, tot_n = 0.0, 0, 0
         lr = lr_at(recipe, epoch, 0, steps)
         for step, (idx, xb, yb) in enumerate(batches(order)):
@@ -312,6 +351,8 @@ def fit(
                 xb = crop_at(xb, crops[idx], recipe.crop_size)
             if batch_hook is not None:
                 xb = batch_hook(idx, xb, epoch)
+            if prep is not None:
+                xb = prep(xb)
             xn = norm(xb)
             if mixer is not None:
                 t = torch.from_numpy(mixer.beta(1.0, 1.0, size=len(idx)).astype(np.float32)).to(dev)
@@ -323,6 +364,13 @@ def fit(
             else:
                 logits = net(xn)
                 loss = F.cross_entropy(logits, yb)
+            if jitter is not None:
+                assert recipe.stability is not None
+                noise, weight = recipe.stability
+                u = torch.from_numpy(jitter.uniform(-noise, noise, size=tuple(xb.shape)).astype(np.float32)).to(dev)
+                x01 = xb.to(torch.float32) / 255.0 if xb.dtype == torch.uint8 else xb.to(torch.float32)
+                noisy = net(norm((x01 + u).clamp(0, 1)))
+                loss = loss + weight * stability_loss(logits, noisy)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

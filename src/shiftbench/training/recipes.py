@@ -14,6 +14,8 @@ recipe                              network    dropout  epochs  lr     decay   i
 ``imagenet22k-head``                (given)    -        1       0.01   5e-4    ImageNet statistics         authors' ImageNet-22K script
 ``finetune-head``                   (given)    -        10      0.1    0       ImageNet statistics         shiftbench's earlier default
 ``finetune-full``                   (given)    -        10      0.01   1e-4    ImageNet statistics         shiftbench
+``clahe-finetune``                  (given)    -        5       0.01   1e-4    CLAHE, ImageNet statistics  paper Section 3.5
+``stability-finetune``              (given)    -        5       0.01   1e-4    + stability loss            paper Section 3.4
 ==================================  =========  =======  ======  =====  ======  ==========================  ===========================
 
 All: SGD with Nesterov momentum 0.9, batch 128, cosine learning rate per step. The 32 px recipes train on random
@@ -110,6 +112,18 @@ RECIPES: dict[str, TrainingSpec] = {
         "finetune-full", "pretrained", 0.0, 224,
         Recipe(epochs=10, batch_size=128, lr=0.01, weight_decay=1e-4, crop_padding=0, mean=_IMAGENET_MEAN, std=_IMAGENET_STD),
         "full", "shiftbench (the paper fine-tunes only the head)",
+    ),
+    "clahe-finetune": TrainingSpec(
+        "clahe-finetune", "pretrained", 0.0, 224,
+        Recipe(epochs=5, batch_size=128, lr=0.01, weight_decay=1e-4, crop_padding=0, mean=_IMAGENET_MEAN, std=_IMAGENET_STD,
+               preprocess="clahe"),
+        "full", "paper Section 3.5: the whole pretrained network, 5 epochs on CLAHE-processed images (lr, decay: shiftbench's)",
+    ),
+    "stability-finetune": TrainingSpec(
+        "stability-finetune", "pretrained", 0.0, 224,
+        Recipe(epochs=5, batch_size=128, lr=0.01, weight_decay=1e-4, crop_padding=0, mean=_IMAGENET_MEAN, std=_IMAGENET_STD,
+               stability=(0.05, 0.05)),
+        "full", "paper Section 3.4: stability training for 5 epochs; noise and weight 0.05, the middle of the paper's grids",
     ),
 }  # fmt: skip
 
@@ -301,7 +315,8 @@ def finetune_classifier(
     """
     sp = get_recipe(spec) if isinstance(spec, str) else spec
     if sp.finetune not in ("head", "full"):
-        raise InvalidArgumentError("spec", sp.name, "a fine-tuning recipe (imagenet22k-head, finetune-head or finetune-full)")
+        raise InvalidArgumentError("spec", sp.name, "a fine-tuning recipe (imagenet22k-head, finetune-head, finetune-full, "
+                                   "clahe-finetune or stability-finetune)")
     path, x, y, fp = _prepare(train, sp, output, run_name)
     parent, old = _split_head(pretrained, head)
     _seed_torch(seed, run_name)
