@@ -257,7 +257,7 @@ def toy_styles() -> LabelledImages:
 def test_train_evaluate_and_reload(tmp_path: Path) -> None:
     data = toy_styles()
     split = style_holdout(data, "blue", seen_test_fraction=0.25)
-    spec = get_recipe("icons50-wrn-16-4", arch="wrn-10-1", epochs=12, batch_size=16, lr=0.05)
+    spec = get_recipe("icons50-wrn-16-4-paper", arch="wrn-10-1", epochs=12, batch_size=16, lr=0.05)  # normalised inputs
     torch.set_num_threads(1)
     model = train_classifier(split.train_data(), spec, tmp_path)
     sc, parts = evaluate_split(model, split)
