@@ -105,9 +105,20 @@ def test_offline_model_gives_the_zoo_error_or_is_skipped(
     assert "r50.pth" in doc["not_fetched"]["resnet50"]
 
 
-def test_models_the_zoo_lacks_are_listed(zoo: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_models_the_zoo_lacks_are_listed(
+    zoo: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shiftbench.cli import reproduce
+
+    # every row of the ImageNet-P table has its zoo entry now (ResNeXt-50/101 and DenseNet-161 from torchvision)
+    _, in_zoo, lacking = reproduce.plan("hendrycks2019:P", None)
+    assert lacking == [] and {"resnext50-32x4d", "resnext101-32x8d", "densenet161"} <= set(in_zoo)
+    # a zoo without two of them: those rows are listed, not evaluated
+    shipped = reproduce.entries()
+    monkeypatch.setattr(reproduce, "entries", lambda: {k: v for k, v in shipped.items()
+                                                       if k not in ("resnext50-32x4d", "densenet161")})
     data = image_folder(tmp_path / "data", n_per_class=1, n_classes=1)
-    args = ["reproduce", "001:P", "--models", "ResNeXt-50,densenet161", "--data", str(data),
+    args = ["reproduce", "hendrycks2019:P", "--models", "ResNeXt-50,densenet161", "--data", str(data),
             "--store", str(tmp_path / "s.sqlite"), "--no-progress"]
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -117,9 +128,9 @@ def test_models_the_zoo_lacks_are_listed(zoo: FileServer, tmp_path: Path, capsys
 
 def test_bad_table_models_and_options_are_refused(zoo: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*_args(tmp_path, "--models", "resnet19")]) == 2
-    assert "rows of 000:1" in capsys.readouterr().err
+    assert "rows of hendrycks2018:1" in capsys.readouterr().err
     assert main(["reproduce", "000:9", "--store", str(tmp_path / "s.sqlite")]) == 2
-    assert "000:1" in capsys.readouterr().err  # the known tables are listed
+    assert "hendrycks2018:1" in capsys.readouterr().err  # the known tables are listed
     # 001:P runs ImageNet-P: --severities does not apply (evaluate's rule), before any download
     assert main(["reproduce", "001:P", "--severities", "2", "--store", str(tmp_path / "s.sqlite")]) == 2
     assert "--severities does not apply to imagenet-p" in capsys.readouterr().err
@@ -129,7 +140,7 @@ def test_bad_table_models_and_options_are_refused(zoo: FileServer, tmp_path: Pat
 @pytest.mark.slow  # ImageNet-C's 75 conditions and border / obstruction on one photo: 11 minutes on a loaded 2-core machine
 def test_reproduce_border_and_obstruction_table(server: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Laugros, Caplier & Ospici (2020) Table 1 with a tiny model served as the zoo's resnet50: ImageNet-C's two
+    """Laugros, Caplier & Ospici (2021) Table 1 with a tiny model served as the zoo's resnet50: ImageNet-C's two
     set means and border / obstruction CE, measured next to the published values, with the default and a given
     baseline."""
     from shiftbench.overlap.noc import alexnet_noc_baseline
@@ -144,7 +155,7 @@ def test_reproduce_border_and_obstruction_table(server: FileServer, tmp_path: Pa
     try:
         data = image_folder(tmp_path / "data", n_per_class=1, n_classes=2)
         store = tmp_path / "s.sqlite"
-        args = ["reproduce", "002:1", "--models", "Standard", "--data", str(data), "--store", str(store),
+        args = ["reproduce", "laugros2021:1", "--models", "Standard", "--data", str(data), "--store", str(store),
                 "--limit", "1", "--no-progress", "--results-format", "json"]
         assert main(args) == 0
         doc = json.loads(capsys.readouterr().out)
@@ -162,7 +173,7 @@ def test_reproduce_border_and_obstruction_table(server: FileServer, tmp_path: Pa
             "border": pytest.approx(100 * bo["errors"]["border"] / noc["noc_border"]),
             "obstruction": pytest.approx(100 * bo["errors"]["obstruction"] / noc["noc_obstruction"]),
         }
-        pub = next(r for r in table("002:1").rows if r.model == "resnet50").values
+        pub = next(r for r in table("laugros2021:1").rows if r.model == "resnet50").values
         assert pub == {"imagenet_c_mce_set1": 81.0, "imagenet_c_mce_set2": 73.0, "border": 53.0, "obstruction": 63.0}
         assert row["difference"]["border"] == pytest.approx(row["measured"]["border"] - 53.0)
         # a stored model as the baseline of both benchmarks (here the model itself: every CE is 100)

@@ -1,11 +1,11 @@
-"""Border and obstruction CE (Laugros, Caplier & Ospici, 2020, Section 4.3 and Table 1).
+"""Border and obstruction CE (Laugros, Caplier & Ospici, 2021, Section 4.3 and Table 1).
 
 The two corruptions no ImageNet-C corruption overlaps: a band of 10 to 45 px at the image's edge, and a square of
 50 to 120 px at a random position, each filled with one gray value drawn uniformly from [0, 1], one draw of the
 size per image (the paper's protocol: no severity levels). Conditions: the clean images, border, obstruction.
 Score: error and CE, the error divided by a baseline's error on the same corruption (``--baseline``: ``alexnet``,
 the default, takes AlexNet's published errors on the nearest published corruptions, those of Laugros, Caplier &
-Ospici, 2021, Appendix A, since the 2020 paper publishes none; a model name or ``eval:<id>`` takes a stored
+Ospici, 2020, Appendix A, since the 2021 paper publishes none; a model name or ``eval:<id>`` takes a stored
 evaluation of this benchmark, e.g. AlexNet measured on the same images, the paper's own normalisation; a ``.json``
 file gives ``{"border": error, "obstruction": error}``). Records and store as ImageNet-NOC's (one stored
 ``imagenet-noc`` evaluation whose options name this benchmark).
@@ -65,7 +65,7 @@ def resolve_baseline(spec: str | None, store: str | Path) -> NocBenchmark:
 @register_benchmark
 class BorderObstruction(ImageNetNOC):
     name = BORDER_OBSTRUCTION_NAME
-    title = "Border and obstruction (Laugros, Caplier & Ospici, 2020, Table 1)"
+    title = "Border and obstruction (Laugros, Caplier & Ospici, 2021, Table 1)"
     measures = "Top-1 error and CE under two corruptions that no ImageNet-C corruption overlaps."
     headline = ("clean_error", "mce")
     options = ("seed", "classes", "baseline", *RAY_OPTIONS)

@@ -129,7 +129,7 @@ def imagenet_noc() -> NocBenchmark:
 
 
 BORDER_OBSTRUCTION: tuple[str, ...] = ("border", "obstruction")
-"""The two corruptions of Laugros, Caplier & Ospici (2020), Section 4.3 and Table 1, with their ranges (10-45 px
+"""The two corruptions of Laugros, Caplier & Ospici (2021), Section 4.3 and Table 1, with their ranges (10-45 px
 bands, 50-120 px squares); no ImageNet-C corruption overlaps them."""
 
 BORDER_OBSTRUCTION_NAME = "border-obstruction"
@@ -138,11 +138,11 @@ _NEAREST_PUBLISHED = {"border": "noc_border", "obstruction": "noc_obstruction"}
 
 
 def border_obstruction(baseline: NocBaseline | Mapping[str, float] | None = None, baseline_name: str = "custom") -> NocBenchmark:
-    """Border and obstruction as Laugros, Caplier & Ospici (2020) measure them in Table 1 (CE against a baseline's errors).
+    """Border and obstruction as Laugros, Caplier & Ospici (2021) measure them in Table 1 (CE against a baseline's errors).
 
     The paper normalises CE by AlexNet's errors but publishes none for these two corruptions. The default baseline is
-    the nearest published one: AlexNet's errors on the same corruptions in Laugros, Caplier & Ospici (2021), Appendix A
-    (``noc_border``, 9-46 px; ``noc_obstruction``, 47-125 px, ranges recalibrated from the 2020 ones). ``baseline``:
+    the nearest published one: AlexNet's errors on the same corruptions in Laugros, Caplier & Ospici (2020), Appendix A
+    (``noc_border``, 9-46 px; ``noc_obstruction``, 47-125 px: nearly the same ranges). ``baseline``:
     the errors of a reference model (e.g. AlexNet measured on the same images: the paper's protocol exactly).
     """
     if baseline is None:
@@ -151,8 +151,8 @@ def border_obstruction(baseline: NocBaseline | Mapping[str, float] | None = None
             pub.name,
             {c: pub.errors[n] for c, n in _NEAREST_PUBLISHED.items()},
             pub.clean_error,
-            f"{pub.source} Used for the 2020 border and obstruction, whose AlexNet errors are not published: "
-            "the 2021 ranges are 9-46 px (border) and 47-125 px (obstruction).",
+            f"{pub.source} Used for the border (10-45 px) and obstruction (50-120 px) of Laugros, Caplier & Ospici "
+            "(2021), whose AlexNet errors are not published: these ranges are 9-46 px and 47-125 px.",
         )
     elif isinstance(baseline, NocBaseline):
         base = baseline
@@ -165,7 +165,7 @@ def border_obstruction(baseline: NocBaseline | Mapping[str, float] | None = None
         if not 0 < base.errors[c] <= 1:
             raise InvalidArgumentError(f"baseline[{c!r}]", base.errors[c], "an error rate in (0, 1]")
     return NocBenchmark(BORDER_OBSTRUCTION_NAME, BORDER_OBSTRUCTION, base,
-                        "Border and obstruction (Laugros, Caplier & Ospici, 2020, Table 1)")
+                        "Border and obstruction (Laugros, Caplier & Ospici, 2021, Table 1)")
 
 
 def _check_name(name: Any) -> str:
