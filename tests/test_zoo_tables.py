@@ -302,7 +302,7 @@ def test_every_column_is_the_papers_heading_and_metric(tid: str) -> None:
 
 PRINTED_METRIC = {"Error": "error", "IN": "error", "IN-R": "error", "mCE": "mce", "Rel. mCE": "relative_mce",
                   "INOC.mCE": "mce", "IC.mCE": "mce", "mDE": "mde", "IN-C": "mce", "mCE.INOC": "mce",
-                  "mCE.IC": "relative_mce", "mFR": "mfr", "mT5D": "mt5d"}
+                  "mCE.IC": "relative_mce", "mFR": "mfr", "mT5D": "mt5d", "mean_CE_Set1": "mce", "mean_CE_Set2": "mce"}
 """What each printed summary heading is (per-corruption and per-domain columns: CE, relative CE or error)."""
 
 
