@@ -57,11 +57,11 @@ NAMESPACE = "noc"
 REFERENCE_SIZE = 224
 
 
-NOC_SOURCE = "Laugros et al., 2021, Appendix A"
+NOC_SOURCE = "Laugros et al., 2020, Appendix A"
 """Where the 23 candidates come from: *Increasing the coverage and balance of robustness benchmarks by
 using non-overlapping corruptions* (Laugros, Caplier & Ospici, ICLR 2021 submission)."""
 
-OVERLAP_SOURCE = "Laugros et al., ICIP 2021, Section 4.3"
+OVERLAP_SOURCE = "Laugros et al., 2021, Section 4.3"
 """Where border and obstruction come from: *Using the overlapping score to improve corruption
 benchmarks* (Laugros, Caplier & Ospici, ICIP 2021)."""
 
@@ -71,15 +71,15 @@ class CandidateSpec:
     """One candidate corruption.
 
     Attributes:
-        name: registry name (``noc_`` prefix for the 23 of Laugros et al., 2021; ``border`` and
-            ``obstruction`` for the versions of Laugros et al., ICIP 2021).
+        name: registry name (``noc_`` prefix for the 23 of Laugros et al., 2020; ``border`` and
+            ``obstruction`` for the versions of Laugros et al., 2021).
         paper_name: the name in the paper's figures.
         family: registry family.
         mild, harsh: the severity range, from the mild end to the harsh end.
         integer: the value is an integer (drawn uniformly among the integers of the range).
         unit: what the value is.
         alexnet_error: error of torchvision's AlexNet on the ImageNet validation set with
-            this corruption (Laugros et al., 2021, Figures 5-6); None where the paper gives none.
+            this corruption (Laugros et al., 2020, Figures 5-6); None where the paper gives none.
         reading: how shiftbench reads the paper's description where it leaves a choice.
         source: :data:`NOC_SOURCE` or :data:`OVERLAP_SOURCE`.
     """
@@ -379,7 +379,7 @@ _SPECS: list[CandidateSpec] = [
     ),
     _spec(
         "border",
-        "Border (Laugros et al., ICIP 2021)",
+        "Border (Laugros et al., 2021)",
         "occlusion",
         10,
         45,
@@ -391,7 +391,7 @@ _SPECS: list[CandidateSpec] = [
     ),
     _spec(
         "obstruction",
-        "Obstruction (Laugros et al., ICIP 2021)",
+        "Obstruction (Laugros et al., 2021)",
         "occlusion",
         50,
         120,
@@ -407,12 +407,12 @@ CANDIDATES: dict[str, CandidateSpec] = {s.name: s for s in _SPECS}
 """Every candidate corruption by registry name."""
 
 PAPER_CANDIDATES: tuple[str, ...] = tuple(s.name for s in _SPECS if s.source == NOC_SOURCE)
-"""The 23 candidates of Laugros et al., 2021 (Figure 2 / Appendix A), in the paper's order."""
+"""The 23 candidates of Laugros et al., 2020 (Figure 2 / Appendix A), in the paper's order."""
 
 
 def candidate_names(*, paper_only: bool = False) -> list[str]:
-    """Names of the registered candidates (the 23 of Laugros et al., 2021, then border and obstruction of
-    Laugros et al., ICIP 2021)."""
+    """Names of the registered candidates (the 23 of Laugros et al., 2020, then border and obstruction of
+    Laugros et al., 2021)."""
     names = list_corruptions(namespace=NAMESPACE)
     return [n for n in names if n in PAPER_CANDIDATES] if paper_only else names
 
