@@ -208,7 +208,7 @@ def test_apply_at_value_for_a_candidate() -> None:
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_apply_at_value_inside_the_range_is_corrupt_with_those_draws(channels: int, dtype: torch.dtype) -> None:
     from shiftbench.corruptions import SampleContext, get_corruption
-    from shiftbench.seeding import FastDraws, derive_generator, key_to_int
+    from shiftbench.rng.seeding import FastDraws, derive_generator, key_to_int
 
     x = digits(3, seed=5).expand(-1, channels, -1, -1).contiguous()
     x = x if dtype == torch.uint8 else x.to(dtype) / 255.0

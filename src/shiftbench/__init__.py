@@ -9,6 +9,8 @@ Quick start::
 
 from __future__ import annotations
 
+import sys as _sys
+
 from . import errors
 from .rng import seeding
 from .corruptions._registry import Corruption, get_corruption, list_corruptions
@@ -40,3 +42,7 @@ __all__ = [
 
 # published model weights: makes load_model("zoo:<name>") of the evaluation core resolve through shiftbench.zoo
 from . import zoo  # noqa: E402,F401
+
+# shiftbench.seeding, the per-image random streams' earlier home, names shiftbench.rng.seeding
+# (``import shiftbench.seeding`` and ``from shiftbench.seeding import ...`` keep working)
+_sys.modules[__name__ + ".seeding"] = seeding
