@@ -459,10 +459,11 @@ def load_dataset(cfg: DataConfig, seed: int = 0, tensors: Dataset | None = None)
 def _read_files(files: Sequence[Path], size: int) -> torch.Tensor:
     from PIL import Image
 
+    from ..io import load_image_rgb
+
     out = []
     for f in files:
-        with Image.open(f) as im:
-            out.append(np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR)))
+        out.append(np.asarray(load_image_rgb(f).resize((size, size), Image.BILINEAR)))
     return torch.from_numpy(np.stack(out)).permute(0, 3, 1, 2).contiguous()
 
 
