@@ -1,6 +1,6 @@
 """The results store: an embedded SQLite database of every benchmark's evaluations and per-item records.
 
-Layout (schema version 3)::
+Layout (schema version 4)::
 
     meta(key, value)                          schema_version, created_by
     models(id, name, identity, checksum, details)       UNIQUE(identity, checksum)
@@ -49,7 +49,15 @@ in the same file. Version 3 moves all of them into ``evaluations``/``runs``/
 ``records`` and drops the old tables (ImageNet-D's records of version 2 keep
 ``correct`` NULL: it is scored with the mapping on reading; ImageNet-NOC's keep
 only ``correct``, and its model identity was not recorded, so a new run does not
-resume them).
+resume them). Version 4 stores ``evaluations.seed`` as decimal text, so that every seed
+of 0..2**64-1 (and -1: none) is kept exactly (SQLite's integers stop at 2**63-1).
+
+Opening checks that the file is what this module wrote (:meth:`ResultsStore.check_schema`): the
+tables with their columns (a view in place of a table is refused), no triggers (shiftbench creates
+none; a trigger could rewrite every record written), valid JSON and integers in the typed columns.
+Stores opened for reading (``create=False``: ``results``, ``report``, ``select``) are opened
+read-only (SQLite ``mode=ro``): they are never created, upgraded on disk or otherwise changed (an
+older schema is upgraded in a copy in memory).
 """
 
 from __future__ import annotations
@@ -85,7 +93,7 @@ __all__ = [
     "decode_top5",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DEFAULT_STORE = Path("shiftbench-workspace") / "results.sqlite"
 EXPORT_TABLES = ("runs", "predictions", "p_runs", "p_videos")
 
@@ -231,7 +239,56 @@ CREATE TABLE IF NOT EXISTS records(
 ) WITHOUT ROWID;
 """
 
+# Version 4: seeds as decimal text (0..2**64-1, or -1: none), kept exactly.
+_SCHEMA_V4_EVALUATIONS = """
+CREATE TABLE IF NOT EXISTS evaluations(
+    id INTEGER PRIMARY KEY,
+    model_id INTEGER NOT NULL REFERENCES models(id),
+    source_id INTEGER NOT NULL REFERENCES sources(id),
+    benchmark TEXT NOT NULL,
+    edition TEXT NOT NULL,
+    seed TEXT NOT NULL,
+    release INTEGER NOT NULL,
+    label_space_id INTEGER NOT NULL REFERENCES label_spaces(id),
+    options TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL,
+    UNIQUE(model_id, source_id, benchmark, edition, seed, release, label_space_id, options)
+);
+"""
+
 CLEAN_NAME = "clean"
+_EXPECTED_COLUMNS: dict[str, list[tuple[str, str]]] = {}
+
+SEED_MAX = 2**64 - 1
+"""The largest seed a store holds (seeds are 0..2**64-1; -1 records "no seed")."""
+
+
+def _seed_text(seed: Any) -> str:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not (-1 <= int(seed) <= SEED_MAX):
+        raise InvalidArgumentError("seed", seed, f"an integer in 0..{SEED_MAX} (or -1: no seed)")
+    return str(int(seed))
+
+
+# What check_schema verifies beyond the tables' columns: JSON columns, and integer columns of the small tables
+_JSON_COLUMNS = (("models", "details"), ("sources", "classes"), ("sources", "details"), ("label_spaces", "classes"),
+                 ("evaluations", "options"), ("runs", "versions"))  # fmt: skip
+_INT_COLUMNS = (("evaluations", "model_id"), ("evaluations", "source_id"), ("evaluations", "release"),
+                ("evaluations", "label_space_id"), ("runs", "evaluation_id"), ("runs", "source_id"), ("runs", "level"),
+                ("runs", "frames"), ("runs", "n_expected"), ("records", "run_id"), ("records", "label"),
+                ("records", "top1"), ("records", "top2"), ("records", "top3"), ("records", "top4"), ("records", "top5"),
+                ("records", "correct"))  # fmt: skip
+_REAL_COLUMNS = (("models", "created"), ("evaluations", "created"), ("runs", "created"), ("runs", "updated"),
+                 ("runs", "finished"))  # fmt: skip
+
+
+def _expected_columns() -> dict[str, list[tuple[str, str]]]:
+    """Each table of a current store with its (column, declared type) list, from the schema scripts themselves."""
+    mem = sqlite3.connect(":memory:")
+    try:
+        _script(_SCHEMA + _SCHEMA_V4_EVALUATIONS + _SCHEMA_V3_RESULTS)(mem)
+        return {t: [(r[1], r[2]) for r in mem.execute(f"PRAGMA table_info({t})")] for t in sorted(_tables(mem))}
+    finally:
+        mem.close()
 
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
@@ -400,11 +457,27 @@ def _import_companions(db: sqlite3.Connection) -> None:
             db.execute(f"DROP TABLE {t}")
 
 
+def _migrate_3_to_4(db: sqlite3.Connection) -> None:
+    """Version 4: ``evaluations.seed`` as decimal text (seeds up to 2**64-1 kept exactly); rows unchanged."""
+    # SQLite's table rebuild: new table, copy, drop, rename (runs' REFERENCES evaluations(id) then names the new one)
+    _script(_SCHEMA_V4_EVALUATIONS.replace("EXISTS evaluations(", "EXISTS v4_evaluations("))(db)
+    db.execute(
+        "INSERT INTO v4_evaluations(id, model_id, source_id, benchmark, edition, seed, release, label_space_id, "
+        "options, created) SELECT id, model_id, source_id, benchmark, edition, CAST(seed AS TEXT), release, "
+        "label_space_id, options, created FROM evaluations"
+    )
+    db.execute("DROP TABLE evaluations")
+    db.execute("ALTER TABLE v4_evaluations RENAME TO evaluations")
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _script(_SCHEMA_V2),
     2: _migrate_2_to_3,
+    3: _migrate_3_to_4,
 }
 """``MIGRATIONS[k]`` brings a store from schema version k to k + 1 (run in one transaction, in order)."""
+
+_EXPECTED_COLUMNS.update(_expected_columns())
 
 
 
@@ -519,9 +592,12 @@ class ResultsStore:
     Args:
         path: the database file; created with its folder unless ``create`` is False.
         create: create a missing store (False: a missing file is an error).
+        readonly: open the file read-only (SQLite ``mode=ro``): nothing on disk changes, an older schema is
+            upgraded in a copy in memory. Default: read-only exactly when ``create`` is False.
 
     Raises:
-        StoreError: the file is not a shiftbench store, or cannot be opened.
+        StoreError: the file is not a shiftbench store, fails the schema check (:meth:`check_schema`), is damaged,
+            or cannot be opened.
         StoreSchemaError: the store was written by a newer schema.
 
     Example:
@@ -530,41 +606,127 @@ class ResultsStore:
         ...         print(ev.model, store.runs(ev.id))
     """
 
-    def __init__(self, path: str | Path = DEFAULT_STORE, *, create: bool = True) -> None:
+    def __init__(self, path: str | Path = DEFAULT_STORE, *, create: bool = True, readonly: bool | None = None) -> None:
         self.path = Path(path)
+        self.readonly = (not create) if readonly is None else bool(readonly)
         if self.path.exists() and self.path.is_dir():
             raise InvalidArgumentError("store", str(self.path), "a database file path, not a folder")
         if not self.path.exists():
-            if not create:
+            if not create or self.readonly:
                 raise StoreError(f"--store {str(self.path)!r} does not exist (no results have been stored there yet)")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"--store {str(self.path)!r}: its folder cannot be created ({e.strerror or e})") from None
         try:
-            self._db = sqlite3.connect(str(self.path), timeout=1.0, isolation_level=None)
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._check_and_create()
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.DatabaseError as e:
+            if self.readonly:
+                self._open_readonly()
+            else:
+                self._db = sqlite3.connect(str(self.path), timeout=1.0, isolation_level=None)
+                self._db.execute("PRAGMA foreign_keys=ON")
+                self._check_and_create()
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            self.check_schema()
+        except (sqlite3.DatabaseError, StoreError) as e:
             if hasattr(self, "_db"):
                 self._db.close()
-            raise StoreError(f"--store {str(self.path)!r} is not a usable SQLite results store: {e}") from e
+            if isinstance(e, StoreError):
+                raise
+            raise StoreError(f"--store {str(self.path)!r} is not a usable SQLite results store: {e}") from None
+
+    def _open_readonly(self) -> None:
+        """Open the file with ``mode=ro`` (``immutable=1`` where even the WAL index cannot be created, e.g. a
+        read-only folder); an older schema is copied into memory and upgraded there."""
+        from urllib.parse import quote
+
+        uri = "file:" + quote(str(self.path.absolute()))
+        try:
+            self._db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=1.0, isolation_level=None)
+            tables = _tables(self._db)
+        except sqlite3.OperationalError:
+            if hasattr(self, "_db"):
+                self._db.close()
+            self._db = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=1.0, isolation_level=None)
+            tables = _tables(self._db)
+        if not tables:
+            raise StoreError(f"--store {str(self.path)!r} is empty: no results have been stored there yet")
+        if "meta" not in tables or self._schema_version() < SCHEMA_VERSION:
+            # an older schema (or tables ImageNet-D/-NOC wrote alone): upgraded in a copy in memory, the file unchanged
+            mem = sqlite3.connect(":memory:", isolation_level=None)
+            self._db.backup(mem)
+            self._db.close()
+            self._db = mem
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._check_and_create()
+        self._db.execute("PRAGMA query_only=ON")
+
+    def _schema_version(self) -> int:
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            raise StoreError(f"--store {str(self.path)!r} has no schema version: not a shiftbench results store")
+        try:
+            found = int(row[0])
+        except (TypeError, ValueError):
+            raise StoreError(f"--store {str(self.path)!r} has a malformed schema version {row[0]!r}") from None
+        if found > SCHEMA_VERSION:
+            raise StoreSchemaError(str(self.path), found, SCHEMA_VERSION)
+        if found < 1:
+            raise StoreError(f"--store {str(self.path)!r} has an unknown schema version {found}")
+        return found
+
+    def check_schema(self) -> None:
+        """Refuse a store that is not exactly what this module writes (it could report wrong numbers).
+
+        Checked: every table of the current schema is a table (not a view) with its columns; no triggers (an
+        ``AFTER INSERT`` trigger could mark every record correct); JSON in the JSON columns; integers and numbers in
+        the typed columns (SQLite accepts text in any column).
+
+        Raises:
+            StoreError: naming the file and the first problem found.
+        """
+        where = f"--store {str(self.path)!r}"
+        master = {(r[0], r[1]): r[2] for r in self._db.execute("SELECT type, name, tbl_name FROM sqlite_master")}
+        triggers = sorted(name for kind, name in master if kind == "trigger")
+        if triggers:
+            raise StoreError(f"{where} holds trigger(s) {', '.join(map(repr, triggers[:5]))}, which shiftbench never "
+                             "creates (they could change what is stored): not used. Drop them or pass another --store")  # fmt: skip
+        for table, columns in _EXPECTED_COLUMNS.items():
+            kinds = [kind for kind, name in master if name == table]
+            if kinds != ["table"]:
+                what = "is missing" if not kinds else f"is a {kinds[0]}, not a table"
+                raise StoreError(f"{where}: {table!r} {what}; not a store shiftbench wrote")
+            got = [(r[1], r[2]) for r in self._db.execute(f"PRAGMA table_info({table})")]
+            if got != columns:
+                raise StoreError(f"{where}: table {table!r} has the columns {[c for c, _ in got]} of types "
+                                 f"{[t for _, t in got]}; expected {[c for c, _ in columns]} of types "
+                                 f"{[t for _, t in columns]}")  # fmt: skip
+        for table, col in _JSON_COLUMNS:
+            row = self._db.execute(f"SELECT rowid, {col} FROM {table} WHERE typeof({col}) != 'text' OR "
+                                   f"json_valid({col}) = 0 LIMIT 1").fetchone()  # fmt: skip
+            if row is not None:
+                raise StoreError(f"{where}: {table}.{col} of row {row[0]} is not JSON ({str(row[1])[:60]!r})")
+        for table, col in _INT_COLUMNS:
+            row = self._db.execute(f"SELECT {col} FROM {table} WHERE {col} IS NOT NULL AND typeof({col}) != 'integer' "
+                                   "LIMIT 1").fetchone()  # fmt: skip
+            if row is not None:
+                raise StoreError(f"{where}: {table}.{col} holds {str(row[0])[:60]!r}, not an integer")
+        for table, col in _REAL_COLUMNS:
+            row = self._db.execute(f"SELECT {col} FROM {table} WHERE {col} IS NOT NULL AND typeof({col}) NOT IN "
+                                   "('real', 'integer') LIMIT 1").fetchone()  # fmt: skip
+            if row is not None:
+                raise StoreError(f"{where}: {table}.{col} holds {str(row[0])[:60]!r}, not a number")
+        row = self._db.execute("SELECT seed FROM evaluations WHERE typeof(seed) != 'text' OR NOT (seed = '-1' OR "
+                               "(seed != '' AND length(seed) <= 20 AND seed NOT GLOB '*[^0-9]*')) LIMIT 1").fetchone()  # fmt: skip
+        if row is not None:
+            raise StoreError(f"{where}: evaluations.seed holds {str(row[0])[:60]!r}, not a seed")
 
     def _check_and_create(self) -> None:
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if tables == {"meta"} and self._db.execute("SELECT COUNT(*) FROM meta").fetchone()[0] == 0:
             tables = set()  # an empty meta table and nothing else: a store whose creation never finished
         if "meta" in tables:
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                raise StoreError(f"--store {str(self.path)!r} has no schema version: not a shiftbench results store")
-            try:
-                found = int(row[0])
-            except ValueError as e:
-                raise StoreError(f"--store {str(self.path)!r} has a malformed schema version {row[0]!r}") from e
-            if found > SCHEMA_VERSION:
-                raise StoreSchemaError(str(self.path), found, SCHEMA_VERSION)
-            if found < 1:
-                raise StoreError(f"--store {str(self.path)!r} has an unknown schema version {found}")
+            found = self._schema_version()
             if found < SCHEMA_VERSION:
                 self._migrate()
             return
@@ -577,7 +739,7 @@ class ResultsStore:
             )
         self._begin()
         try:
-            _script(_SCHEMA + _SCHEMA_V3_RESULTS)(self._db)
+            _script(_SCHEMA + _SCHEMA_V4_EVALUATIONS + _SCHEMA_V3_RESULTS)(self._db)
             _import_companions(self._db)  # a file ImageNet-D or ImageNet-NOC wrote before schema 3
             self._db.execute("INSERT OR IGNORE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES('created_by', 'shiftbench')")
@@ -597,6 +759,9 @@ class ResultsStore:
                 self._db.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as e:
+                if "readonly" in str(e) or "read-only" in str(e):
+                    raise StoreError(f"--store {str(self.path)!r} was opened read-only (a command that only reads "
+                                     "results); nothing is written to it") from None  # fmt: skip
                 if "locked" not in str(e) and "busy" not in str(e):
                     raise
                 if not told:
@@ -740,7 +905,8 @@ class ResultsStore:
         may use other data (its own ``source_id`` is stored with the run).
         ``options``: benchmark-specific identity (JSON; part of the evaluation's key).
         """
-        key = (model_id, source_id, benchmark, edition, seed, int(release), label_space_id, _json(options or {}))
+        key = (model_id, source_id, benchmark, edition, _seed_text(seed), int(release), label_space_id,
+               _json(options or {}))  # fmt: skip
         return self._get_or_insert(
             "SELECT id FROM evaluations WHERE model_id=? AND source_id=? AND benchmark=? "
             "AND edition=? AND seed=? AND release=? AND label_space_id=? AND options=?",
