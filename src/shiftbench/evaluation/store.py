@@ -625,9 +625,11 @@ class ResultsStore:
                 self._db = sqlite3.connect(str(self.path), timeout=1.0, isolation_level=None)
                 self._db.execute("PRAGMA foreign_keys=ON")
                 self._check_and_create()
+                self.check_schema()
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
-            self.check_schema()
+            if self.readonly:
+                self.check_schema()
         except (sqlite3.DatabaseError, StoreError) as e:
             if hasattr(self, "_db"):
                 self._db.close()
@@ -636,13 +638,19 @@ class ResultsStore:
             raise StoreError(f"--store {str(self.path)!r} is not a usable SQLite results store: {e}") from None
 
     def _open_readonly(self) -> None:
-        """Open the file with ``mode=ro`` (``immutable=1`` where even the WAL index cannot be created, e.g. a
-        read-only folder); an older schema is copied into memory and upgraded there."""
+        """Open the file with ``mode=ro``; an older schema is copied into memory and upgraded there.
+
+        A store at rest (no writer connected: no ``-wal`` file beside it) is opened ``immutable``, so that reading
+        it leaves no WAL files behind either (SQLite creates them for any reader of a WAL-mode file, and a read-only
+        reader cannot remove them); with a writer connected, the reader shares its WAL.
+        """
         from urllib.parse import quote
 
         uri = "file:" + quote(str(self.path.absolute()))
+        at_rest = not Path(str(self.path) + "-wal").exists()
         try:
-            self._db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=1.0, isolation_level=None)
+            self._db = sqlite3.connect(uri + ("?mode=ro&immutable=1" if at_rest else "?mode=ro"), uri=True,
+                                       timeout=1.0, isolation_level=None)  # fmt: skip
             tables = _tables(self._db)
         except sqlite3.OperationalError:
             if hasattr(self, "_db"):

@@ -176,7 +176,7 @@ def study_figures(study: Path) -> list[ReportFigure]:
     from .figures import heatmap
 
     out: list[ReportFigure] = []
-    with OverlapStore(study) as st:
+    with OverlapStore(study, readonly=True) as st:
         for sid, sname in st.studies():
             try:
                 m = overlap_matrix(st.accuracy_matrix(sid), on_undefined="nan")
