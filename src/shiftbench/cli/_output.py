@@ -19,7 +19,7 @@ from ..progress import progress_for
 from ..errors import InvalidArgumentError
 from ..evaluation.protocol import Report
 
-__all__ = ["FORMATS", "TABLE_WIDTH", "check_results_file", "emit", "emit_table", "emit_text", "progress", "stdout_console", "UserError"]
+__all__ = ["FORMATS", "TABLE_WIDTH", "check_results_file", "emit", "emit_table", "emit_text", "progress", "stdout_console", "UserError", "one_line", "safe_markup"]
 
 FORMATS = ("table", "json", "csv")
 TABLE_WIDTH = 160
@@ -30,6 +30,25 @@ class UserError(click.UsageError):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"Error: {self.format_message()}", err=True)
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character (newlines, escape sequences, ...) written as an escape: one line that
+    sends nothing to the terminal but characters."""
+    import unicodedata
+
+    return "".join(
+        ch if ch.isprintable() or ch == " " else (repr(ch)[1:-1] if unicodedata.category(ch) != "Co" else "?")
+        for ch in str(text)
+    )
+
+
+def safe_markup(value: Any) -> str:
+    """A value from a store, a file name or user input made safe for rich: control characters escaped
+    (:func:`one_line`) and markup brackets escaped, so ``[red]`` or ``[link=...]`` print as typed."""
+    from rich.markup import escape
+
+    return escape(one_line(str(value)))
 
 
 def stdout_console() -> Console:
