@@ -89,6 +89,8 @@ __all__ = [
     "EXPORT_TABLES",
     "LOCK_WAIT_S",
     "check_store_path",
+    "content_identity",
+    "marker_key",
     "encode_top5",
     "decode_top5",
 ]
@@ -127,6 +129,69 @@ def check_store_path(path: str | Path, option: str = "--store") -> None:
         raise InvalidArgumentError(
             option, str(path), "a path in a folder this user can write", f"{str(anc)!r} is not writable."
         )
+
+
+_CONTENT_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def content_identity(value: Any) -> str | None:
+    """What a path-valued option holds, for resume markers: None if ``value`` names no existing file or folder.
+
+    A file: ``sha256:<digest of its bytes>`` (cached per process by path, size and modification time). A folder:
+    ``tree:<digest>`` of every file below it (relative path, size, modification time in ns), so adding, removing,
+    renaming or rewriting a file changes it without reading a dataset's bytes. Weights overwritten with other
+    weights, or images added to a data folder, therefore give another marker, and the work is done again.
+    """
+    import hashlib
+    import os
+
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        return None
+    p = Path(value).expanduser()
+    try:
+        st = p.stat()
+    except (OSError, ValueError):
+        return None
+    if p.is_file():
+        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+        if key not in _CONTENT_CACHE:
+            h = hashlib.sha256()
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            _CONTENT_CACHE[key] = "sha256:" + h.hexdigest()
+        return _CONTENT_CACHE[key]
+    if p.is_dir():
+        h = hashlib.sha256()
+        for root, dirs, files in os.walk(p):
+            dirs.sort()
+            for name in sorted(files):
+                f = Path(root) / name
+                try:
+                    fs = f.stat()
+                except OSError:
+                    continue
+                rel = f.relative_to(p).as_posix()
+                h.update(f"{rel}\0{fs.st_size}\0{fs.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+        return "tree:" + h.hexdigest()
+    return None
+
+
+def marker_key(prefix: str, identity: dict[str, Any]) -> str:
+    """A resume marker's key: ``prefix:`` + SHA-256 of ``identity`` (JSON) with the content of every value that
+    names a file or folder (:func:`content_identity`) beside the name; the key changes when the content does."""
+    import hashlib
+
+    def with_content(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): with_content(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [with_content(x) for x in v]
+        c = content_identity(v) if isinstance(v, (str, Path)) else None
+        return v if c is None else {"path": str(v), "content": c}
+
+    text = json.dumps(with_content(identity), sort_keys=True, default=str)
+    return f"{prefix}:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def _lock_wait() -> float:
