@@ -81,8 +81,15 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="shiftbench")
-def cli() -> None:
+@click.option("--trust-cache", is_flag=True, default=False,
+              help="Use cached zoo weights even when their checksum differs from the published one "
+              "(default: refused, naming both digests and the file). Also SHIFTBENCH_TRUST_CACHE=1.")
+def cli(trust_cache: bool) -> None:
     """shiftbench: measure how image classifiers hold up under distribution shift."""
+    if trust_cache:
+        import os
+
+        os.environ["SHIFTBENCH_TRUST_CACHE"] = "1"
 
 
 @list_cmd.command("benchmarks")
