@@ -164,9 +164,14 @@ def load_image_rgb(path: str | Path) -> Image.Image:
     """Open an image fully (so truncated files fail here, with one of :data:`DECODE_ERRORS`) and convert it to
     8-bit RGB with :func:`image_rgb` (16-bit and float images scaled; other modes an :class:`ImageFileError`,
     which is a ``ValueError`` and so one of :data:`DECODE_ERRORS` too)."""
-    with Image.open(path) as im:
-        im.load()
-        return image_rgb(im, repr(str(path)))
+    try:
+        with Image.open(path) as im:
+            im.load()
+            return image_rgb(im, repr(str(path)))
+    except DECODE_ERRORS:
+        raise
+    except Exception as e:  # noqa: BLE001 - Pillow's decoders raise other types on hostile bytes (struct.error, ...)
+        raise ImageFileError(f"{str(path)!r}: not a readable image ({type(e).__name__}: {e})") from None
 
 
 def scan_image_folder(root: str | Path, *, arg: str = "--data") -> tuple[list[ImageRecord], list[str]]:

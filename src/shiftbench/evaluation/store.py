@@ -688,6 +688,7 @@ class ResultsStore:
                 self._open_readonly()
             else:
                 self._db = sqlite3.connect(str(self.path), timeout=1.0, isolation_level=None)
+                self._db.text_factory = self._text
                 self._db.execute("PRAGMA foreign_keys=ON")
                 self._check_and_create()
                 self.check_schema()
@@ -695,6 +696,9 @@ class ResultsStore:
                 self._db.execute("PRAGMA synchronous=NORMAL")
             if self.readonly:
                 self.check_schema()
+        except UnicodeDecodeError as e:
+            self._db.close()
+            raise StoreError(f"--store {str(self.path)!r} holds text that is not UTF-8 (a damaged file?): {e}") from None
         except (sqlite3.DatabaseError, StoreError) as e:
             if hasattr(self, "_db"):
                 self._db.close()
@@ -722,17 +726,27 @@ class ResultsStore:
                 self._db.close()
             self._db = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=1.0, isolation_level=None)
             tables = _tables(self._db)
+        self._db.text_factory = self._text
         if not tables:
             raise StoreError(f"--store {str(self.path)!r} is empty: no results have been stored there yet")
         if "meta" not in tables or self._schema_version() < SCHEMA_VERSION:
             # an older schema (or tables ImageNet-D/-NOC wrote alone): upgraded in a copy in memory, the file unchanged
             mem = sqlite3.connect(":memory:", isolation_level=None)
+            mem.text_factory = self._text
             self._db.backup(mem)
             self._db.close()
             self._db = mem
             self._db.execute("PRAGMA foreign_keys=ON")
             self._check_and_create()
         self._db.execute("PRAGMA query_only=ON")
+
+    def _text(self, raw: bytes) -> str:
+        """SQLite text as str; text that is not UTF-8 (a damaged file) is a :class:`StoreError`, not a traceback."""
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise StoreError(f"--store {str(self.path)!r} holds text that is not UTF-8 ({bytes(raw[:40])!r}...): "
+                             "a damaged file") from None  # fmt: skip
 
     def _schema_version(self) -> int:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
