@@ -123,6 +123,40 @@ def hwc_uint8(chw: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a.transpose(1, 2, 0))
 
 
+def available_memory() -> int | None:
+    """Bytes this process can still allocate: the kernel's MemAvailable, capped by an address-space limit
+    (``ulimit -v``); None where neither is known."""
+    import resource
+
+    avail: int | None = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        avail = None
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
+            avail = soft if avail is None else min(avail, soft)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def require_memory(nbytes: int, what: str, argument: str = "images") -> None:
+    """Refuse work that would allocate more than the machine can hold (an :class:`ImageShapeError` naming the size,
+    instead of a ``MemoryError`` or the kernel killing the process)."""
+    avail = available_memory()
+    if avail is not None and nbytes > avail:
+        raise ImageShapeError(
+            argument, what, f"a size whose working memory fits in the {avail / 2**30:.1f} GiB available "
+            f"(it needs about {nbytes / 2**30:.1f} GiB; use smaller images)"
+        )
+
+
 def _check_size(h: int, w: int, argument: str) -> None:
     if h < MIN_SIDE or w < MIN_SIDE:
         raise ImageShapeError(argument, f"{h}x{w} (HxW)", f"images of at least {MIN_SIDE} px per side")

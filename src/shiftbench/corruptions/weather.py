@@ -111,7 +111,10 @@ def fog_mapsize(edition: str, height: int, width: int) -> int:
 
 
 def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
+    from .._images import require_memory
+
     size = fog_mapsize(ctx.edition, ctx.height, ctx.width)
+    require_memory(3 * 8 * size * size, f"{ctx.height}x{ctx.width} (HxW; fog draws a {size} x {size} plasma map)")
     generator = getattr(draws, "generator", None)
     if isinstance(generator, np.random.Generator):
         # FastDraws: compiled, on 32-bit uniforms (see _fog_cpu); the window as float32
