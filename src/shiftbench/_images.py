@@ -211,10 +211,18 @@ def _target_device(device: Any) -> torch.device | None:
         raise InvalidArgumentError("device", device, "'cpu' (no CUDA device is available here)" if not torch.cuda.is_available() else f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
     if dev.type == "meta":
         raise InvalidArgumentError("device", device, "a device that holds data ('cpu', 'cuda')")
+    if dev.type not in ("cpu", "cuda"):
+        try:
+            torch.empty(0, device=dev)
+        except Exception as e:  # noqa: BLE001 - backends fail with RuntimeError, ModuleNotFoundError, AssertionError
+            raise InvalidArgumentError("device", device, "a device this PyTorch build has ('cpu', 'cuda')",
+                                       str(e).splitlines()[0][:160] if str(e) else "") from None  # fmt: skip
     return dev
 
 
 def _from_tensor(t: torch.Tensor, argument: str, device: Any) -> Batch:
+    if t.layout != torch.strided:
+        raise ImageTypeError(argument, f"a {t.layout} tensor", "a dense (strided) tensor: call .to_dense() first")
     if t.device.type == "meta":
         raise ImageTypeError(argument, "a tensor on the 'meta' device (it holds no pixels)", "a tensor on 'cpu' or 'cuda'")
     if t.dtype not in (torch.uint8, torch.float16, torch.bfloat16, torch.float32, torch.float64):
