@@ -251,3 +251,24 @@ def test_icons_50_npy_with_odd_pixels_or_labels_is_refused(tmp_path: Path, image
     with pytest.raises(errors.ImageFileError, match=match) as info:
         read_icons50(f)
     assert "Icons-50.npy" in str(info.value)
+
+
+def test_generate_checksums_verify_with_sha256sum_for_odd_file_names(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("sha256sum") is None:
+        pytest.skip("no sha256sum here")
+    src = tmp_path / "src" / "n01440764"
+    src.mkdir(parents=True)
+    rgb = RNG.integers(0, 256, (40, 40, 3), dtype=np.uint8)
+    for name in ("a b.png", "new\nline.png", "back\\slash.png", "plain.png"):
+        Image.fromarray(rgb).save(src / name, format="PNG")
+    out = tmp_path / "out"
+    rc = main(["generate", "imagenet-c", "--src", str(src.parent), "--out", str(out), "--corruptions", "contrast",
+               "--severities", "1", "--workers", "1", "--edition", "64"])  # fmt: skip
+    assert rc == 0
+    r = subprocess.run(["sha256sum", "-c", "--quiet", "checksums.sha256"], cwd=out, capture_output=True, timeout=60,
+                       check=False)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len((out / "checksums.sha256").read_bytes().splitlines()) == 4
