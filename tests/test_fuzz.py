@@ -271,7 +271,7 @@ def _perturbations() -> list[str]:
     return list(list_perturbations())
 
 
-@settings(settings.get_profile(PROFILE), max_examples=12 if not LONG else int(os.environ.get("SHIFTBENCH_FUZZ_EXAMPLES", "300")))
+@settings(settings.get_profile(PROFILE), max_examples=8 if not LONG else int(os.environ.get("SHIFTBENCH_FUZZ_EXAMPLES", "300")))
 @given(
     name=st.sampled_from(_perturbations() + ["no_such"]),
     side=st.one_of(st.integers(1, 40), st.integers(32, 96 if not LONG else 320)),
@@ -420,7 +420,7 @@ STORE_TAMPERING = [
 ]
 
 
-@settings(settings.get_profile(PROFILE), max_examples=30 if not LONG else int(os.environ.get("SHIFTBENCH_FUZZ_EXAMPLES", "300")))
+@settings(settings.get_profile(PROFILE), max_examples=12 if not LONG else int(os.environ.get("SHIFTBENCH_FUZZ_EXAMPLES", "300")))
 @given(
     fixture=st.sampled_from(["v1_imagenet_c.sqlite", "v2_all.sqlite", "v3_all.sqlite"]),
     sql=st.sampled_from(STORE_TAMPERING),
