@@ -272,3 +272,29 @@ def test_generate_checksums_verify_with_sha256sum_for_odd_file_names(tmp_path: P
                        check=False)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     assert len((out / "checksums.sha256").read_bytes().splitlines()) == 4
+
+
+def test_tiny_imagenet_training_layout_keeps_every_class(tmp_path: Path) -> None:
+    from shiftbench.io import scan_image_folder
+
+    rgb = RNG.integers(0, 256, (40, 40, 3), dtype=np.uint8)
+    for c in ("n01443537", "n01629819"):
+        (tmp_path / c / "images").mkdir(parents=True)
+        Image.fromarray(rgb).save(tmp_path / c / "images" / f"{c}_0.JPEG")
+        (tmp_path / c / f"{c}_boxes.txt").write_text("x")
+    records, classes = scan_image_folder(tmp_path)
+    assert classes == ["n01443537", "n01629819"] and [r.key for r in records] == [
+        "n01443537/n01443537_0.JPEG", "n01629819/n01629819_0.JPEG"]
+
+
+def test_class_folder_with_images_only_deeper_is_refused(tmp_path: Path) -> None:
+    from shiftbench.errors import DataError
+    from shiftbench.io import scan_image_folder
+
+    rgb = RNG.integers(0, 256, (40, 40, 3), dtype=np.uint8)
+    (tmp_path / "a").mkdir()
+    Image.fromarray(rgb).save(tmp_path / "a" / "x.png")
+    (tmp_path / "b" / "deep" / "er").mkdir(parents=True)
+    Image.fromarray(rgb).save(tmp_path / "b" / "deep" / "er" / "y.png")
+    with pytest.raises(DataError, match="'b' holds no image itself"):
+        scan_image_folder(tmp_path)

@@ -12,7 +12,10 @@ folders, AppleDouble ``._x.jpg`` files) is ignored. A folder is then read as one
 
 1. **class sub-folders** (torchvision's ImageFolder): ``<root>/<class>/<image>``.
    Classes are the sub-folder names, sorted; labels are their indices. Images are
-   read one level deep (nested folders inside a class folder are not entered).
+   read one level deep (nested folders inside a class folder are not entered),
+   except Tiny-ImageNet's training layout ``<root>/<class>/images/<image>`` (a class
+   folder whose images are all in its ``images`` sub-folder). A class folder holding
+   no image but images deeper down is refused (never left out without a word).
    An image's key is ``"<class>/<file>"``.
 2. **flat wnid files**: ``<root>/<wnid>_<anything>.<ext>`` (also ``<wnid>.<ext>``
    or ``<wnid>-...``), where ``<wnid>`` is a WordNet id ``n`` + 8 digits, as the
@@ -199,7 +202,15 @@ def scan_image_folder(root: str | Path, *, arg: str = "--data") -> tuple[list[Im
     classes: list[str] = []
     for d in folders:
         files = [f for f in sorted(d.iterdir()) if is_image_file(f)]
+        if not files and (d / "images").is_dir():  # Tiny-ImageNet's training layout: <class>/images/<image>
+            files = [f for f in sorted((d / "images").iterdir()) if is_image_file(f)]
         if not files:
+            deeper = next((f for f in d.rglob("*") if is_image_file(f)), None)
+            if deeper is not None:
+                raise DataError(
+                    f"{arg} {str(root)!r}: the class folder {d.name!r} holds no image itself but images deeper down "
+                    f"(e.g. {str(deeper.relative_to(root))!r}): expected {_LAYOUTS} (or <class>/images/<image>)"
+                )
             continue
         label = len(classes)
         classes.append(d.name)
