@@ -298,3 +298,16 @@ def test_class_folder_with_images_only_deeper_is_refused(tmp_path: Path) -> None
     Image.fromarray(rgb).save(tmp_path / "b" / "deep" / "er" / "y.png")
     with pytest.raises(DataError, match="'b' holds no image itself"):
         scan_image_folder(tmp_path)
+
+
+def test_imagenet_d_list_file_with_invalid_utf8_is_a_list_file_error(tmp_path: Path) -> None:
+    from shiftbench.domains import DomainNetDataset, ListFileError
+
+    from .test_domains_data import _tree
+
+    root = tmp_path / "DN"
+    _tree(root, ("real",))
+    (root / "real_train.txt").write_bytes(b"real/bird/a.jpg 31\nreal/bird/\xff\xfe.jpg 31\n")
+    with pytest.raises(ListFileError, match="not valid UTF-8") as info:
+        DomainNetDataset(root, domains=["real"])
+    assert info.value.line == 2
