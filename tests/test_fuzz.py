@@ -528,12 +528,6 @@ def test_fuzz_fresh_recomputation(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    cases = []
-    for fn, want, label in KEPT:
-        x = getattr(fn, "__closure__", None)
-        cells = {c.cell_contents for c in x or ()} if x else set()
-        del cells
-        cases.append((label, want))
     # the kept closures hold their inputs; the fresh interpreter gets them pickled (plain arrays and names)
     payload = []
     for fn, want, label in KEPT:
