@@ -490,7 +490,7 @@ CONFIG_VALUES = [0, 1, -5, 2**70, 1.5, float("nan"), float("inf"), "abc", "false
 @settings(settings.get_profile(PROFILE), max_examples=60 if not LONG else int(os.environ.get("SHIFTBENCH_FUZZ_EXAMPLES", "300")))
 @given(
     changes=st.lists(st.tuples(st.sampled_from(sorted(CONFIG_KEYS)), st.integers(0, 20), st.sampled_from(CONFIG_VALUES)),
-                     min_size=1, max_size=3),  # fmt: skip
+                     min_size=1, max_size=3),
 )
 def test_fuzz_overlap_config(tmp_path_factory: pytest.TempPathFactory, changes: list[tuple[str, int, object]]) -> None:
     """Overlap-study configs with values of any type in any key: a checked config, or a typed error."""
