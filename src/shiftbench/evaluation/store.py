@@ -194,6 +194,24 @@ def marker_key(prefix: str, identity: dict[str, Any]) -> str:
     return f"{prefix}:" + hashlib.sha256(text.encode()).hexdigest()
 
 
+_CHECKED_FILES: set[tuple[Any, ...]] = set()
+
+
+def _file_state(path: Path) -> tuple[Any, ...] | None:
+    """What identifies a store file's content without reading it: path, inode, size and modification time of the file
+    and of its WAL (None: unknown, e.g. in memory)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    try:
+        wal = Path(str(path) + "-wal").stat()
+        wal_state: tuple[int, int] = (wal.st_size, wal.st_mtime_ns)
+    except OSError:
+        wal_state = (-1, -1)
+    return (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, *wal_state)
+
+
 def _lock_wait() -> float:
     import os
 
@@ -773,6 +791,7 @@ class ResultsStore:
             StoreError: naming the file and the first problem found.
         """
         where = f"--store {str(self.path)!r}"
+        state = _file_state(self.path)
         master = {(r[0], r[1]): r[2] for r in self._db.execute("SELECT type, name, tbl_name FROM sqlite_master")}
         triggers = sorted(name for kind, name in master if kind == "trigger")
         if triggers:
@@ -793,20 +812,29 @@ class ResultsStore:
                                    f"json_valid({col}) = 0 LIMIT 1").fetchone()  # fmt: skip
             if row is not None:
                 raise StoreError(f"{where}: {table}.{col} of row {row[0]} is not JSON ({str(row[1])[:60]!r})")
-        for table, col in _INT_COLUMNS:
-            row = self._db.execute(f"SELECT {col} FROM {table} WHERE {col} IS NOT NULL AND typeof({col}) != 'integer' "
+        if state is not None and state in _CHECKED_FILES:
+            return  # the typed columns of this very file (same size, times, inode and WAL) were checked in this process
+        # one scan per table (records can hold millions of rows), then the offending column named
+        for table in dict.fromkeys(t for t, _ in _INT_COLUMNS + _REAL_COLUMNS):
+            ints = [c for t, c in _INT_COLUMNS if t == table]
+            reals = [c for t, c in _REAL_COLUMNS if t == table]
+            conds = [f"({c} IS NOT NULL AND typeof({c}) != 'integer')" for c in ints]
+            conds += [f"({c} IS NOT NULL AND typeof({c}) NOT IN ('real', 'integer'))" for c in reals]
+            row = self._db.execute(f"SELECT {', '.join(ints + reals)} FROM {table} WHERE {' OR '.join(conds)} "
                                    "LIMIT 1").fetchone()  # fmt: skip
-            if row is not None:
-                raise StoreError(f"{where}: {table}.{col} holds {str(row[0])[:60]!r}, not an integer")
-        for table, col in _REAL_COLUMNS:
-            row = self._db.execute(f"SELECT {col} FROM {table} WHERE {col} IS NOT NULL AND typeof({col}) NOT IN "
-                                   "('real', 'integer') LIMIT 1").fetchone()  # fmt: skip
-            if row is not None:
-                raise StoreError(f"{where}: {table}.{col} holds {str(row[0])[:60]!r}, not a number")
+            if row is None:
+                continue
+            for c, v in zip(ints + reals, row, strict=True):
+                if v is not None and (isinstance(v, (str, bytes)) or (c in ints and isinstance(v, float))):
+                    kind = "an integer" if c in ints else "a number"
+                    raise StoreError(f"{where}: {table}.{c} holds {str(v)[:60]!r}, not {kind}")
+            raise StoreError(f"{where}: table {table!r} holds a value of the wrong type")
         row = self._db.execute("SELECT seed FROM evaluations WHERE typeof(seed) != 'text' OR NOT (seed = '-1' OR "
                                "(seed != '' AND length(seed) <= 20 AND seed NOT GLOB '*[^0-9]*')) LIMIT 1").fetchone()  # fmt: skip
         if row is not None:
             raise StoreError(f"{where}: evaluations.seed holds {str(row[0])[:60]!r}, not a seed")
+        if state is not None:
+            _CHECKED_FILES.add(state)
 
     def _check_and_create(self) -> None:
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
