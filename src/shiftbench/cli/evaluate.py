@@ -9,7 +9,6 @@ benchmark does not accept is refused with one message shape:
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
@@ -177,9 +176,7 @@ def evaluate_cmd(ctx: click.Context, **kw: Any) -> None:
     settings = {k: v for k, v in kw.items() if bench.accepts(k)}
     shown = progress(*bench.items) if kw["progress"] else None
     try:
-        with model_threads(threads) as n:
-            if kw["progress"] and not sys.stderr.isatty():
-                click.echo(f"Model on {n} thread(s).", err=True)
+        with model_threads(threads):
             report = bench.evaluate(settings, shown)
     except KeyboardInterrupt:
         click.echo(

@@ -24,7 +24,7 @@ from .. import __version__
 from ..benchmarks import get_benchmark, list_benchmarks
 from ..errors import InvalidArgumentError
 from ..evaluation.errors import MissingPackageError
-from ..evaluation.protocol import Benchmark, Section
+from ..evaluation.protocol import Benchmark, Section, is_fraction_key
 from ..evaluation.store import ResultsStore
 from .figures import ReportFigure, png_bytes, png_data_uri, pyplot, svg_text
 from .intervals import EvaluationFacts, data_label, scrub_paths, store_facts
@@ -41,18 +41,6 @@ __all__ = [
 ]
 
 LONG_TEXT = 60
-
-_FRACTION = re.compile(
-    r"(?:^|[._])(?:clean_error|error|errors|top1_error|ce|mce|relative_mce|relative_ce|mfr|mt5d|fr|t5d|fp|mean_fp|"
-    r"accuracy|heldout_accuracy|seen_accuracy|gap)(?:$|[._])"
-)
-"""Record keys the benchmarks store as fractions (shown in %); mDE is stored in % already."""
-
-
-def is_fraction_key(key: str) -> bool:
-    """A record key whose values are fractions of 1 (errors, CE, mCE, FR, accuracies): the report shows them in %."""
-    return bool(_FRACTION.search(key)) and not key.endswith(("_ci", "_complete"))
-
 
 def _pct_cell(v: Any, ci: tuple[float, float] | None = None) -> tuple[str, str, str]:
     """A fraction as a percent cell, with its 95 % interval when known."""
