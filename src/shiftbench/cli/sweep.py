@@ -14,7 +14,6 @@ benchmark from the stored predictions. ``--rerun`` ignores the markers.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from ..evaluation.model_sources import (
     split_model_spec,
 )
 from ..evaluation.protocol import Benchmark, Progress, Report, is_fraction_key
-from ..evaluation.store import ResultsStore, check_store_path, records_to_csv
+from ..evaluation.store import ResultsStore, check_store_path, marker_key, records_to_csv
 from ..evaluation.threads import model_threads
 from ._output import check_results_file, emit, progress
 from .evaluate import evaluate_cmd, given_options, refuse_given
@@ -197,8 +196,8 @@ def headline_of(bench: Benchmark, records: Sequence[Mapping[str, Any]]) -> dict[
 
 def _marker_key(bench: Benchmark, model: str, settings: Mapping[str, Any]) -> str:
     what = {k: v for k, v in sorted(settings.items()) if k not in NOT_RESULT_OPTIONS and v is not None}
-    text = json.dumps({"benchmark": bench.name, "model": model, "settings": what}, sort_keys=True, default=str)
-    return "sweep:" + hashlib.sha256(text.encode()).hexdigest()
+    # keyed by content: weights, data folders and other files named by an option are digested with their names
+    return marker_key("sweep", {"benchmark": bench.name, "model": model, "settings": what})
 
 
 def _records(bench: Benchmark, store: Path, settings: Mapping[str, Any], ids: list[int]) -> list[dict[str, Any]]:

@@ -258,7 +258,7 @@ def study_figures(study: Path) -> list[ReportFigure]:
     from ..evaluation.figures import heatmap
 
     out: list[ReportFigure] = []
-    with OverlapStore(study) as st:
+    with OverlapStore(study, readonly=True) as st:
         for sid, sname in st.studies():
             try:
                 m = overlap_matrix(st.accuracy_matrix(sid), on_undefined="nan")
@@ -316,22 +316,28 @@ def build_report(
     n = 0
     by_name = {p.name: p for p in parts}
     extra: list[BenchmarkPart] = []
-    for bname, flist in figs.items():
-        part = by_name.get(bname)
-        if part is None:
-            part = BenchmarkPart(bname, "Overlap study", "Overlapping scores between corruptions", None, "")
-            extra.append(part)
-        for f in flist:
-            entry = {"title": f.title, "caption": f.caption, "uri": "", "name": f.name}
-            if f.figure is not None:
-                entry["uri"] = png_data_uri(f.figure)
-                n += 1
-                if fig_dir is not None:
-                    stem = f"{_slug(bname)}_{_slug(f.name)}"
-                    written += [_atomic_write(fig_dir / f"{stem}.png", png_bytes(f.figure, dpi=150)),
-                                _atomic_write(fig_dir / f"{stem}.svg", svg_text(f.figure).encode("utf-8"))]
-                plt.close(f.figure)
-            part.figures.append(entry)
+    try:
+        for bname, flist in figs.items():
+            part = by_name.get(bname)
+            if part is None:
+                part = BenchmarkPart(bname, "Overlap study", "Overlapping scores between corruptions", None, "")
+                extra.append(part)
+            for f in flist:
+                entry = {"title": f.title, "caption": f.caption, "uri": "", "name": f.name}
+                if f.figure is not None:
+                    entry["uri"] = png_data_uri(f.figure)
+                    n += 1
+                    if fig_dir is not None:
+                        stem = f"{_slug(bname)}_{_slug(f.name)}"
+                        written += [_atomic_write(fig_dir / f"{stem}.png", png_bytes(f.figure, dpi=150)),
+                                    _atomic_write(fig_dir / f"{stem}.svg", svg_text(f.figure).encode("utf-8"))]
+                    plt.close(f.figure)
+                part.figures.append(entry)
+    finally:  # a failed write (no space, read-only folder) leaves no figure open
+        for flist in figs.values():
+            for f in flist:
+                if f.figure is not None:
+                    plt.close(f.figure)
     columns, model_rows, per_model = compare_models(sections)
     gal: list[Any] = []
     gal_note = "Left out (--no-gallery)."
