@@ -118,7 +118,7 @@ class FogParams(NamedTuple):
 
 
 def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
-    from .._images import require_memory
+    from ._images import require_memory
 
     size = fog_mapsize(ctx.edition, ctx.height, ctx.width)
     require_memory(3 * 8 * size * size, f"{ctx.height}x{ctx.width} (HxW; fog draws a {size} x {size} plasma map)")
