@@ -21,8 +21,9 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from pathlib import Path
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,11 +31,9 @@ import torch
 from rich.table import Table
 
 from ..errors import InvalidArgumentError
-from ..distributed.predictions import RAY_OPTIONS, ray_predictions
 from ..evaluation.data import Condition, Item, Source, WorkBatch
-from ..evaluation.models import DEFAULT_MODEL, Classifier, InputTransform, resolve_label_space
-from ..evaluation.protocol import Benchmark, Progress, Report, Section
-from ..evaluation.runner import RunStoreSink, Work, package_versions, run_conditions
+from ..evaluation.models import DEFAULT_MODEL, Classifier, InputTransform, LabelSpace
+from ..evaluation.protocol import Benchmark, Metric, Plan, Planned, Report, Section, Settings, Summary, option
 from ..evaluation.store import ResultsStore, records_to_csv
 from ..structural import LabelledImages, Split, read_emoji_styles, read_icons50
 from ..structural.evaluate import ItemPredictions, score
@@ -42,7 +41,66 @@ from ..structural.splits import leave_one_style_out, style_holdout
 from ..training.recipes import TrainedModel, get_recipe, load_trained, train_classifier
 from . import register_benchmark
 
-__all__ = ["HoldoutBenchmark", "Icons50Style", "holdout_figures", "read_icons_data", "parse_recipe", "spread"]
+__all__ = ["HoldoutBenchmark", "HoldoutSettings", "HoldoutSummary", "Icons50Style", "SubclassSettings",
+           "holdout_figures", "read_icons_data", "parse_recipe", "spread"]
+
+
+@dataclass(frozen=True)
+class SubclassSettings(Settings):
+    """The options of a structural hold-out without a choice of hold-out."""
+
+    data: str | Path | None = option(None, metavar="PATH", help="The labelled dataset (see the benchmark).")
+    seed: int = option(0, minimum=0, help="Seed of the split and of the training.")
+    recipe: str | None = option(
+        None, help="Without a --model checkpoint: the training recipe, NAME or NAME:key=value,... (e.g. "
+        "icons50-wrn-16-4:arch=small_cnn,epochs=1); default: the paper's.")
+
+
+@dataclass(frozen=True)
+class HoldoutSettings(SubclassSettings):
+    """The options of a structural hold-out benchmark."""
+
+    holdout: str | None = option(
+        None, help="The held-out part: a style (icons-50-style; 'all' = leave each out), subtypes "
+        "(icons-50-subtype: paper, random or names) or k 1..3 (cifar-100-subclass).")
+
+
+@dataclass
+class HoldoutSummary(Summary):
+    """The splits' records (accuracy on each part and the gap) and their mean over several splits."""
+
+    HEADLINE = (Metric("heldout_accuracy", "higher", "held-out accuracy"),
+                Metric("seen_accuracy", "higher", "seen accuracy"), Metric("gap", "lower", "gap"))
+
+    splits: list[dict[str, Any]]
+    mean: dict[str, float] | None = None
+
+    def _value(self, key: str) -> float | None:
+        if self.mean is not None:
+            return self.mean[key]
+        v = self.splits[0].get(key) if self.splits else None
+        return None if v is None else float(v)
+
+    @property
+    def heldout_accuracy(self) -> float | None:
+        return self._value("heldout_accuracy")
+
+    @property
+    def seen_accuracy(self) -> float | None:
+        return self._value("seen_accuracy")
+
+    @property
+    def gap(self) -> float | None:
+        return self._value("gap")
+
+
+@dataclass(frozen=True)
+class SplitSpace(LabelSpace):
+    """A split model's label space: all its classes, stored under the digest of the class list."""
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256("\n".join(self.classes).encode()).hexdigest()
 
 
 def read_icons_data(path: str | None) -> LabelledImages:
@@ -173,9 +231,12 @@ def holdout_figures(title: str, records: list[dict[str, Any]], published: Mappin
                          bar_chart(cats, series, ylabel="accuracy (%)", published=[pub_name] if pub else []))]
 
 
-class HoldoutBenchmark(Benchmark):
+class HoldoutBenchmark(Benchmark[HoldoutSettings]):
     """A structural hold-out: splits of a labelled dataset, one model per split, accuracy per part and the gap.
 
+    Per split: its model (the ``--model`` checkpoint, or the split's recipe trained, resumably, under the
+    store's folder on ``--device``), then its two parts through the evaluation driver (with ``--ray`` the
+    trained model is sent to the Ray workers), then the scores from the stored predictions.
     ``published_heldout``: the held-out accuracy (%) paper 000 states per split name, with the line of
     its text (drawn beside the stored ones in the report).
     """
@@ -183,94 +244,68 @@ class HoldoutBenchmark(Benchmark):
     default_recipe = "icons50-wrn-16-4"
     headline = ("heldout_accuracy", "seen_accuracy", "gap")
     published_heldout: Mapping[str, tuple[float, int]] = {}
-    options = ("holdout", "seed", "recipe", *RAY_OPTIONS)
+    Settings = HoldoutSettings
     items = ("items", "items")
     records = "per item: label and top-5 classes"
+    model_by_name = False
 
-    def read(self, settings: dict[str, Any]) -> LabelledImages:
-        return read_icons_data(settings.get("data"))
+    def read(self, s: Any) -> LabelledImages:
+        return read_icons_data(None if s.data is None else str(s.data))
 
-    def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
+    def splits(self, data: LabelledImages, s: Any) -> list[Split]:
         raise NotImplementedError
 
-    def model_for(self, split: Split, settings: dict[str, Any], store: Path) -> TrainedModel:
+    def model_for(self, split: Split, s: Any, ctx: Any) -> TrainedModel:
         """The ``--model`` checkpoint, or the split's recipe trained (resumably) under the store's folder."""
-        model = settings.get("model")
-        limit = settings.get("limit")
+        model = ctx.model_spec
         if model not in (None, "", DEFAULT_MODEL, "train"):
             p = Path(str(model)).expanduser()
             if not p.is_file():
                 raise InvalidArgumentError(
                     "model", model, "a checkpoint written by shiftbench.training.recipes.train_classifier for this split, "
                     "or 'train' (train the split's recipe first)")
-            trained = load_trained(p, settings.get("device") or "cpu")
+            trained = load_trained(p, ctx.device or "cpu")
             if tuple(trained.classes) != tuple(split.classes):
                 raise InvalidArgumentError("model", model, f"a model of the split's {len(split.classes)} classes",
                                            f"It has {len(trained.classes)}.")
             return trained
-        spec = parse_recipe(settings.get("recipe"), self.default_recipe)
-        train = split.train_source.subset(spread(split.train_idx, limit))
+        spec = parse_recipe(s.recipe, self.default_recipe)
+        train = split.train_source.subset(spread(split.train_idx, s.limit))
         tag = hashlib.sha256(json.dumps([split.held_out, split.info], sort_keys=True, default=str).encode()).hexdigest()[:8]
+        store = ctx.store if ctx.store is not None else Path.cwd() / "results.sqlite"
         folder = store.parent / "structural-models" / self.name / f"{split.name.replace(':', '-').replace('/', '_')}-{tag}"
-        return train_classifier(train, spec, folder, seed=int(settings.get("seed") or 0),
-                                device=settings.get("device") or "cpu",
-                                run_name=f"{spec.name}-seed{int(settings.get('seed') or 0)}-n{len(train)}")
+        return train_classifier(train, spec, folder, seed=s.seed, device=ctx.device or "cpu",
+                                run_name=f"{spec.name}-seed{s.seed}-n{len(train)}")
 
-    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
-        """Per split: its model (trained here, on ``--device``, unless given), then its two parts through the
-        shared evaluation loop (with ``--ray`` the trained model is sent to the Ray workers), then the scores
-        from the stored predictions."""
-        store = Path(settings["store"])
-        limit, bs = settings.get("limit"), int(settings.get("batch_size") or 256)
-        # the workers get each split's trained model from here (never --model by name); a cluster that does not
-        # answer fails before any training
-        with ray_predictions({**settings, "model": None}) as executor:
-            data = self.read(settings)
-            splits = self.splits(data, settings)
-            records = []
-            with ResultsStore(store) as db:
-                for split in splits:
-                    records.append(self._evaluate_split(db, data, split, settings, store, limit, bs, progress, executor))
-        return _report(self.title, records)
+    def plan(self, s: Any, ctx: Any) -> list[Plan]:
+        data = self.read(s)
+        return [self._split_plan(data, split, s, ctx) for split in self.splits(data, s)]
 
-    def _evaluate_split(self, db: ResultsStore, data: LabelledImages, split: Split, settings: dict[str, Any],
-                        store: Path, limit: int | None, bs: int, progress: Progress | None, executor: Any) -> dict[str, Any]:
-        model = self.model_for(split, settings, store)
+    def _split_plan(self, data: LabelledImages, split: Split, s: Any, ctx: Any) -> Plan:
+        model = self.model_for(split, s, ctx)
         name, checksum = f"{model.spec.arch} {model.checkpoint.stem}", _sha256(model.checkpoint)
-        mid = db.register_model(name, f"structural:{model.checkpoint.resolve()}", checksum,
-                                {"spec": model.spec.to_dict(), "split": split.to_dict()})
-        sid = db.register_source(data.name.split()[0], f"{data.name}|{split.name}|{json.dumps([split.held_out, split.info], sort_keys=True, default=str)}",
-                                 str(settings.get("data")), split.classes, {})
-        lid = db.register_label_space(hashlib.sha256("\n".join(split.classes).encode()).hexdigest(), "model", split.classes)
-        eid = db.register_evaluation(mid, sid, self.name, str(model.image_size), int(settings.get("seed") or 0), False, lid)
-        parts = (("held_out", split.test_source, spread(split.heldout_idx, limit)),
-                 ("seen_test", split.seen_source or split.train_source, spread(split.seen_test_idx, limit)))
-        run_ids: dict[Condition, int] = {}
-        work: list[Work] = []
+        parts = (("held_out", split.test_source, spread(split.heldout_idx, s.limit)),
+                 ("seen_test", split.seen_source or split.train_source, spread(split.seen_test_idx, s.limit)))
+        conds = []
         for part, source, idx in parts:
             cond = (f"{part}:{split.name}", 0)
-            if settings.get("rerun"):
-                db.delete_runs([r.id for r in db.runs(eid) if r.corruption == cond[0]])
-            rid = run_ids[cond] = db.register_run(eid, sid, cond[0], 0, len(idx), package_versions())
-            done = db.done_keys(rid)
-            todo = [int(i) for i in idx if str(int(i)) not in done]
-            if todo:
-                work.append(Work(PartSource(cond, source, todo, model.image_size), np.arange(len(split.classes)),
-                                 {cond: {str(i) for i in todo}}))
-            else:
-                db.finish_run(rid)
-        if work:
-            clf = classifier(model, name, checksum)
-            if executor is None:
-                clf.to(settings.get("device") or "cpu")
-            space = resolve_label_space(clf.classes, split.classes, "model")
-            db.mark_running([run_ids[c] for w in work for c in w.pending])
-            # one transaction per batch: resumable
-            run_conditions(clf, space, work, RunStoreSink(db, run_ids), batch_size=bs, seed=0, progress=progress,
-                           executor=executor)
+            conds.append(Planned(cond, PartSource(cond, source, [int(i) for i in idx], model.image_size), cond[0], 0))
+        ident = f"{data.name}|{split.name}|{json.dumps([split.held_out, split.info], sort_keys=True, default=str)}"
+        return Plan(
+            conds, str(model.image_size), seed=0, stored_seed=s.seed, model=classifier(model, name, checksum),
+            model_record=(name, f"structural:{model.checkpoint.resolve()}", checksum,
+                          {"spec": model.spec.to_dict(), "split": split.to_dict()}),
+            source_record=(data.name.split()[0], ident, str(s.data), split.classes),
+            space=SplitSpace(tuple(split.classes), None, "model"), label_map=np.arange(len(split.classes)),
+            prefetch=False, context={"split": split, "parts": parts, "data": data, "trained": model, "name": name},
+        )
+
+    def score(self, store: ResultsStore, evaluation: Any) -> HoldoutSummary:
+        c = evaluation.plan.context
+        split, parts = c["split"], c["parts"]
         preds: dict[str, ItemPredictions] = {}
-        for (part, source, _), (cond, rid) in zip(parts, run_ids.items(), strict=True):
-            keys, labels, top1 = db_predictions(db, eid, rid)
+        for (part, source, _), rid in zip(parts, evaluation.run_ids.values(), strict=True):
+            keys, labels, top1 = db_predictions(store, evaluation.id, rid)
             order = np.argsort(keys)
             k = keys[order]
             group = (source.styles if split.kind == "style" and source.styles is not None else source.subtypes)[k]
@@ -278,8 +313,19 @@ class HoldoutBenchmark(Benchmark):
         sub_split = Split(split.name, split.kind, split.held_out, split.train_source, split.test_source,
                           split.train_idx, preds["seen_test"].index, preds["held_out"].index, split.info, split.seen_source)
         sc = score(sub_split, preds["held_out"], preds["seen_test"])
-        return {"benchmark": self.name, "evaluation": eid, "model": name, "checkpoint": str(model.checkpoint),
-                "data": data.name, **_score_fields(sc.to_dict())}
+        return HoldoutSummary([{"benchmark": self.name, "evaluation": evaluation.id, "model": c["name"],
+                                "checkpoint": str(c["trained"].checkpoint), "data": c["data"].name,
+                                **_score_fields(sc.to_dict())}])
+
+    def combine(self, summaries: list[Summary]) -> HoldoutSummary:
+        records = [r for sm in summaries for r in sm.splits]  # type: ignore[attr-defined]
+        mean = None
+        if len(records) > 1:
+            mean = {k: float(np.mean([r[k] for r in records])) for k in ("heldout_accuracy", "seen_accuracy", "gap")}
+        return HoldoutSummary(records, mean)
+
+    def render(self, summary: HoldoutSummary, *, details: bool = True) -> Report:
+        return _report(self.title, summary.splits, summary.mean)
 
     def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
         with ResultsStore(store, create=False) as db:
@@ -330,10 +376,7 @@ def _table(console: Any, title: str, recs: list[dict[str, Any]]) -> None:
     console.print(t)
 
 
-def _report(title: str, records: list[dict[str, Any]]) -> Report:
-    mean = None
-    if len(records) > 1:
-        mean = {k: float(np.mean([r[k] for r in records])) for k in ("heldout_accuracy", "seen_accuracy", "gap")}
+def _report(title: str, records: list[dict[str, Any]], mean: dict[str, float] | None) -> Report:
     doc = {"splits": records, "mean": mean}
 
     def table(console: Any) -> None:
@@ -355,9 +398,8 @@ class Icons50Style(HoldoutBenchmark):
     sources = ("Icons-50.npy or the ICONS-50 folder release (--data)", "the emoji-styles folder or .npz (--data)")
     published_heldout = {"style:microsoft": (57.0, 141), "style:apple": (93.0, 141)}  # 000 Section 4.2
 
-    def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
-        h = settings.get("holdout")
-        seed = int(settings.get("seed") or 0)
+    def splits(self, data: LabelledImages, s: HoldoutSettings) -> list[Split]:
+        h = s.holdout
         if h is not None and str(h).strip().lower() == "all":
-            return leave_one_style_out(data, seed=seed)
-        return [style_holdout(data, None if h in (None, "") else str(h).strip(), seed=seed)]
+            return leave_one_style_out(data, seed=s.seed)
+        return [style_holdout(data, None if h in (None, "") else str(h).strip(), seed=s.seed)]

@@ -21,13 +21,11 @@ from typing import Any
 
 import torch
 
-from ..distributed.predictions import RAY_OPTIONS
 from ..errors import InvalidArgumentError
-from ..evaluation.models import DEFAULT_MODEL, load_model
 from ..structural import LabelledImages, Split, imagenet22k_superclasses, imagenet22k_wnids, read_wnid_tree, subtype_holdout
 from ..training.recipes import TrainedModel, finetune_classifier
 from . import register_benchmark
-from .icons_50_style import HoldoutBenchmark, parse_recipe, spread
+from .icons_50_style import HoldoutBenchmark, SubclassSettings, parse_recipe, spread
 
 __all__ = ["ImageNet22kSubclass", "last_linear"]
 
@@ -47,32 +45,32 @@ class ImageNet22kSubclass(HoldoutBenchmark):
     measures = "Superclass accuracy on unseen (ImageNet-22K only) against seen (ImageNet-1K) subclasses, and the gap."
     conditions = "the unseen subclasses' images, and 10 % of each superclass of the seen subclasses' images (seeded)"
     sources = ("a folder of <wnid>/ image folders holding seen and unseen subclasses (--data)",)
-    options = ("seed", "recipe", *RAY_OPTIONS)
+    Settings = SubclassSettings  # type: ignore[assignment]
     default_recipe = "finetune-head"
 
-    def read(self, settings: dict[str, Any]) -> LabelledImages:
-        if settings.get("data") is None:
+    def read(self, s: SubclassSettings) -> LabelledImages:
+        if s.data is None:
             raise InvalidArgumentError("data", None, "a folder of <wnid>/ image folders (a sample of ImageNet-22K)")
-        classes = [s["name"] for s in imagenet22k_superclasses()]
-        return read_wnid_tree(settings["data"], {**imagenet22k_wnids("seen"), **imagenet22k_wnids("unseen")}, classes)
+        classes = [c["name"] for c in imagenet22k_superclasses()]
+        return read_wnid_tree(s.data, {**imagenet22k_wnids("seen"), **imagenet22k_wnids("unseen")}, classes)
 
-    def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
+    def splits(self, data: LabelledImages, s: SubclassSettings) -> list[Split]:
         unseen = sorted(set(imagenet22k_wnids("unseen")) & set(data.subtypes.tolist()))
         seen = sorted(set(imagenet22k_wnids("seen")) & set(data.subtypes.tolist()))
         if not unseen or not seen:
-            raise InvalidArgumentError("data", settings.get("data"), "folders of both seen and unseen subclasses",
+            raise InvalidArgumentError("data", s.data, "folders of both seen and unseen subclasses",
                                        f"It holds {len(seen)} seen and {len(unseen)} unseen subclass folders.")
-        split = subtype_holdout(data, unseen, seed=int(settings.get("seed") or 0))
+        split = subtype_holdout(data, unseen, seed=s.seed)
         return [dataclasses.replace(split, name="imagenet22k:unseen", kind="subclass")]
 
-    def model_for(self, split: Split, settings: dict[str, Any], store: Path) -> TrainedModel:
-        spec = parse_recipe(settings.get("recipe"), self.default_recipe)
-        clf = load_model(settings.get("model") or DEFAULT_MODEL, weights=settings.get("weights"), device="cpu")
+    def model_for(self, split: Split, s: SubclassSettings, ctx: Any) -> TrainedModel:
+        spec = parse_recipe(s.recipe, self.default_recipe)
+        clf = ctx.classifier()
         if not isinstance(clf.forward, torch.nn.Module):
-            raise InvalidArgumentError("model", settings.get("model"), "a network (nn.Module) to fine-tune")
-        train = split.train_source.subset(spread(split.train_idx, settings.get("limit")))
-        tag = hashlib.sha256(json.dumps([clf.checksum, spec.to_dict(), int(settings.get("seed") or 0)],
-                                        sort_keys=True).encode()).hexdigest()[:8]
+            raise InvalidArgumentError("model", ctx.model_spec, "a network (nn.Module) to fine-tune")
+        train = split.train_source.subset(spread(split.train_idx, s.limit))
+        tag = hashlib.sha256(json.dumps([clf.checksum, spec.to_dict(), s.seed], sort_keys=True).encode()).hexdigest()[:8]
+        store = ctx.store if ctx.store is not None else Path.cwd() / "results.sqlite"
         return finetune_classifier(clf.forward, train, spec, store.parent / "structural-models" / self.name / tag,
-                                   head=last_linear(clf.forward), seed=int(settings.get("seed") or 0),
-                                   device=settings.get("device") or "cpu", run_name=f"{spec.name}-n{len(train)}")
+                                   head=last_linear(clf.forward), seed=s.seed, device=ctx.device or "cpu",
+                                   run_name=f"{spec.name}-n{len(train)}")
