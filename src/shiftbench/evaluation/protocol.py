@@ -276,16 +276,22 @@ class Planned:
     Attributes:
         condition: the key the loop and the record writer use (e.g. ``("fog", 3)``).
         source: the :class:`~shiftbench.evaluation.data.Source` of its items (``source.items(condition)``).
-        name: the stored condition name (``runs.condition``).
-        level: the stored level (severity, difficulty, 0).
+        name: the stored condition name (``runs.condition``; default: ``condition[0]``).
+        level: the stored level (severity, difficulty, 0; default: ``condition[1]``).
         frames: frames per item (1: still images; T: videos of T frames).
     """
 
     condition: Any
     source: Any
-    name: str
-    level: int
+    name: str | None = None
+    level: int | None = None
     frames: int = 1
+
+    def __post_init__(self) -> None:
+        if self.name is None:
+            self.name = str(self.condition[0])
+        if self.level is None:
+            self.level = int(self.condition[1])
 
 
 @dataclass
@@ -320,7 +326,7 @@ class Plan:
     """
 
     conditions: list[Planned]
-    edition: str
+    edition: str = ""
     source: Any = None
     seed: int = 0
     stored_seed: int = -1
@@ -385,6 +391,11 @@ class Summary:
             v = getattr(self, m.name, None)
             out[m.name] = None if v is None else float(v)
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its fields and headline numbers (what the default report writes as JSON)."""
+        fields = dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}
+        return {**fields, **self.headline()}
 
 
 # -- output ---------------------------------------------------------------------------------
@@ -467,9 +478,25 @@ class Benchmark(ABC, Generic[S]):
     def score(self, store: Any, evaluation: Any) -> Summary:
         """The typed summary recomputed from the store (``evaluation``: an :class:`~shiftbench.evaluation.driver.Evaluated`)."""
 
-    @abstractmethod
     def render(self, summary: Any, *, details: bool = True) -> Report:
-        """The summary as JSON, CSV and tables."""
+        """The summary as JSON, CSV and tables (default: its :meth:`Summary.to_dict` as one record)."""
+        import json
+
+        from .store import records_to_csv
+
+        rec = summary.to_dict()
+        flat = {k: v for k, v in rec.items() if not isinstance(v, (dict, list, tuple))}
+
+        def table(console: Any) -> None:
+            from rich.table import Table
+
+            t = Table(title=self.title or self.name, title_justify="left", header_style="bold")
+            for k in flat:
+                t.add_column(k)
+            t.add_row(*("–" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat.values()))
+            console.print(t)
+
+        return Report(lambda: json.dumps(rec, indent=1, default=str) + "\n", lambda: records_to_csv([flat]), table)
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -483,8 +510,29 @@ class Benchmark(ABC, Generic[S]):
     def stored(
         self, store: Path, *, model: str | None, baseline: str, evaluation: int | None
     ) -> Section | None:
-        """Its evaluations stored in ``store`` (None: none there)."""
-        return None
+        """Its evaluations stored in ``store`` (None: none there); default: the top-1 error of each condition."""
+        from .store import ResultsStore, records_to_csv
+
+        with ResultsStore(store, create=False) as db:
+            recs = [{"evaluation": e.id, "model": e.model, "data": e.source,
+                     **{f"error_{r.condition}" + (f"_{r.level}" if r.level else ""): r.top1_error for r in db.runs(e.id)}}
+                    for e in db.evaluations_of([self.name], model, evaluation)]
+        if not recs:
+            return None
+
+        def table(console: Any) -> None:
+            from rich.table import Table
+
+            t = Table(title=f"{self.title or self.name}: stored (top-1 error, %)", title_justify="left")
+            cols = list(dict.fromkeys(k for r in recs for k in r))
+            for c in cols:
+                t.add_column(c)
+            for r in recs:
+                t.add_row(*("–" if r.get(c) is None else f"{100 * r[c]:.1f}" if c.startswith("error_") else str(r[c])
+                            for c in cols))
+            console.print(t)
+
+        return Section(self.name.replace("-", "_"), recs, lambda: records_to_csv(recs), table)
 
     def report_figures(self, store: Path, section: Section) -> list[Any]:
         """Figures for ``shiftbench report`` from its stored section (default: none; the report still shows its tables).
