@@ -80,7 +80,7 @@ class Result:
 
 
 def run(bench: Benchmark[Any], options: Mapping[str, Any], progress: Progress | None = None,
-        executor: Any = None) -> Result:
+        executor: Any = None, prefetch: bool | None = None) -> Result:
     """Evaluate with ``evaluate`` options by name: the driver's (:data:`DRIVER_OPTIONS`), the output ones, and the
     benchmark's own (any other is refused, naming the ones it declares)."""
     own = {k: v for k, v in options.items() if k not in DRIVER_OPTIONS and k not in _OUTPUT and v is not None}
@@ -95,7 +95,7 @@ def run(bench: Benchmark[Any], options: Mapping[str, Any], progress: Progress | 
         out = drive(bench, settings, model=model, weights=options.get("weights"),
                     device="cpu" if ray_exec is not None else device,
                     store=options.get("store", DEFAULT_STORE), batch_size=options.get("batch_size", 8),
-                    rerun=options.get("rerun", False), progress=progress, executor=ex)
+                    rerun=options.get("rerun", False), progress=progress, executor=ex, prefetch=prefetch)
     store = out.evaluations[0].store if out.evaluations else None
     if ray_exec is not None:
         status.append(f"Predicted on {where}: {ray_exec.shards} shard(s).")
@@ -119,6 +119,7 @@ def evaluate(
     rerun: bool = False,
     progress: Progress | None = None,
     executor: Any = None,
+    prefetch: bool | None = None,
     ray: str | None = None,
     ray_cpus_per_worker: float | None = None,
     ray_gpus_per_worker: float | None = None,
@@ -136,6 +137,7 @@ def evaluate(
         weights, device, batch_size, rerun: as on the command line.
         progress: receives the progress (start, advance, stop).
         executor: runs the model elsewhere (e.g. a :class:`shiftbench.distributed.RayPredictions`).
+        prefetch: decode the next batches in a thread beside the model (None: where it helps).
         ray, ray_cpus_per_worker, ray_gpus_per_worker: run the model on a Ray cluster (as ``--ray``).
         **settings: the benchmark's own options (fields of its ``Settings``), e.g. ``severities="1,3"``;
             any other is refused.
@@ -156,4 +158,4 @@ def evaluate(
                "ray_gpus_per_worker": ray_gpus_per_worker, **settings}
     if data is not None:
         options["data"] = data
-    return run(bench, options, progress, executor)
+    return run(bench, options, progress, executor, prefetch)

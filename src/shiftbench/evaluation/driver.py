@@ -183,6 +183,7 @@ def run(
     rerun: bool = False,
     progress: Progress | None = None,
     executor: Executor | None = None,
+    prefetch: bool | None = None,
 ) -> Outcome:
     """Evaluate ``model`` on a benchmark: plan, register, resume, loop, store, score.
 
@@ -198,6 +199,8 @@ def run(
         rerun: delete the stored runs of the requested conditions first.
         progress: receives the progress.
         executor: runs the model elsewhere (e.g. on a Ray cluster); the stored rows are the same.
+        prefetch: decode and corrupt the next batches in a thread while the model runs (None: the plan's
+            choice, else only where that thread gets a core of its own; perf/eval_overhead.py measures it).
 
     Raises:
         ShiftbenchError: bad settings, data or model output (no run is complete unless all its items are recorded).
@@ -216,7 +219,8 @@ def run(
     summaries = []
     for plan in plans:
         with _open_store(store if plan.keep else None) as (db, where):
-            done.append(_evaluate(bench, settings, plan, ctx, db, where, int(batch_size), rerun, progress, executor))
+            done.append(_evaluate(bench, settings, plan, ctx, db, where, int(batch_size), rerun, progress, executor,
+                                  prefetch))
             summaries.append(bench.score(db, done[-1]))
     summary = summaries[0] if len(summaries) == 1 else bench.combine(summaries)  # type: ignore[attr-defined]
     return Outcome(summary, done)
@@ -265,7 +269,7 @@ def _register(bench: Benchmark[Any], plan: Plan, clf: Classifier, space: LabelSp
 
 def _evaluate(
     bench: Benchmark[Any], settings: Settings, plan: Plan, ctx: _Context, db: ResultsStore, where: Path | None,
-    batch_size: int, rerun: bool, progress: Progress | None, executor: Executor | None,
+    batch_size: int, rerun: bool, progress: Progress | None, executor: Executor | None, prefetch: bool | None,
 ) -> Evaluated:
     """One plan: register, resume, loop."""
     clf = plan.model if plan.model is not None else ctx.classifier()
@@ -301,7 +305,8 @@ def _evaluate(
             w.pending[p.condition] = pending[p.condition]
             if p.frames > 1:
                 w.frames[p.condition] = p.frames
-    prefetch = plan.prefetch if plan.prefetch is not None else want_prefetch(clf.device)
+    if prefetch is None:
+        prefetch = plan.prefetch if plan.prefetch is not None else want_prefetch(clf.device)
     written = run_conditions(
         clf, space, list(by_source.values()), _StoreSink(db, run_ids, writer, pending), batch_size=batch_size,
         seed=plan.seed, release=plan.release, progress=progress, prefetch=prefetch, describe=plan.describe,
