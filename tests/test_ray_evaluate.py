@@ -288,7 +288,6 @@ def test_imagenet_c_style_through_the_executor_hook(tmp_path: Path, monkeypatch:
     from what the photo source carries, and stores the rows of a run without --ray."""
     from contextlib import contextmanager
 
-    import shiftbench.benchmarks.imagenet_c_style as ICS
     from shiftbench import style
     from shiftbench.benchmarks import get_benchmark
     from shiftbench.distributed.predictions import RayPredictions
@@ -306,7 +305,9 @@ def test_imagenet_c_style_through_the_executor_hook(tmp_path: Path, monkeypatch:
         seen.append(settings.get("ray"))
         yield ex if settings.get("ray") is not None else None
 
-    monkeypatch.setattr(ICS, "ray_predictions", fake_ray)
+    import shiftbench.benchmarks.front as front
+
+    monkeypatch.setattr(front, "ray_predictions", fake_ray)
     bench = get_benchmark("imagenet-c-style")
     assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
     base: dict[str, Any] = {"data": str(data), "classes": "data", "batch_size": 2, "styles": str(styles),
@@ -334,7 +335,6 @@ def test_structural_holdout_through_the_executor_hook(tmp_path: Path, monkeypatc
     """A split model trained here is sent to the workers with its parts' images: the rows of a run without --ray."""
     from contextlib import contextmanager
 
-    import shiftbench.benchmarks.icons_50_style as HB
     from shiftbench.benchmarks import get_benchmark
     from shiftbench.distributed.predictions import RayPredictions
 
@@ -350,7 +350,9 @@ def test_structural_holdout_through_the_executor_hook(tmp_path: Path, monkeypatc
         assert settings.get("model") is None  # the workers get the trained model, never a model name to load
         yield ex if settings.get("ray") is not None else None
 
-    monkeypatch.setattr(HB, "ray_predictions", fake_ray)
+    import shiftbench.benchmarks.front as front
+
+    monkeypatch.setattr(front, "ray_predictions", fake_ray)
     bench = get_benchmark(name)
     assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
     base: dict[str, Any] = {"data": str(EMOJI), "recipe": TINY, "limit": 20, "batch_size": 4,

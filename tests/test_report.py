@@ -363,7 +363,10 @@ def test_a_registered_benchmark_without_figures_gets_its_table_and_headline_colu
         title = "Icons <held-out> & styles"
         headline = ("error",)
 
-        def evaluate(self, settings, progress):  # type: ignore[no-untyped-def]
+        def plan(self, settings, ctx):  # type: ignore[no-untyped-def]
+            raise NotImplementedError("stored results only")
+
+        def score(self, store, evaluation):  # type: ignore[no-untyped-def]
             raise NotImplementedError("stored results only")
 
         def stored(self, store, *, model, baseline, evaluation):  # type: ignore[no-untyped-def]

@@ -23,14 +23,15 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
-from collections.abc import Callable, Iterator, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 from .errors import InvalidArgumentError, UnknownNameError
 
 __all__ = ["Registry", "close_matches"]
 
 T = TypeVar("T")
+_MISSING = object()
 
 
 def close_matches(name: str, names: Sequence[str], n: int = 3) -> list[str]:
@@ -38,8 +39,8 @@ def close_matches(name: str, names: Sequence[str], n: int = 3) -> list[str]:
     return difflib.get_close_matches(name, list(names), n=n)
 
 
-class Registry(Generic[T]):
-    """Named entries of one kind.
+class Registry(Mapping[str, T]):
+    """Named entries of one kind (a read-only mapping: ``name in r``, ``r[name]``, ``sorted(r)``).
 
     Args:
         kind: what an entry is, as the argument name of errors (``"benchmark"``, ``"model source"``).
@@ -47,6 +48,9 @@ class Registry(Generic[T]):
         modules: modules imported before the first lookup (built-in entries that register themselves).
         normalise: turns a user's name into a key (default: stripped, lower case).
         check: validates and converts an entry on registration (e.g. instantiates a class).
+        cutoff: how close a name must be to be suggested (``difflib``'s ratio, 0..1).
+        error: the error an unknown name raises (an :class:`~shiftbench.errors.UnknownNameError` subclass).
+        entries: initial entries by name.
     """
 
     def __init__(
@@ -57,13 +61,19 @@ class Registry(Generic[T]):
         modules: Sequence[str] = (),
         normalise: Callable[[str], str] = lambda s: str(s).strip().lower(),
         check: Callable[[str, T], T] | None = None,
+        cutoff: float = 0.6,
+        error: type[UnknownNameError] = UnknownNameError,
+        entries: Mapping[str, T] | None = None,
     ) -> None:
+        self.error = error
         self.kind, self.group, self.modules = kind, group, tuple(modules)
-        self.normalise, self.check = normalise, check
+        self.normalise, self.check, self.cutoff = normalise, check, cutoff
         self._entries: dict[str, T] = {}
         self._aliases: dict[str, str] = {}
         self._loaded = False
         self._loading = False
+        for name, entry in (entries or {}).items():
+            self.register(name, entry)
 
     def register(self, name: str, entry: T, *, aliases: Sequence[str] = (), replace: bool = False) -> T:
         """Add ``entry`` under ``name`` (and ``aliases``); returns it (as ``check`` made it).
@@ -129,11 +139,15 @@ class Registry(Generic[T]):
         k = self._aliases.get(k, k)
         if k not in self._entries:
             names = list(self._entries)
-            raise UnknownNameError(self.kind, name, names, close_matches(k, names + list(self._aliases)))
+            raise self.error(self.kind, name, names, difflib.get_close_matches(
+                k, names + list(self._aliases), n=3, cutoff=self.cutoff))
         return k
 
-    def get(self, name: str) -> T:
-        """The entry called ``name`` (or an alias of it); see :meth:`key` for the error."""
+    def get(self, name: str, default: object = _MISSING) -> T:  # type: ignore[override]
+        """The entry called ``name`` (or an alias of it); see :meth:`key` for the error (with ``default``:
+        that instead of the error, as ``dict.get``)."""
+        if default is not _MISSING and name not in self:
+            return default  # type: ignore[return-value]
         return self._entries[self.key(name)]
 
     def __contains__(self, name: object) -> bool:
@@ -145,6 +159,12 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+    def __getitem__(self, name: str) -> T:
+        return self.get(name)
+
+    def __len__(self) -> int:
+        return len(self.names())
 
     def items(self) -> list[tuple[str, T]]:
         self.load()

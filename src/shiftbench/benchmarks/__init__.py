@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from ..evaluation.protocol import Benchmark, Settings
+from ..evaluation.protocol import Benchmark, Settings, set_runner
 from ..registry import Registry
 
 __all__ = [
@@ -85,6 +85,15 @@ def get_benchmark(name: str) -> Benchmark[Any]:
         UnknownNameError: no such benchmark (with the registered names and close matches).
     """
     return BENCHMARKS.get(name)
+
+
+def _run(bench: Any, options: Any, progress: Any = None) -> Any:
+    from .front import run
+
+    return run(bench, options, progress).report
+
+
+set_runner(_run)
 
 
 def __getattr__(name: str) -> Any:

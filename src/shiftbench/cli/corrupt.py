@@ -206,10 +206,3 @@ def generate_imagenet_c(
         if len(report.failed) > 20:
             click.echo(f"  ... and {len(report.failed) - 20} more (see manifest.json)", err=True)
         raise SystemExit(1)
-
-
-def register(cli: click.Group) -> None:
-    """Attach the engine's commands to the root group."""
-    cli.add_command(list_cmd)
-    cli.add_command(corrupt_cmd)
-    cli.add_command(generate_group)

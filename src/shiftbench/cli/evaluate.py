@@ -155,7 +155,13 @@ def _benchmark_in(args: list[str]) -> str | None:
 
 
 class EvaluateCommand(click.Command):
-    """``evaluate``, whose options come from the registered benchmarks (built when first needed)."""
+    """``evaluate``, whose options come from the registered benchmarks (built when first needed).
+
+    :attr:`params` holds every declared option (``sweep`` and ``reproduce`` copy them); an invocation
+    naming ``--benchmark`` parses and documents that benchmark's own options (the others hidden).
+    """
+
+    _META = "shiftbench.evaluate.params"
 
     @property  # type: ignore[override]
     def params(self) -> list[click.Parameter]:
@@ -167,8 +173,15 @@ class EvaluateCommand(click.Command):
     def params(self, value: list[click.Parameter]) -> None:
         self._built = value or None
 
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        own = ctx.meta.get(self._META)
+        if own is None:
+            return super().get_params(ctx)
+        help_option = self.get_help_option(ctx)
+        return [*own, help_option] if help_option is not None else list(own)
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        self._built = evaluate_params(_benchmark_in(args))
+        ctx.meta[self._META] = evaluate_params(_benchmark_in(args))  # benchmarks registered since the first use too
         return super().parse_args(ctx, args)
 
 

@@ -26,7 +26,6 @@ from rich import box
 from rich.table import Table
 
 from ..benchmarks import get_benchmark
-from ..benchmarks.front import run
 from ..evaluation.protocol import Benchmark, Progress, Report
 from ..evaluation.store import ResultsStore, check_store_path, records_to_csv
 from ._output import check_results_file, emit, progress
@@ -235,7 +234,7 @@ def sweep(
                 ids = [int(i) for i in json.loads(done)["evaluations"]]
                 skipped = True
             else:
-                report = run(b, settings, progress_for(b) if progress_for else None).report
+                report = b.evaluate(settings, progress_for(b) if progress_for else None)
                 ids = evaluation_ids(json.loads(report.json()))
                 if ids:  # a pair that stored nothing (no evaluation named) is tried again next time
                     with ResultsStore(store) as db:

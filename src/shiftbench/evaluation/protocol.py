@@ -48,6 +48,7 @@ __all__ = [
     "Settings",
     "Summary",
     "option",
+    "set_runner",
 ]
 
 COMMON_OPTIONS: tuple[str, ...] = (
@@ -437,6 +438,16 @@ class Section:
 
 # -- the benchmark ----------------------------------------------------------------------------
 
+_RUNNER: Callable[..., Any] | None = None
+
+
+def set_runner(runner: Callable[..., Any]) -> None:
+    """Install what :meth:`Benchmark.evaluate` runs: ``shiftbench.benchmarks`` does, with its Ray executor (the
+    evaluation core reaches that layer without importing it, as it reaches the model zoo)."""
+    global _RUNNER
+    _RUNNER = runner
+
+
 
 class Benchmark(ABC, Generic[S]):
     """One benchmark: declare the attributes and :attr:`Settings`, implement :meth:`plan`, :meth:`score`, :meth:`render`.
@@ -546,6 +557,13 @@ class Benchmark(ABC, Generic[S]):
     def accepts(self, option: str) -> bool:
         """Whether ``option`` (a parameter name) applies to this benchmark."""
         return option in COMMON_OPTIONS or option in self.Settings.names()
+
+    def evaluate(self, options: Mapping[str, Any], progress: Progress | None = None) -> Report:
+        """Run it with ``evaluate`` options by name (common ones and its own, as ``sweep`` passes them) through the
+        evaluation driver; the report (``shiftbench.evaluate`` returns the whole result)."""
+        if _RUNNER is None:
+            raise RuntimeError("no benchmark runner: import shiftbench.benchmarks first")
+        return _RUNNER(self, options, progress)  # type: ignore[no-any-return]
 
     def combine(self, summaries: list[Summary]) -> Summary:
         """One summary of several evaluations of one call (a benchmark whose plan returns several overrides it)."""

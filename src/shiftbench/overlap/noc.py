@@ -25,14 +25,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from ..corruptions.candidates import CANDIDATES
 from ..errors import DataError, InvalidArgumentError
 from ..evaluation.data import CLEAN, Condition, Item, Source, WorkBatch
 from ..evaluation.protocol import Metric, Summary
-from ..evaluation.store import DEFAULT_STORE
-from .analysis import noc_corruption_error, noc_mean_corruption_error
 from .sampling import corrupt_candidate
 from .select import Selection
 from .store import OverlapStore

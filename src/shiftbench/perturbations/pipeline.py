@@ -38,7 +38,6 @@ from ..editions import get_edition
 from ..io import DECODE_ERRORS, load_image_rgb
 from ..errors import DataError, InvalidArgumentError, UnknownNameError
 from ..evaluation.data import (
-    BAD_IMAGE_POLICIES,
     CLEAN,
     Condition,
     ImageFolderSource,

@@ -28,7 +28,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import DataError, InvalidArgumentError, UnknownNameError
+from ..errors import DataError, InvalidArgumentError
+from ..registry import Registry
 from .loop import FitResult, Recipe, fit, load_checkpoint, stream_id, tensor_batches
 from .models import build_network
 
@@ -70,7 +71,7 @@ def _wrn(epochs: int, decay: float) -> Recipe:
     return Recipe(epochs=epochs, batch_size=128, lr=0.1, momentum=0.9, nesterov=True, weight_decay=decay, schedule="cosine", hflip=True, crop_padding=4)
 
 
-RECIPES: dict[str, TrainingSpec] = {
+RECIPES: Registry[TrainingSpec] = Registry("recipe", cutoff=0.4, normalise=str.strip, entries={
     "icons50-wrn-16-4": TrainingSpec("icons50-wrn-16-4", "wrn-16-4", 0.3, 32, _wrn(50, 1e-4), None, "paper Section 4.2, Appendix F"),
     "cifar100-wrn-40-2": TrainingSpec("cifar100-wrn-40-2", "wrn-40-2", 0.3, 32, _wrn(100, 5e-4), None, "paper Section 4.3, Appendix F"),
     "finetune-head": TrainingSpec(
@@ -83,16 +84,13 @@ RECIPES: dict[str, TrainingSpec] = {
         Recipe(epochs=10, batch_size=128, lr=0.01, weight_decay=1e-4, crop_padding=0, mean=_IMAGENET_MEAN, std=_IMAGENET_STD),
         "full", "shiftbench default (the paper gives none)",
     ),
-}  # fmt: skip
+})  # fmt: skip
+"""The training recipes by name (:func:`get_recipe`; ``RECIPES.register(name, spec)`` adds one)."""
 
 
 def get_recipe(name: str, **overrides: Any) -> TrainingSpec:
     """A recipe of :data:`RECIPES` by name, with optional overrides (see :meth:`TrainingSpec.with_overrides`)."""
-    if name not in RECIPES:
-        import difflib
-
-        raise UnknownNameError("recipe", name, sorted(RECIPES), difflib.get_close_matches(name, sorted(RECIPES), 3, 0.4))
-    spec = RECIPES[name]
+    spec = RECIPES.get(name)  # UnknownNameError with the recipes and the closest names
     return spec.with_overrides(**overrides) if overrides else replace(spec, recipe=replace(spec.recipe))
 
 
