@@ -32,7 +32,7 @@ __all__ = ["Result", "evaluate", "run", "DRIVER_OPTIONS"]
 DRIVER_OPTIONS = ("model", "weights", "device", "store", "batch_size", "rerun", *RAY_OPTIONS)
 """The options the driver takes (every other option but the output ones is a field of the benchmark's Settings)."""
 
-_OUTPUT = ("results_format", "results_file", "progress", "details", "benchmark")
+_OUTPUT = ("results_format", "results_file", "progress", "details", "benchmark", "threads", "model_args")
 
 
 @dataclass
@@ -98,7 +98,7 @@ def run(bench: Benchmark[Any], options: Mapping[str, Any], progress: Progress | 
                     rerun=options.get("rerun", False), progress=progress, executor=ex, prefetch=prefetch)
     store = out.evaluations[0].store if out.evaluations else None
     if ray_exec is not None:
-        status.append(f"Predicted on {where}: {ray_exec.shards} shard(s).")
+        status.append(f"Predicted on {where}: {ray_exec.shards} shard(s); {ray_exec.health()}.")
     if out.written == 0 and store is not None:
         status.append(f"All requested runs were already complete in {store}: scores recomputed from the stored "
                       "predictions.")

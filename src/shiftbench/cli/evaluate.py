@@ -11,6 +11,7 @@ message shape: ``--severities does not apply to imagenet-d: ...``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,18 @@ import click
 from ..benchmarks import get_benchmark, list_benchmarks
 from ..benchmarks.front import DRIVER_OPTIONS, run
 from ..errors import UnknownNameError
+from ..evaluation.model_sources import (
+    format_model_spec,
+    parse_model_args,
+    split_model_spec,
+)
 from ..evaluation.models import DEFAULT_MODEL
 from ..evaluation.protocol import COMMON_OPTIONS, OptionSpec
 from ..evaluation.store import DEFAULT_STORE, check_store_path
+from ..evaluation.threads import model_threads
 from ._output import FORMATS, UserError, check_results_file, emit, progress
 
-__all__ = ["evaluate_cmd", "given_options", "refuse_given", "declared_options", "accepted_list"]
+__all__ = ["evaluate_cmd", "given_options", "refuse_given", "declared_options", "accepted_list", "model_with_args"]
 
 
 def _option_name(name: str) -> str:
@@ -40,6 +47,14 @@ def given_options(ctx: click.Context) -> set[str]:
         if src is not None and src.name in ("COMMANDLINE", "ENVIRONMENT"):
             out.add(name)
     return out
+
+
+def model_with_args(model: Any, model_args: str | None) -> Any:
+    """``--model`` with ``--model-args`` folded in (``NAME?key=value,...``, what load_model reads)."""
+    if not model_args or not isinstance(model, str):
+        return model
+    name, args = split_model_spec(model)
+    return format_model_spec(name, {**args, **parse_model_args(model_args, "--model-args")})
 
 
 def declared_options() -> dict[str, tuple[OptionSpec, list[str]]]:
@@ -88,7 +103,13 @@ def _head_params() -> list[click.Parameter]:
                      help="A registered benchmark (`shiftbench list benchmarks`): imagenet-c, imagenet-p, "
                      "imagenet-noc, imagenet-d, ...; with --help: its options only."),
         click.Option(["--model"], default=DEFAULT_MODEL, show_default=True,
-                     help="Model name: efficientnet-lite0 (built in), torchvision:<arch>, timm:<arch>, zoo:<name>."),
+                     help="Model: efficientnet-lite0 (built in), zoo:<name> (published weights, `shiftbench zoo "
+                     "list`), torchvision:<arch>[:<WEIGHTS>], timm:<name>[.<tag>], hf-hub:<org>/<name>, "
+                     "module.path:factory or path/to/file.py:factory. Weights missing offline: one line naming the URL "
+                     "and where to place a copy."),
+        click.Option(["--model-args"], default=None, metavar="KEY=VALUE,...",
+                     help="Arguments for the model's factory (torchvision.models.get_model, timm.create_model or "
+                     "yours), e.g. drop_rate=0.1,num_classes=10; stored with the model's name."),
         click.Option(["--weights"], type=click.Path(dir_okay=False), default=None,
                      help="Local checkpoint (state_dict), loaded with torch.load(weights_only=True); 'none' = random "
                      "weights."),
@@ -108,6 +129,10 @@ def _tail_params() -> list[click.Parameter]:
         click.Option(["--ray-gpus-per-worker"], type=float, default=None,
                      help="With --ray: GPUs each model worker declares (default 1 with --device cuda, else 0)."),
         click.Option(["--batch-size"], type=click.IntRange(min=1), default=8, show_default=True),
+        click.Option(["--threads"], default="auto", show_default=True, metavar="N|auto",
+                     help="Threads for the model on the CPU. auto: the cores the one-minute load average leaves free "
+                     "(all on an idle machine, 1 on a busy one; torch's own default, one per core, ran 3-4x slower on "
+                     "a loaded machine: docs/performance.md)."),
         click.Option(["--device"], default="cpu", show_default=True, help="cpu, cuda, cuda:N or mps."),
         click.Option(["--store"], type=click.Path(dir_okay=False), default=str(DEFAULT_STORE), show_default=True,
                      help="Results store (SQLite); interrupted runs resume from it."),
@@ -207,11 +232,16 @@ def _evaluate(ctx: click.Context, **kw: Any) -> None:
     check_results_file(kw["results_file"])
     check_store_path(kw["store"])
     store = kw["store"]
+    kw["model"] = model_with_args(kw["model"], kw.pop("model_args", None))
+    threads = kw.pop("threads", "auto")
     options = {k: v for k, v in kw.items() if k in COMMON_OPTIONS and k not in bench.Settings.names()}
     options |= {k: kw[k] for k in given if k in bench.Settings.names()}
     shown = progress(*bench.items) if kw["progress"] else None
     try:
-        result = run(bench, options, shown)
+        with model_threads(threads) as n:
+            if kw["progress"] and not sys.stderr.isatty():
+                click.echo(f"Model on {n} thread(s).", err=True)
+            result = run(bench, options, shown)
     except KeyboardInterrupt:
         click.echo(
             f"\nInterrupted. Everything finished so far is stored in {store}; run the same command again to resume.",

@@ -1,4 +1,4 @@
-"""004 Table 4, first row: ImageNet validation images restricted to the ImageNet-D classes.
+"""Rusak et al.'s (2022) Table 4, first row: ImageNet validation images restricted to the ImageNet-D classes.
 
 ``shiftbench evaluate --benchmark imagenet-d --data /data/imagenet/val`` (an ImageFolder of
 wnid folders) runs the model on the validation images whose label maps to an ImageNet-D
@@ -66,7 +66,7 @@ class InsideImageNetD(Source):
 
 
 def imagenet_val_plan(data: str | Path, mapping: ImageNetDMapping, *, limit: int | None, bad_images: str) -> Plan:
-    """The "IN val" row of 004 Table 4 as a plan of the evaluation driver: one pass over the validation images
+    """The "IN val" row of Rusak et al.'s (2022) Table 4 as a plan of the evaluation driver: one pass over the validation images
     inside ImageNet-D, in a temporary store (``keep=False``); :func:`imagenet_val_row` scores it.
 
     Raises:

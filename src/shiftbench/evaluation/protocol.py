@@ -467,6 +467,8 @@ class Benchmark(ABC, Generic[S]):
             models (e.g. ``("clean_error", "mce")``), shown in the units of the records.
         model_by_name: whether Ray workers may load ``--model`` by name (False: the benchmark
             makes its own models and sends them).
+        full_images: how many images (or videos) the benchmark's full evaluation set has per condition
+            (ImageNet-C: the 50 000 validation images); the report flags evaluations on fewer. None: it varies.
     """
 
     name: str = ""
@@ -480,6 +482,7 @@ class Benchmark(ABC, Generic[S]):
     refusals: Mapping[str, str] = {}
     headline: tuple[str, ...] = ()
     model_by_name: bool = True
+    full_images: int | None = None
 
     @abstractmethod
     def plan(self, settings: S, ctx: PlanContext) -> Plan | list[Plan]:
