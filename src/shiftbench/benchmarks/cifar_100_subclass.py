@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..errors import InvalidArgumentError
 from ..structural import LabelledImages, Split, cifar100_subclass_split, read_cifar100
 from . import register_benchmark
-from .icons_50_style import HoldoutBenchmark, HoldoutSettings
+from .holdout import HoldoutBenchmark, HoldoutSettings
 
 __all__ = ["Cifar100Subclass"]
 

@@ -4,7 +4,7 @@ Conditions: the held-out subtypes' images and a held-out share (10 % per class, 
 seen subtypes. ``--holdout``: ``paper`` (default: the paper's 50 held-out subtypes from the authors'
 script; on emoji-styles the 23 of them it has), ``random`` (one seeded subtype per class), or a
 comma-separated list of subtype names. Data, model and records as ``icons-50-style``
-(:class:`~shiftbench.benchmarks.icons_50_style.HoldoutBenchmark`).
+(:class:`~shiftbench.benchmarks.holdout.HoldoutBenchmark`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from ..structural import LabelledImages, Split, subtype_holdout
 from . import register_benchmark
-from .icons_50_style import HoldoutBenchmark, HoldoutSettings
+from .holdout import HoldoutBenchmark, HoldoutSettings
 
 __all__ = ["Icons50Subtype"]
 

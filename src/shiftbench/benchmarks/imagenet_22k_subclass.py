@@ -8,7 +8,7 @@ only). Data (``--data``): a folder of ``<wnid>/`` image folders; every image of 
 folder it holds is read at 224 px into memory, so give it a sample of ImageNet-22K, not the whole
 release. The fine-tuned model is written under the store's folder (seeded, resumable); the final
 ``nn.Linear`` of the network is the one replaced. Records, metrics and store layout as
-``icons-50-style`` (:class:`~shiftbench.benchmarks.icons_50_style.HoldoutBenchmark`).
+``icons-50-style`` (:class:`~shiftbench.benchmarks.holdout.HoldoutBenchmark`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..errors import InvalidArgumentError
 from ..structural import LabelledImages, Split, imagenet22k_superclasses, imagenet22k_wnids, read_wnid_tree, subtype_holdout
 from ..training.recipes import TrainedModel, finetune_classifier
 from . import register_benchmark
-from .icons_50_style import HoldoutBenchmark, SubclassSettings, parse_recipe, spread
+from .holdout import HoldoutBenchmark, SubclassSettings, parse_recipe, spread
 
 __all__ = ["ImageNet22kSubclass", "last_linear"]
 
