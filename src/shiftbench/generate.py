@@ -639,3 +639,17 @@ def _write_manifest(out: Path, config: GenerateConfig, report: GenerateReport, t
             style_source(), style_backend()
             manifest["style"] = style_settings()
         _atomic_write_bytes(out / "manifest.json", json.dumps(manifest, indent=1).encode(), tmp_dir)
+
+
+# ----------------------------------------------------------------------------- shared with the other generators
+# The resumable-writing machinery of this module, public for the generators of other datasets
+# (``shiftbench generate imagenet-p``, in shiftbench.perturbations.generate): the same journal, run
+# folder, atomic writes, locks and worker pool, so every dataset on disk resumes the same way.
+STATE_DIR = _STATE_DIR
+Journal = _Journal
+RunDir = _RunDir
+atomic_write_bytes = _atomic_write_bytes
+sha256_file = _sha256_file
+lock_file = _lock
+map_in_processes = _map
+software_versions = _versions

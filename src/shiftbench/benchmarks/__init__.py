@@ -38,7 +38,7 @@ __all__ = [
 ENTRY_POINT_GROUP = "shiftbench.benchmarks"
 
 _BUILT_IN = ("imagenet_c", "imagenet_p", "imagenet_noc", "imagenet_d", "imagenet_c_style", "icons_50_style",
-             "icons_50_subtype", "cifar_100_subclass", "imagenet_22k_subclass")
+             "icons_50_subtype", "cifar_100_subclass", "imagenet_22k_subclass", "border_obstruction")
 
 
 def _check(name: str, benchmark: Any) -> Benchmark[Any]:

@@ -42,6 +42,7 @@ from ..evaluation.models import read_class_list
 from ..evaluation.protocol import Benchmark, Metric, Plan, Planned, Report, Section, Settings, Summary, option
 from ..evaluation.report import ReportRow, baseline_row, render_details, render_table, to_csv, to_json
 from ..evaluation.store import CLEAN_NAME, ResultsStore, RunInfo
+from ..evaluation.testtime import with_test_time
 from . import register_benchmark
 
 __all__ = [
@@ -84,6 +85,12 @@ class ImageNetCSettings(Settings):
         "auto", help="Label space: auto, model (all model outputs), data (restrict logits to the data's classes), or a "
         "file of class ids (wnids) to restrict to.")
     clean: bool = option(True, help="Also evaluate the clean images (needed for relative mCE).")
+    tta: str | None = option(
+        None, help="Test-time augmentation, ten-crop (Hendrycks & Dietterich, 2019, Appendix D: the mean softmax of the "
+        "4 corner and centre crops and their mirrors).")
+    preprocess: str | None = option(
+        None, help="Preprocessing of every input, clahe (contrast limited adaptive histogram equalization) or "
+        "nlm-denoise (non-local means at the estimated noise level), as Hendrycks & Dietterich, 2019, Sections 3.4-3.5.")
 
 
 def resolve_classes(classes: Any) -> Any:
@@ -476,7 +483,10 @@ class ImageNetC(Benchmark[ImageNetCSettings]):
         if s.released is not None and s.release:
             raise InvalidArgumentError("release", s.release, "False with --released (released images are JPEGs already)")
         ed = get_edition(s.edition).name if s.edition is not None else None
-        clf = ctx.classifier()
+        if (s.tta or s.preprocess) and getattr(ctx, "remote", False):
+            raise InvalidArgumentError("ray", "--ray", "no --ray with --tta or --preprocess (the wrapped model runs in "
+                                       "this process)")
+        clf = with_test_time(ctx.classifier(), tta=s.tta, preprocess=s.preprocess)
         lim, bad = s.limit, s.bad_images
         clean: Source | None
         if s.released is not None:
@@ -494,8 +504,11 @@ class ImageNetC(Benchmark[ImageNetCSettings]):
                 foolbox_imagenet(edition=ed, limit=lim, bad_images=bad) if s.data is None
                 else ImageFolderSource(s.data, edition=ed, limit=lim, bad_images=bad))
             clean = corrupted
-        return corruption_plan(s, clf, corrupted, clean, names, sev, ed, unavailable=unavailable,
+        plan = corruption_plan(s, clf, corrupted, clean, names, sev, ed, unavailable=unavailable,
                                demo=s.data is None and s.released is None)
+        if clf is not ctx.classifier():  # stored as a model of its own (its identity names the methods)
+            plan.model = clf
+        return plan
 
     def score(self, store: ResultsStore, evaluation: Any) -> EvaluationResult:
         return corruption_result(store, evaluation, evaluation.settings.baseline, self.name)

@@ -199,8 +199,12 @@ class ImageNetNOC(Benchmark[NocSettings]):
         "baseline": "it normalises by AlexNet's published errors; a saved benchmark carries its own baseline",
     }
 
+    def selection(self, s: Any, store: Path | None) -> tuple[NocBenchmark, list[str]]:
+        """The benchmark (its corruptions and CE baseline) and the corruptions to evaluate."""
+        return _noc_selection(s.corruptions, store)
+
     def plan(self, s: NocSettings, ctx: Any) -> Plan:
-        bench, names = _noc_selection(s.corruptions, ctx.store)
+        bench, names = self.selection(s, ctx.store)
         ctx.classifier()
         src = (foolbox_imagenet(edition="224", limit=s.limit) if s.data is None
                else ImageFolderSource(s.data, edition="224", limit=s.limit))

@@ -361,12 +361,17 @@ def spatter(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], c
         tex = np.stack([_water_texture(a) for a in level_np])
         m = level.to(torch.float32) * torch.from_numpy(tex).to(x.device)
         peak = torch.amax(m, dim=(1, 2), keepdim=True)
-        # an empty liquid layer has no outline: add no water (the reference divides by zero)
+        # an empty liquid layer has no outline: add no water (the reference divides by zero). With
+        # ctx.extra["empty_layer"] == "black" the image is black instead, as the reference's 0 / 0 = NaN
+        # becomes 0 in np.uint8 (ImageNet-P's spatter sequences, whose layer runs off the image)
         m = torch.where(peak > 0, m / torch.where(peak > 0, peak, torch.ones_like(peak)), torch.zeros_like(m))
         m = m * float(np.float32(c[4]))
         color = torch.tensor(_WATER, dtype=torch.float32, device=x.device).view(1, 3, 1, 1)
         x += m[:, None] * color
-        return x.clamp_(0, 1).mul_(255)
+        x = x.clamp_(0, 1).mul_(255)
+        if ctx.extra.get("empty_layer") == "black":
+            x = torch.where(peak[:, None] > 0, x, torch.zeros_like(x))
+        return x
     mask = (layer > c[3]).to(torch.float32)
     mask = _gaussian_f32(mask, float(c[4]))
     mask = torch.where(mask < 0.8, torch.zeros_like(mask), mask)[:, None]

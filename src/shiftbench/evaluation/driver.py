@@ -147,8 +147,10 @@ class Outcome:
 class _Context:
     """The :class:`~shiftbench.evaluation.protocol.PlanContext` the driver hands to ``plan``."""
 
-    def __init__(self, model: Any, weights: str | None, device: str | None, store: Path | None, rerun: bool) -> None:
+    def __init__(self, model: Any, weights: str | None, device: str | None, store: Path | None, rerun: bool,
+                 remote: bool = False) -> None:
         self.model_spec, self.weights, self.device, self.store, self.rerun = model, weights, device, store, rerun
+        self.remote = remote
         self._clf: Classifier | None = None
 
     def classifier(self) -> Classifier:
@@ -212,7 +214,7 @@ def run(
     if not isinstance(settings, bench.Settings):
         raise InvalidArgumentError("settings", type(settings).__name__, f"{bench.Settings.__name__} of {bench.name}")
     path = None if store is None or isinstance(store, ResultsStore) else Path(store)
-    ctx = _Context(model, weights, device, path, rerun)
+    ctx = _Context(model, weights, device, path, rerun, executor is not None)
     plans = bench.plan(settings, ctx)
     plans = plans if isinstance(plans, list) else [plans]
     done: list[Evaluated] = []

@@ -359,6 +359,8 @@ class PlanContext(Protocol):
     device: str | None
     store: Path | None
     rerun: bool
+    remote: bool
+    """The model runs through an executor (e.g. on a Ray cluster)."""
 
     def classifier(self) -> Any:
         """The model, loaded once by the driver (a :class:`~shiftbench.evaluation.models.Classifier`)."""

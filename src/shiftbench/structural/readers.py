@@ -86,7 +86,7 @@ CIFAR100_FINE: tuple[str, ...] = (
     "woman", "worm",
 )  # fmt: skip
 
-_IMG_EXT = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
+_IMG_EXT = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pgm", ".tif", ".tiff"}  # torchvision's, and gif
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,15 @@ def _decode(path: Path, size: int | None) -> np.ndarray:
 
 
 def read_icons50_folder(root: str | Path, *, image_size: int = 32) -> LabelledImages:
-    """The ICONS-50 folder release: ``<root>/<class>/<style>_<subtype>[_<rendition>].<ext>``.
+    """The ICONS-50 folder release, read as the authors' script reads it: ``<root>/<class>/<file>``.
+
+    ``old/Icons-50/train.py`` opens the release with torchvision's ``ImageFolder`` (one folder per class,
+    any file name) and selects images by substrings of their paths: the test style (``'microsoft' in
+    path``), the held-out subtypes, ``'_2'`` for a second rendition. So every image file of a class
+    folder is read here too (dot-files and dot-folders aside), and ``extra["file"]`` keeps its path
+    (``<class folder>/<file>``) for those substring matches (``match="paper"`` of the splits).
+    A file named ``<style>_<subtype>[_<rendition>]`` also gets its style, subtype and rendition,
+    which the exact-match splits use; other names get style ``""`` and their stem as the subtype.
 
     Class folders are matched to the Appendix E names ignoring case, ``_`` and ``-``
     (``emotion_face`` -> ``Emotion Face``); other folder names are kept as they are.
@@ -281,17 +289,15 @@ def read_icons50_folder(root: str | Path, *, image_size: int = 32) -> LabelledIm
     imgs, labels, styles, subtypes, rend, files = [], [], [], [], [], []
     for d, cname in zip(folders, names):
         for f in sorted(d.iterdir()):
-            if f.suffix.lower() not in _IMG_EXT:
+            if f.suffix.lower() not in _IMG_EXT or f.name.startswith(".") or not f.is_file():
                 continue
             m = _ICON_NAME.match(f.stem)
-            if m is None:
-                raise DataError(f"{str(f)!r}: file name is not <style>_<subtype>[_<rendition>] (ICONS-50 folder release)")
             imgs.append(_decode(f, image_size))
             labels.append(classes.index(cname))
-            styles.append(m["style"].lower())
-            subtypes.append(m["subtype"])
-            rend.append(m["rendition"] or "")
-            files.append(str(f.relative_to(r)))
+            styles.append(m["style"].lower() if m else "")
+            subtypes.append(m["subtype"] if m else f.stem)
+            rend.append((m["rendition"] or "") if m else "")
+            files.append(f.relative_to(r).as_posix())
     if not imgs:
         raise DataError(f"root={str(r)!r}: the class folders hold no images ({', '.join(sorted(_IMG_EXT))})")
     return LabelledImages(

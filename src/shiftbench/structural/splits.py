@@ -38,6 +38,7 @@ __all__ = [
     "paper_subtypes_for",
     "cifar100_held_out",
     "cifar100_subclass_split",
+    "IMAGENET22K_SPLITS",
     "imagenet22k_superclasses",
     "imagenet22k_wnids",
 ]
@@ -367,18 +368,43 @@ def cifar100_subclass_split(
     )
 
 
-def imagenet22k_superclasses() -> list[dict[str, Any]]:
+IMAGENET22K_SPLITS = {
+    "authors": "imagenet22k_authors.json",
+    "wordnet": "imagenet22k_subclasses.json",
+}
+"""The ImageNet-22K subclass splits: ``authors`` (the default: the lists of Hendrycks & Dietterich's own
+scripts, ``old/auxiliary/ImageNet22K/train.py`` and ``test.py``, shipped by
+``tools/build_imagenet22k_authors_split.py``) and ``wordnet`` (built from WordNet 3.0 by
+``tools/build_imagenet22k_split.py``: the synsets strictly below each superclass; 24 of 25 seen lists equal, the
+unseen lists lack the superclass synsets the authors include and add 53 synsets theirs lack)."""
+
+
+def _check_22k_split(split: str) -> str:
+    if split not in IMAGENET22K_SPLITS:
+        raise InvalidArgumentError("split", split, f"one of {', '.join(IMAGENET22K_SPLITS)} (authors: Hendrycks & Dietterich's lists)")
+    return split
+
+
+def imagenet22k_superclasses(split: str = "authors") -> list[dict[str, Any]]:
     """The 25 ImageNet-22K superclasses (Appendix G) with their ``seen`` (ImageNet-1K) and ``unseen``
-    (ImageNet-22K only) subclass wnids, as built from WordNet 3.0 by ``tools/build_imagenet22k_split.py``."""
+    (ImageNet-22K only) subclass wnids, in the order of :data:`IMAGENET22K_SPLITS` ``[split]``."""
     import json
     from importlib import resources
 
-    doc = json.loads(resources.files("shiftbench").joinpath("data", "imagenet22k_subclasses.json").read_text(encoding="utf-8"))
+    name = IMAGENET22K_SPLITS[_check_22k_split(split)]
+    doc = json.loads(resources.files("shiftbench").joinpath("data", name).read_text(encoding="utf-8"))
     return list(doc["superclasses"])
 
 
-def imagenet22k_wnids(part: str) -> dict[str, str]:
-    """Subclass wnid -> superclass name for ``part`` ``"seen"`` or ``"unseen"`` (for :func:`read_wnid_tree`)."""
+def imagenet22k_wnids(part: str, split: str = "authors") -> dict[str, str]:
+    """Subclass wnid -> superclass name for ``part`` ``"seen"`` or ``"unseen"`` (for :func:`read_wnid_tree`).
+
+    A wnid listed under two superclasses belongs to the first, as the authors' scripts assign it.
+    """
     if part not in ("seen", "unseen"):
         raise InvalidArgumentError("part", part, "'seen' (ImageNet-1K subclasses) or 'unseen' (ImageNet-22K only)")
-    return {w: s["name"] for s in imagenet22k_superclasses() for w in s[part]}
+    out: dict[str, str] = {}
+    for s in imagenet22k_superclasses(split):
+        for w in s[part]:
+            out.setdefault(w, s["name"])
+    return out
