@@ -137,7 +137,7 @@ def test_bad_table_models_and_options_are_refused(zoo: FileServer, tmp_path: Pat
     assert zoo.log == []
 
 
-@pytest.mark.slow  # ImageNet-C's 75 conditions and border / obstruction on one photo: 11 minutes on a loaded 2-core machine
+@pytest.mark.slow  # ImageNet-C's 75 conditions and border / obstruction on one photo: 25 s to 11 minutes on the shared 2-core machine, by load
 def test_reproduce_border_and_obstruction_table(server: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Laugros, Caplier & Ospici (2021) Table 1 with a tiny model served as the zoo's resnet50: ImageNet-C's two

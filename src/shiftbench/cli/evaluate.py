@@ -11,7 +11,6 @@ message shape: ``--severities does not apply to imagenet-d: ...``.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -238,9 +237,7 @@ def _evaluate(ctx: click.Context, **kw: Any) -> None:
     options |= {k: kw[k] for k in given if k in bench.Settings.names()}
     shown = progress(*bench.items) if kw["progress"] else None
     try:
-        with model_threads(threads) as n:
-            if kw["progress"] and not sys.stderr.isatty():
-                click.echo(f"Model on {n} thread(s).", err=True)
+        with model_threads(threads):
             result = run(bench, options, shown)
     except KeyboardInterrupt:
         click.echo(

@@ -111,7 +111,10 @@ def fog_mapsize(edition: str, height: int, width: int) -> int:
 
 
 def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
+    from .._images import require_memory
+
     size = fog_mapsize(ctx.edition, ctx.height, ctx.width)
+    require_memory(3 * 8 * size * size, f"{ctx.height}x{ctx.width} (HxW; fog draws a {size} x {size} plasma map)")
     generator = getattr(draws, "generator", None)
     if isinstance(generator, np.random.Generator):
         # FastDraws: compiled, on 32-bit uniforms (see _fog_cpu); the window as float32
@@ -210,11 +213,19 @@ def frost_texture(index: int, edition: str = "224", height: int | None = None, w
     return _frost_fitted(int(index), scale, int(height), int(width))
 
 
-_FROST_TENSORS: dict[tuple[int, str, torch.device], torch.Tensor] = {}
+_FROST_TENSORS: dict[tuple[int, float | None, tuple[int, ...], str], torch.Tensor] = {}
 
 
-def _frost_tensor(tex: np.ndarray, device: torch.device) -> torch.Tensor:
-    key = (id(tex), str(device), device)
+def _frost_tensor(index: int, edition: str, height: int, width: int, device: torch.device) -> torch.Tensor:
+    """:func:`frost_texture` as a C x H x W tensor on ``device``, cached.
+
+    The key holds everything the texture depends on: the file, the edition's scale and the fitted texture's shape
+    (an enlarged texture is ``cv2.resize`` of the edition's texture to that shape, so the shape determines it) and
+    the device. Never an ``id()``: the fitted arrays live in a bounded cache, and a freed array's id is reused.
+    """
+    scale = get_edition(edition).frost_scale
+    tex = frost_texture(index, edition, height, width)
+    key = (int(index), scale, tuple(tex.shape), str(device))
     t = _FROST_TENSORS.get(key)
     if t is None:
         if len(_FROST_TENSORS) > 64:
@@ -249,7 +260,7 @@ def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], c
         out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
         for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
             require_within("index", i, 0, len(FROST_FILES) - 1)
-            tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device).numpy()
+            tex = _frost_tensor(int(i), ctx.edition, h, w, x.device).numpy()
             require_within("top", t, 0, tex.shape[1] - h)
             require_within("left", l, 0, tex.shape[2] - w)
             blend_crop(xa[n], tex, int(t), int(l), float(c[0]), float(c[1]), out[n])
@@ -258,7 +269,7 @@ def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], c
         x = x.to(torch.float64)
     layer = torch.empty_like(x)
     for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
-        tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device)
+        tex = _frost_tensor(int(i), ctx.edition, h, w, x.device)
         layer[n].copy_(tex[:, t : t + h, l : l + w])
     layer *= c[1]
     layer += x * c[0]

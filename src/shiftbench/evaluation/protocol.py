@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import typing
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 
 __all__ = [
+    "is_fraction_key",
     "COMMON_OPTIONS",
     "Benchmark",
     "Metric",
@@ -71,6 +73,18 @@ COMMON_OPTIONS: tuple[str, ...] = (
 )
 """``evaluate`` options every benchmark accepts: the model, the data folder, inference (here or on a Ray
 cluster), the store, the output. Everything else is a field of the benchmark's :class:`Settings`."""
+
+
+_FRACTION = re.compile(
+    r"(?:^|[._])(?:clean_error|error|errors|top1_error|ce|mce|relative_mce|relative_ce|mfr|mt5d|fr|t5d|fp|mean_fp|"
+    r"accuracy|heldout_accuracy|seen_accuracy|gap)(?:$|[._])"
+)
+"""Record keys the benchmarks store as fractions of 1 (reports and tables show them in %); mDE is stored in % already."""
+
+
+def is_fraction_key(key: str) -> bool:
+    """A record key whose values are fractions of 1 (errors, CE, mCE, FR, accuracies): the report shows them in %."""
+    return bool(_FRACTION.search(key)) and not key.endswith(("_ci", "_complete"))
 
 
 class Progress(Protocol):

@@ -259,7 +259,12 @@ def find_benchmark(spec: str | Path, store: str | Path) -> NocBenchmark:
     except InvalidArgumentError:
         if not Path(store).is_file():
             raise
-    with OverlapStore(store) as ost:
+    try:
+        ost = OverlapStore(store, readonly=True)
+    except DataError:
+        raise InvalidArgumentError("benchmark", str(spec), "'imagenet-noc', a saved benchmark .json file or a name "
+                                   f"saved in the overlap study tables of {str(store)!r} (it holds none)") from None  # fmt: skip
+    with ost:
         return load_benchmark(spec, store=ost)
 
 

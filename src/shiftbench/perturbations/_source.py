@@ -43,7 +43,7 @@ from PIL import Image
 
 from ..errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
 from ..seeding import image_key, key_to_int
-from ..io import load_image_rgb
+from ..io import image_rgb, load_image_rgb
 from ._spec import resolve_p_edition
 from ._warp import pil_resize
 
@@ -182,7 +182,7 @@ def _hwc_from_array(a: np.ndarray, argument: str) -> np.ndarray:
 
 def _to_hwc_list(images: Any, argument: str) -> list[np.ndarray]:
     if isinstance(images, Image.Image):
-        return [np.asarray(images.convert("RGB"))]
+        return [np.asarray(image_rgb(images, argument))]
     if isinstance(images, (str, Path)):
         return [np.asarray(load_image_rgb(Path(images)))]
     if isinstance(images, torch.Tensor):

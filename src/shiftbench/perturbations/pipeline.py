@@ -36,6 +36,7 @@ import torch
 
 from ..editions import get_edition
 from ..io import DECODE_ERRORS, load_image_rgb
+from ..checks import check_seed
 from ..errors import DataError, InvalidArgumentError, UnknownNameError
 from ..evaluation.data import (
     CLEAN,
@@ -819,7 +820,7 @@ def p_plan(s: Any, clf: Classifier) -> Plan:
         return c[0] if not get_perturbation(c[0]).noise or len(diffs) == 1 else f"{c[0]} d{c[1]}"
 
     return Plan(
-        [Planned(r, fsrc, r[0], r[1], frames[r]) for r in runs], ed, seed=s.seed,
+        [Planned(r, fsrc, r[0], r[1], frames[r]) for r in runs], ed, seed=check_seed(s.seed),
         stored_seed=s.seed if src.on_the_fly else -1, classes=s.classes, default_space=default_mode,
         data_classes=data_classes, model_classes=clf.classes,
         label_map=None if src.has_labels else np.arange(len(data_classes), dtype=np.int64),

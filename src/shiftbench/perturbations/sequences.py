@@ -43,6 +43,7 @@ import torch
 from ..corruptions import ApplyContext, Corruption, SampleContext, get_corruption
 from ..corruptions.kernels import fdiv, gaussian_filter2d
 from ..corruptions.kernels import motion_blur as im_motion_blur
+from ..checks import check_seed
 from ..errors import InvalidArgumentError
 from ..seeding import Draws, FastDraws, derive_generator
 from ._source import PreparedImages, center_window, prepare, resize_short_size, resized_crop_window
@@ -385,9 +386,8 @@ _GENERATORS: dict[str, Callable[[_Job], Iterator[torch.Tensor]]] = {
 
 
 def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
-        raise InvalidArgumentError("seed", seed, "a non-negative integer")
-    return int(seed)
+    """Seeds as for corrupt(): integers in 0..2**64-1 (the generators take 64 bits; 2**64 would alias 0)."""
+    return check_seed(seed)
 
 
 def perturb_chunks(
