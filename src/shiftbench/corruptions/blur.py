@@ -136,7 +136,67 @@ def _shuffle_batch(u, off, delta, start, end):  # type: ignore[no-untyped-def]  
 
 
 @numba.njit(cache=True, nogil=True)
+def _shuffle_packed(q, off, delta):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # _shuffle on H x W pixels whose channels are packed into one word each: one copy per pixel
+    h, wd = q.shape
+    iters, n_h, n_w = off.shape[0], off.shape[1], off.shape[2]
+    for it in range(iters):
+        for hi in range(n_h):
+            row = h - delta - hi
+            orow = off[it, hi]
+            qrow = q[row]
+            for wi in range(n_w):
+                col = wd - delta - wi
+                qrow[col] = q[row + orow[wi, 1], col + orow[wi, 0]]
+
+
+@numba.njit(cache=True, nogil=True)
 def _glass_kernel(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    if nc > 4:
+        _glass_kernel_planes(x, w, off, delta, start, end, out)
+        return
+    u = np.empty((h, wd))
+    g = np.empty((h, wd))
+    tmp = np.empty((h, wd))
+    line = np.empty(wd + 2 * (w.shape[0] - 1))
+    # the 8-bit levels after the first blur, the channels of a pixel packed into one word, so
+    # that each of the shuffle's sequential copies moves one word
+    q = np.empty((h, wd), dtype=np.uint32)
+    for b in range(start, end):
+        for c in range(nc):
+            u[:, :] = x[b, c]
+            u /= 255.0
+            _gauss_plane(u, w, tmp, line, g)
+            sh = np.uint32(8 * c)
+            for y in range(h):
+                gy = g[y]
+                qy = q[y]
+                if c == 0:
+                    for i in range(wd):
+                        qy[i] = np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0))  # np.uint8(...)
+                else:
+                    for i in range(wd):
+                        qy[i] |= np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0)) << sh
+        _shuffle_packed(q, off[b], delta)
+        for c in range(nc):
+            sh = np.uint32(8 * c)
+            for y in range(h):
+                qy = q[y]
+                uy = u[y]
+                for i in range(wd):
+                    uy[i] = np.float64((qy[i] >> sh) & np.uint32(255))
+            u /= 255.0
+            _gauss_plane(u, w, tmp, line, g)
+            o = out[b, c]
+            for y in range(h):
+                for i in range(wd):
+                    o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _glass_kernel_planes(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # _glass_kernel for images of more than four channels: the shuffle copies the value of each plane
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
     u = np.empty((h, wd))
     g = np.empty((h, wd))
