@@ -37,7 +37,7 @@ from .._pcg64 import raw_words
 from .._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, compiled_backend, register
 from ..editions import get_edition
 from ._bounds import require_shape, require_within
-from ._geometry import _motion_blur_kernel, _motion_kernel, cached_zoom_axis_table, clipped_zoom, motion_blur, motion_blur_offsets
+from ._geometry import cached_zoom_axis_table, clipped_zoom, motion_blur, motion_blur_planes, motion_blur_taps
 from ._ops import as_tensor_matrix, fdiv, gaussian_filter2d, gaussian_matrix
 
 __all__ = [
@@ -354,7 +354,7 @@ def _snow_kernel(x, layer, zr, zc, thresh, k, dxs, dys, c6, start, end, out):  #
                 if v < thresh:
                     v = 0.0
                 qy[i] = np.floor(min(max(v, 0.0), 1.0) * 255.0)  # the 8-bit gray layer
-        _motion_kernel(q, k, dxs[b : b + 1], dys[b : b + 1], 0, 1, fl)
+        motion_blur_planes(q, k, dxs[b : b + 1], dys[b : b + 1], 0, 1, fl)
         f = fl[0, 0]
         xb = x[b]
         ob = out[b]
@@ -388,11 +388,7 @@ def _snow_cpu(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor],
 
     b, nc, h, w = (int(v) for v in x.shape)
     require_shape("layer", tuple(d["layer"].shape), (b, h, w))
-    k = _motion_blur_kernel(float(c[4]), float(c[5]))
-    angles = d["angle"].detach().reshape(-1).to("cpu", torch.float64).numpy()
-    offs = [motion_blur_offsets(len(k), float(a)) for a in angles]
-    dxs = np.stack([o[0] for o in offs]) if b else np.zeros((0, len(k)), np.int64)
-    dys = np.stack([o[1] for o in offs]) if b else np.zeros((0, len(k)), np.int64)
+    k, dxs, dys = motion_blur_taps(float(c[4]), float(c[5]), d["angle"].detach().reshape(-1).to("cpu", torch.float64).numpy())
     zoom = float(c[2])
     zr = cached_zoom_axis_table(h, zoom)
     zc = cached_zoom_axis_table(w, zoom)
