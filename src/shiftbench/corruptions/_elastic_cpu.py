@@ -71,6 +71,11 @@ def elastic_kernel(
     _, nc, nh, nw = x.shape
     warped = np.empty((nc, nh * nw), dtype=np.float32)
     wtab = _weight_table()
+    if nc == 3:  # RGB: the three planes side by side, one set of indices and weights per pixel
+        for n in range(start, end):
+            _warp_rgb(x[n].reshape(3, nh * nw), wtab, adelta[n], bdelta[n], x0[n], y0[n], nh, nw, warped)
+            _map_rgb(warped, dx[n], dy[n], nh, nw, out[n].reshape(3, nh * nw))
+        return
     for n in range(start, end):
         planes = x[n].reshape(nc, nh * nw)
         oplanes = out[n].reshape(nc, nh * nw)
@@ -184,3 +189,104 @@ def _map_row(warped, dxr, dyr, i, nh, nw, oplanes) -> None:  # type: ignore[no-u
             elif v > 1:
                 v = np.float32(1.0)
             oplanes[ch, base + j] = v * np.float32(255.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _warp_rgb(planes, wtab, adelta, bdelta, x0, y0, nh, nw, warped) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """_warp_row for every row of a 3-plane image (planes, warped: 3 x (H*W) float32)."""
+    s0, s1, s2 = planes[0], planes[1], planes[2]
+    d0, d1, d2 = warped[0], warped[1], warped[2]
+    for i in range(nh):
+        xr = x0[i]
+        yr = y0[i]
+        base = i * nw
+        for j in range(nw):
+            sx = (xr + adelta[j]) >> _SHIFT
+            sy = (yr + bdelta[j]) >> _SHIFT
+            ix = sx >> _INTER_BITS
+            iy = sy >> _INTER_BITS
+            k = (sy & (_INTER_TAB - 1)) * _INTER_TAB + (sx & (_INTER_TAB - 1))
+            w0 = wtab[k, 0]
+            w1 = wtab[k, 1]
+            w2 = wtab[k, 2]
+            w3 = wtab[k, 3]
+            if ix >= 0 and iy >= 0 and ix < nw - 1 and iy < nh - 1:
+                p00 = iy * nw + ix
+                p01 = p00 + 1
+                p10 = p00 + nw
+                p11 = p10 + 1
+            else:
+                r0 = _reflect101(iy, nh) * nw
+                r1 = _reflect101(iy + 1, nh) * nw
+                c0 = _reflect101(ix, nw)
+                c1 = _reflect101(ix + 1, nw)
+                p00 = r0 + c0
+                p01 = r0 + c1
+                p10 = r1 + c0
+                p11 = r1 + c1
+            v = s0[p00] * w0
+            v += s0[p01] * w1
+            v += s0[p10] * w2
+            v += s0[p11] * w3
+            d0[base + j] = v
+            v = s1[p00] * w0
+            v += s1[p01] * w1
+            v += s1[p10] * w2
+            v += s1[p11] * w3
+            d1[base + j] = v
+            v = s2[p00] * w0
+            v += s2[p01] * w1
+            v += s2[p10] * w2
+            v += s2[p11] * w3
+            d2[base + j] = v
+
+
+@numba.njit(cache=True, inline="always", nogil=True)
+def _lerp_clip255(a00, a01, a10, a11, src, p00, p01, p10, p11):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    v = np.float32(a00 * np.float64(src[p00]) + a01 * np.float64(src[p01]) + a10 * np.float64(src[p10]) + a11 * np.float64(src[p11]))
+    if v < 0:
+        v = np.float32(0.0)
+    elif v > 1:
+        v = np.float32(1.0)
+    return v * np.float32(255.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _map_rgb(warped, dx, dy, nh, nw, oplanes) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """_map_row for every row of a 3-plane image (dx, dy: H x W float32; oplanes: 3 x (H*W))."""
+    w0, w1, w2 = warped[0], warped[1], warped[2]
+    o0, o1, o2 = oplanes[0], oplanes[1], oplanes[2]
+    top = np.float64(nh - 1)
+    right = np.float64(nw - 1)
+    for i in range(nh):
+        dxr = dx[i]
+        dyr = dy[i]
+        base = i * nw
+        for j in range(nw):
+            r = i + np.float64(dyr[j])
+            c = j + np.float64(dxr[j])
+            if not (r >= 0.0 and r <= top):
+                r = _fold(r, nh)
+            if not (c >= 0.0 and c <= right):
+                c = _fold(c, nw)
+            fr = math.floor(r)
+            fc = math.floor(c)
+            ty64 = r - fr
+            tx64 = c - fc
+            ir = int(fr)
+            jc = int(fc)
+            i0 = min(max(ir, 0), nh - 1)
+            i1 = min(max(ir + 1, 0), nh - 1)
+            j0 = min(max(jc, 0), nw - 1)
+            j1 = min(max(jc + 1, 0), nw - 1)
+            a00 = (1.0 - ty64) * (1.0 - tx64)
+            a01 = (1.0 - ty64) * tx64
+            a10 = ty64 * (1.0 - tx64)
+            a11 = ty64 * tx64
+            p00 = i0 * nw + j0
+            p01 = i0 * nw + j1
+            p10 = i1 * nw + j0
+            p11 = i1 * nw + j1
+            o0[base + j] = _lerp_clip255(a00, a01, a10, a11, w0, p00, p01, p10, p11)
+            o1[base + j] = _lerp_clip255(a00, a01, a10, a11, w1, p00, p01, p10, p11)
+            o2[base + j] = _lerp_clip255(a00, a01, a10, a11, w2, p00, p01, p10, p11)
