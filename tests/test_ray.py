@@ -225,6 +225,7 @@ def test_worker_node_killed_mid_run_same_checksums(cluster: Any, photos_src: Pat
             p.kill()
     assert p.returncode == 1, stderr  # the unreadable file only
     assert "600 files written, 0 corrupted images already done" in stdout, stdout  # each file journaled once
+    assert "1 node(s) lost" in stderr, stderr  # the summary says what happened (Ray may rerun its tasks itself)
     _same_output(single_machine, out)
     cluster.nodes[1].wait(timeout=60)  # the node's `ray start --block` ends with its raylet
     cluster.add_node()  # for the tests after this one

@@ -579,6 +579,7 @@ def test_worker_node_killed_mid_run_same_rows(cluster: Any, photos: Path, single
     assert _rows(store) == single_machine[0]
     assert _scores(store) == single_machine[1]
     assert "raylet" not in stdout.lower()  # Ray's message on the lost node went to stderr, not with the results
+    assert "1 node(s) lost" in stderr and "shard(s) retried" in stderr, stderr[-2000:]  # the summary says so
     cluster.nodes[1].wait(timeout=60)
     cluster.add_node()
 

@@ -89,9 +89,11 @@ def test_every_registered_benchmark_with_results_has_its_section_and_records(sto
         assert tbody.count("<tr>") == len(records)
         for rec in records:
             assert str(rec.get("label", rec["model"])) in tbody
-    for model in ("toy", "toy-b"):  # a section per model and a row of the comparison
-        assert f"<h3>{model}</h3>" in html
-        assert f"<tr><td>{model}</td>" in html.split('id="table-comparison"', 1)[1].split("</table>", 1)[0]
+    comparison = html.split('id="table-comparison"', 1)[1].split("</table>", 1)[0]
+    for model in ("toy", "toy-b"):  # a section per model and a row of the comparison (with its weights' digest
+        # where the store holds two models of the name: the fixture's "toy" has two)
+        assert re.search(rf"<h3>{model}( \[sha256:[0-9a-f]{{12}}\]| \[[0-9a-f]{{19}}\])?</h3>", html)
+        assert re.search(rf"<tr><td>{model}( \[[^<]+\])?( <span[^<]+</span>)?</td>", comparison)
 
 
 def _data_uris(html: str) -> list[str]:
@@ -187,9 +189,10 @@ def test_imagenet_noc_figure_pairs_models_stored_with_both_benchmarks(store: Pat
     points = {tuple(np.round(p, 3)) for c in ax.collections for p in c.get_offsets()}
     c_toy = [r for r in secs["imagenet-c"] if r["model"] == "toy"][-1]
     noc_toy = secs["imagenet-noc"][0]
-    assert (round(100 * c_toy["mce"], 3), round(100 * noc_toy["mce"], 3)) in points
-    for pub in table("003:3").rows:
-        assert (pub.values["imagenet_c_mce"], pub.values["imagenet_noc_mce"]) in points
+    # x: ImageNet-C relative mCE, what Laugros et al.'s Table 3 prints as 'mCE.IC'
+    assert (round(100 * c_toy["relative_mce"], 3), round(100 * noc_toy["mce"], 3)) in points
+    for pub in table("laugros2020:3").rows:
+        assert (pub.values["imagenet_c_relative_mce"], pub.values["imagenet_noc_mce"]) in points
 
 
 @pytest.fixture()
@@ -219,7 +222,8 @@ def test_imagenet_p_figure_4_puts_the_papers_architectures_and_stored_models_in_
         assert "fewer than the 10 test perturbations" not in figs[f"{key}-vs-error"].caption
         assert "no ImageNet-C evaluation" not in figs[f"{key}-vs-error"].caption
     _, html = built
-    assert "mFR against clean error (001 Figure 4)" in html and "mT5D against clean error (001 Figure 4)" in html
+    assert "mFR against clean error (Hendrycks &amp; Dietterich, 2019, Figure 4)" in html
+    assert "mT5D against clean error (Hendrycks &amp; Dietterich, 2019, Figure 4)" in html
 
 
 @pytest.mark.skipif(not (EMOJI / "emoji-styles-32.npz").is_file(), reason="shared emoji-styles data absent")
@@ -246,8 +250,9 @@ def test_structural_figure_draws_the_papers_held_out_accuracy_for_the_same_split
             {"model": "wrn", "evaluation": 4, "split": "cifar100:k=9", "seen_accuracy": 0.6, "heldout_accuracy": None}]
     (fig,) = holdout_figures("CIFAR-100", recs, pub)
     bars = {c.get_label(): [b.get_height() for b in c] for c in fig.figure.axes[0].containers}
-    assert bars["held out, published (000)"] == [26.78, 0.0] and bars["held out"] == [pytest.approx(30.0), 0.0]
-    assert "cifar100:k=2 26.78 % (line 149)" in fig.caption
+    assert bars["held out, published (Hendrycks & Dietterich (2018))"] == [26.78, 0.0]
+    assert bars["held out"] == [pytest.approx(30.0), 0.0]
+    assert "cifar100:k=2 26.78 %" in fig.caption and "Hendrycks & Dietterich (2018)" in fig.caption
 
 
 def test_published_held_out_accuracies_are_the_papers_text() -> None:
@@ -378,8 +383,8 @@ def test_a_registered_benchmark_without_figures_gets_its_table_and_headline_colu
     part = html.split('id="bench-report-test-icons"', 1)[1].split("</section>", 1)[0]
     assert "Icons &lt;held-out&gt; &amp; styles" in part  # escaped by the template
     head = part.split("<thead>", 1)[1].split("</thead>", 1)[0]
-    assert "<th>errors.a</th>" in head and "<th>errors.b</th>" in head
-    assert 'data-sort="0.125">0.125</td>' in part and "<figure" not in part
+    assert "<th>errors.a (%)</th>" in head and "<th>errors.b (%)</th>" in head  # fractions shown in %
+    assert 'data-sort="12.5">12.50</td>' in part and "<figure" not in part
     comparison = html.split('id="table-comparison"', 1)[1].split("</table>", 1)[0]
-    assert "<th>report-test-icons error</th>" in comparison
+    assert "<th>report-test-icons error (%)</th>" in comparison
     assert "<tr><td>icons-model</td>" in comparison

@@ -105,9 +105,20 @@ def test_offline_model_gives_the_zoo_error_or_is_skipped(
     assert "r50.pth" in doc["not_fetched"]["resnet50"]
 
 
-def test_models_the_zoo_lacks_are_listed(zoo: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_models_the_zoo_lacks_are_listed(
+    zoo: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shiftbench.cli import reproduce
+
+    # every row of the ImageNet-P table has its zoo entry now (ResNeXt-50/101 and DenseNet-161 from torchvision)
+    _, in_zoo, lacking = reproduce.plan("hendrycks2019:P", None)
+    assert lacking == [] and {"resnext50-32x4d", "resnext101-32x8d", "densenet161"} <= set(in_zoo)
+    # a zoo without two of them: those rows are listed, not evaluated
+    shipped = reproduce.entries()
+    monkeypatch.setattr(reproduce, "entries", lambda: {k: v for k, v in shipped.items()
+                                                       if k not in ("resnext50-32x4d", "densenet161")})
     data = image_folder(tmp_path / "data", n_per_class=1, n_classes=1)
-    args = ["reproduce", "001:P", "--models", "ResNeXt-50,densenet161", "--data", str(data),
+    args = ["reproduce", "hendrycks2019:P", "--models", "ResNeXt-50,densenet161", "--data", str(data),
             "--store", str(tmp_path / "s.sqlite"), "--no-progress"]
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -117,9 +128,9 @@ def test_models_the_zoo_lacks_are_listed(zoo: FileServer, tmp_path: Path, capsys
 
 def test_bad_table_models_and_options_are_refused(zoo: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*_args(tmp_path, "--models", "resnet19")]) == 2
-    assert "rows of 000:1" in capsys.readouterr().err
+    assert "rows of hendrycks2018:1" in capsys.readouterr().err
     assert main(["reproduce", "000:9", "--store", str(tmp_path / "s.sqlite")]) == 2
-    assert "000:1" in capsys.readouterr().err  # the known tables are listed
+    assert "hendrycks2018:1" in capsys.readouterr().err  # the known tables are listed
     # 001:P runs ImageNet-P: --severities does not apply (evaluate's rule), before any download
     assert main(["reproduce", "001:P", "--severities", "2", "--store", str(tmp_path / "s.sqlite")]) == 2
     assert "--severities does not apply to imagenet-p" in capsys.readouterr().err

@@ -124,7 +124,7 @@ def test_sweep_takes_every_evaluate_option() -> None:
     ours = {p.name: p for p in sweep_cmd.params}
     for p in evaluate_cmd.params:
         assert p.name in ours
-        if p.name not in ("model", "benchmark"):
+        if p.name not in ("model", "benchmark", "weights", "model_args"):  # those are per model in a sweep
             assert ours[p.name] is p
     assert {p.name for p in evaluate_params("model")} == {p.name for p in evaluate_cmd.params} - {"model"}
 
@@ -187,3 +187,111 @@ def test_sweep_function_forwards_options_unchanged(toys: None, data: Path, tmp_p
     Spy.evaluate_json = json.dumps({"errors": {}})  # type: ignore[attr-defined]
     assert sweep(["m"], [Spy()], opts | {"seed": 5}).cells[0].evaluations == []  # type: ignore[list-item]
     assert not sweep(["m"], [Spy()], opts | {"seed": 5}).cells[0].skipped and len(seen) == 5  # type: ignore[list-item]
+
+
+def test_a_failing_model_does_not_stop_the_sweep(
+    toys: None, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shiftbench.evaluation.errors import WeightsUnavailableError
+
+    def offline(name: str, weights: str | None):  # type: ignore[no-untyped-def]
+        LOADS.append(name)
+        raise WeightsUnavailableError(f"toyoffline:{name}", "http://127.0.0.1:9/c.pth", "/cache/c.pth", "connection refused")
+
+    register_model_source("toyoffline", offline)
+    try:
+        args = ["sweep", "--model", "toyoffline:c", "--model", "toysweep:a", "--benchmark", "imagenet-c",
+                "--data", str(data), "--store", str(tmp_path / "s.sqlite"), "--corruptions", "contrast",
+                "--severities", "1", "--limit", "1", "--no-progress"]
+        assert main([*args, "--results-format", "json"]) == 1
+        out = capsys.readouterr()
+        doc = json.loads(out.out)
+        bad, good = doc["cells"]
+        assert bad["model"] == "toyoffline:c" and "http://127.0.0.1:9/c.pth" in bad["error"] and bad["evaluations"] == []
+        assert good["model"] == "toysweep:a" and good["error"] is None and good["headline"]["clean_error"] is not None
+        err_lines = [ln for ln in out.err.splitlines() if ln.strip()]
+        assert "Traceback" not in out.err
+        assert err_lines[-1] == "Error: 1 of 2 pair(s) failed: toyoffline:c x imagenet-c (the reasons are above; " \
+            "the table shows the others)"
+        # the table: the finished model's numbers (from the store now), the failed pair marked, its reason
+        assert main(args) == 1
+        out = capsys.readouterr()
+        assert "toysweep:a" in out.out and "failed" in out.out and "Failed: toyoffline:c x imagenet-c" in out.out
+        # a model that cannot be loaded is not tried on its other benchmarks
+        LOADS.clear()
+        assert main(["sweep", "--model", "toyoffline:c", "--benchmark", "imagenet-c", "--benchmark", "imagenet-noc",
+                     "--data", str(data), "--store", str(tmp_path / "s.sqlite"), "--no-progress"]) == 1
+        out = capsys.readouterr()
+        assert LOADS == ["c"] and "toyoffline:c x imagenet-noc: FAILED" in out.err
+    finally:
+        MODEL_SOURCES.pop("toyoffline", None)
+
+
+MODELS_PY = '''
+import torch
+
+
+def tiny(width=4):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, width, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                              torch.nn.Linear(width, 1000))
+    return net
+'''
+
+
+def test_a_sweep_file_gives_each_model_its_own_weights_and_arguments(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    (tmp_path / "sweep_models.py").write_text(MODELS_PY, encoding="utf-8")
+    ns: dict = {}  # type: ignore[type-arg]
+    exec(MODELS_PY, ns)  # noqa: S102 - the test's own factory
+    for i, name in enumerate(("a.pth", "b.pth")):
+        state = {k: v + i for k, v in ns["tiny"](width=3).state_dict().items()}
+        torch.save(state, tmp_path / name)
+    (tmp_path / "sweep.toml").write_text(f'''
+benchmarks = ["imagenet-c"]
+
+[options]
+data = "{data}"
+corruptions = "contrast"
+severities = "1"
+limit = 1
+progress = false
+
+[[models]]
+model = "{tmp_path / 'sweep_models.py'}:tiny"
+weights = "a.pth"
+args = {{width = 3}}
+
+[[models]]
+model = "{tmp_path / 'sweep_models.py'}:tiny"
+weights = "b.pth"
+args = "width=3"
+
+[[models]]
+model = "{tmp_path / 'sweep_models.py'}:tiny"
+label = "random, width 5"
+args = {{width = 5}}
+''', encoding="utf-8")
+    store = tmp_path / "s.sqlite"
+    assert main(["sweep", "--sweep-file", str(tmp_path / "sweep.toml"), "--store", str(store),
+                 "--results-format", "json"]) == 0, capsys.readouterr().err
+    doc = json.loads(capsys.readouterr().out)
+    spec = f"{tmp_path / 'sweep_models.py'}:tiny?width=3"
+    assert [c["model"] for c in doc["cells"]] == [f"{spec} [a.pth]", f"{spec} [b.pth]", "random, width 5"]
+    assert len({c["evaluations"][0] for c in doc["cells"]}) == 3
+    db = sqlite3.connect(store)
+    try:
+        checksums = {r[0] for r in db.execute("SELECT checksum FROM models")}
+    finally:
+        db.close()
+    assert len(checksums) == 3  # three sets of weights, three models in the store
+    # the command line pairs --weights with --model in order; a count that fits neither rule is refused
+    assert main(["sweep", "--model", "m1", "--model", "m2", "--weights", "a", "--weights", "b", "--weights", "c",
+                 "--benchmark", "imagenet-c", "--store", str(store)]) == 2
+    assert "--weights" in capsys.readouterr().err
+    (tmp_path / "bad.toml").write_text('benchmarks = ["imagenet-c"]\nmodel = "x"\n', encoding="utf-8")
+    assert main(["sweep", "--sweep-file", str(tmp_path / "bad.toml"), "--store", str(store)]) == 2
+    assert "Unknown key(s): model" in capsys.readouterr().err

@@ -377,6 +377,8 @@ def test_evaluate_report_to_table_metrics() -> None:
         "contrast": 62.1,
     }
     assert measured_from_report(report, "004:3") == {"zoo:resnet50": {"error": 24.15, "imagenet_c_mce": 77.1}}
+    # Laugros et al.'s 'mCE.IC' is relative mCE: the measured relative mCE goes there, not the mCE
+    assert measured_from_report(report, "laugros2020:3") == {"zoo:resnet50": {"imagenet_c_relative_mce": 105.2}}
     report["rows"][1]["mce_complete"] = False  # a partial mCE is no published mCE
     assert measured_from_report(report, "003:3") == {}
 

@@ -35,7 +35,7 @@ def _cells(line: str) -> tuple[str, list[float]]:
     return label.strip(), nums
 
 
-@pytest.mark.parametrize("tid", ["000:1", "000:2", "003:4", "004:3"])
+@pytest.mark.parametrize("tid", ["hendrycks2018:1", "hendrycks2018:2", "laugros2020:4", "rusak2022:3"])
 def test_rows_equal_the_paper_text(tid: str) -> None:
     t = table(tid)
     lines = _paper_lines(t.paper_file)
@@ -49,45 +49,45 @@ def test_rows_equal_the_paper_text(tid: str) -> None:
 
 
 def test_transposed_table_003_3_equals_the_paper_text() -> None:
-    t = table("003:3")
+    t = table("laugros2020:3")
     lines = _paper_lines(t.paper_file)
     header = lines[184].split("\t")[1:]  # line 185: Alex Squeeze VGG-11 ...
     _, ic = _cells(lines[185])  # line 186: mCE.IC
     _, noc = _cells(lines[186])  # line 187: mCE.INOC
     assert [r.label for r in t.rows] == [h.strip() for h in header]
-    assert [r.values["imagenet_c_mce"] for r in t.rows] == ic
+    assert [r.values["imagenet_c_relative_mce"] for r in t.rows] == ic
     assert [r.values["imagenet_noc_mce"] for r in t.rows] == noc
 
 
 def test_cells_cited_from_the_papers() -> None:
     # 004 line 89: "AugMix 70.8 88.6 62.1 99.1 39.0 78.5 85.4 65.3 58.9 22.5"
-    augmix = {r.label: r for r in table("004:3").rows}["AugMix"]
+    augmix = {r.label: r for r in table("rusak2022:3").rows}["AugMix"]
     assert (
         augmix.values["mde"] == 85.4 and augmix.values["imagenet_c_mce"] == 65.3 and augmix.model == "resnet50-augmix"
     )
     # 000 line 209: "ResNet-50 23.9 76.7 80 82 83 75 89 78 80 78 75 66 57 71 85 77 77"
-    r50 = {r.label: r for r in table("000:1").rows}["ResNet-50"]
+    r50 = {r.label: r for r in table("hendrycks2018:1").rows}["ResNet-50"]
     assert (r50.values["error"], r50.values["mce"], r50.values["jpeg_compression"]) == (23.9, 76.7, 77)
     # 003 line 206: "DeepAugment 65 25 69 93 61 67 46 43 59 (2) 60 (1)"
-    da = {r.label: r for r in table("003:4").rows}["DeepAugment"]
+    da = {r.label: r for r in table("laugros2020:4").rows}["DeepAugment"]
     assert (da.values["noc_border"], da.values["imagenet_noc_mce"], da.values["imagenet_c_mce"]) == (61, 59, 60)
 
 
 def test_mce_column_is_the_mean_of_the_ce_columns() -> None:
     # 000 Table 1 prints mCE with one decimal and CEs rounded to integers: the mean agrees to rounding
-    t = table("000:1")
+    t = table("hendrycks2018:1")
     ces = t.column_keys()[2:]
     for row in t.rows:
         mean = sum(row.values[k] for k in ces) / len(ces)  # type: ignore[misc]
         assert abs(mean - row.values["mce"]) <= 0.5, row.label  # type: ignore[operator]
 
 
-NOT_IN_ZOO = {("001:P", "resnext50-32x4d"), ("001:P", "densenet161"), ("001:P", "resnext101-32x8d")}
+NOT_IN_ZOO: set[tuple[str, str]] = set()
 """Rows whose architecture the zoo has no weights for (``shiftbench reproduce`` lists them as not in the zoo)."""
 
 
 def test_imagenet_p_rows_are_the_numbers_the_paper_text_states() -> None:
-    t = table("001:P")
+    t = table("hendrycks2019:P")
     lines = _paper_lines(t.paper_file)
     text = "\n".join(lines)
     for row in t.rows[1:]:
@@ -117,8 +117,10 @@ def test_every_row_names_a_zoo_entry_and_every_table_id_resolves() -> None:
                 continue
             assert r.model in zoo, (t.id, r.label, r.model)
         assert t.benchmarks and all(b in list_benchmarks() for b in t.benchmarks), t.id
-    assert table("4:3") is table("004:3") and table("004-3") is table("004:3") and table("1:p") is table("001:P")
-    with pytest.raises(UnknownNameError, match="004:3"):
+    assert table("imagenet-d:table3") is table("rusak2022:3") and table("RUSAK2022:3") is table("rusak2022:3")
+    # the earlier numeric identifiers still resolve (not shown to users)
+    assert table("4:3") is table("rusak2022:3") and table("004-3") is table("rusak2022:3") and table("1:p") is table("hendrycks2019:P")
+    with pytest.raises(UnknownNameError, match="rusak2022:3"):
         table("004:9")
 
 
@@ -147,7 +149,7 @@ def test_cache_names_are_distinct() -> None:
 
 
 def test_compare_puts_measured_next_to_published() -> None:
-    c = compare("004:3", {"zoo:resnet50-augmix": {"mde": 86.0, "imagenet_c_mce": 64.8}, "DeepAugment": {"mde": 85.6}})
+    c = compare("rusak2022:3", {"zoo:resnet50-augmix": {"mde": 86.0, "imagenet_c_mce": 64.8}, "DeepAugment": {"mde": 85.6}})
     rows = {r.label: r for r in c.rows}
     assert rows["AugMix"].difference == {"mde": pytest.approx(0.6), "imagenet_c_mce": pytest.approx(-0.5)}
     assert rows["DeepAugment"].difference == {"mde": 0.0}  # matched by the paper's row label
@@ -156,8 +158,11 @@ def test_compare_puts_measured_next_to_published() -> None:
     text = render(c)
     assert "85.4>86.0 (+0.6)" in text and "65.3>64.8 (-0.5)" in text and "Table 3" in text
     doc = json.loads(render(c, "json"))
-    assert doc["table"] == "004:3" and doc["rows"][4]["model"] == "zoo:resnet50-augmix"
-    assert doc["rows"][4]["measured"] == {"mde": 86.0, "imagenet_c_mce": 64.8} and doc["rows"][4]["paper_line"] == 89
+    assert doc["table"] == "rusak2022:3" and doc["rows"][4]["model"] == "zoo:resnet50-augmix"
+    assert doc["rows"][4]["measured"] == {"mde": 86.0, "imagenet_c_mce": 64.8} and "paper_line" not in doc["rows"][4]
+    assert doc["reference"] == {"authors": "Rusak, Schneider, Pachitariu, Gehler, Bringmann, Bethge & Brendel",
+                                "title": "ImageNet-D: A new challenging robustness dataset inspired by domain adaptation",
+                                "venue": "ICML 2022 Shift Happens workshop", "year": 2022}
     rows_csv = list(csv.DictReader(io.StringIO(render(c, "csv"))))
     assert len(rows_csv) == 8 * 10
     cell = next(r for r in rows_csv if r["model"] == "zoo:resnet50-augmix" and r["column"] == "mde")
@@ -170,10 +175,10 @@ def test_compare_puts_measured_next_to_published() -> None:
 
 def test_compare_refuses_unknown_metrics_and_reports_unmatched_models() -> None:
     with pytest.raises(InvalidArgumentError, match="mde"):
-        compare("000:1", {"resnet50": {"mde": 80.0}})
+        compare("hendrycks2018:1", {"resnet50": {"mde": 80.0}})
     with pytest.raises(InvalidArgumentError, match="finite"):
-        compare("000:1", {"resnet50": {"mce": float("nan")}})
-    c = compare("000:1", {"my-net": {"mce": 70.0}})
+        compare("hendrycks2018:1", {"resnet50": {"mce": float("nan")}})
+    c = compare("hendrycks2018:1", {"my-net": {"mce": 70.0}})
     assert c.unmatched == ("my-net",)
     assert "my-net" in render(c)
 
@@ -181,12 +186,12 @@ def test_compare_refuses_unknown_metrics_and_reports_unmatched_models() -> None:
 def test_published_for_lists_every_table_of_a_model() -> None:
     found = {(t.id, r.label) for t, r in published_for("zoo:resnet50")}
     assert found == {
-        ("000:1", "ResNet-50"),
-        ("000:2", "ResNet-50"),
-        ("003:3", "Res-50"),
-        ("003:4", "Standard"),
-        ("004:3", "vanilla ResNet50"),
-        ("001:P", "ResNet-50"),
+        ("hendrycks2018:1", "ResNet-50"),
+        ("hendrycks2018:2", "ResNet-50"),
+        ("laugros2020:3", "Res-50"),
+        ("laugros2020:4", "Standard"),
+        ("rusak2022:3", "vanilla ResNet50"),
+        ("hendrycks2019:P", "ResNet-50"),
     }
 
 
@@ -195,23 +200,26 @@ def test_cli_zoo_list_table_and_info(tmp_path: Path, capsys: pytest.CaptureFixtu
     listed = {r["model"]: r for r in json.loads(capsys.readouterr().out)}
     assert set(listed) == {f"zoo:{n}" for n in entries()}
     assert (
-        "004:3" in listed["zoo:efficientnet-l2-ns"]["published"]
+        "rusak2022:3" in listed["zoo:efficientnet-l2-ns"]["published"]
         and "16.5" in listed["zoo:efficientnet-l2-ns"]["published"]
     )
     measured = tmp_path / "m.json"
-    measured.write_text(json.dumps({"resnet50": {"imagenet_c_mce": 76.0, "imagenet_noc_mce": 80.0}}))
-    assert main(["zoo", "table", "003:3", "--measured", str(measured), "--results-format", "csv"]) == 0
+    measured.write_text(json.dumps({"resnet50": {"imagenet_c_relative_mce": 104.0, "imagenet_noc_mce": 80.0}}))
+    assert main(["zoo", "table", "laugros2020:3", "--measured", str(measured), "--results-format", "csv"]) == 0
     out = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     r50 = [r for r in out if r["model"] == "zoo:resnet50"]
     assert [(r["column"], float(r["difference"])) for r in r50] == [
-        ("imagenet_c_mce", -29.0),
+        ("imagenet_c_relative_mce", -1.0),
         ("imagenet_noc_mce", -1.0),
     ]
     assert main(["zoo", "info", "resnet50-ant3x3"]) == 0
     info = capsys.readouterr().out
-    assert "ANT3x3_Model.pth" in info and "none published" in info and "003:4 'ANT ^{3x3}'" in info
+    assert "ANT3x3_Model.pth" in info and "none published" in info and "laugros2020:4 row 'ANT ^{3x3}'" in info
+    assert "from Laugros, Caplier & Ospici (2020), 'Increasing the Coverage and Balance of Robustness Benchmarks by " \
+        "Using Non-Overlapping Corruptions', arXiv:2010.13365 (ICLR 2021 submission), Table 4" in info
+    assert not re.search(r"\b00[0-4]\b|line \d+|\.txt", info)  # the paper, not a file of the project's copies
     assert main(["zoo", "table", "004:9"]) == 2
-    assert "004:3" in capsys.readouterr().err
+    assert "rusak2022:3" in capsys.readouterr().err
 
 
 def test_measured_from_stored_records_of_each_benchmark() -> None:
@@ -219,15 +227,89 @@ def test_measured_from_stored_records_of_each_benchmark() -> None:
 
     noc = [{"model": "zoo:resnet50", "clean_error": 0.24, "ce": {"noc_blur": 0.5, "noc_hue": 0.25}, "mce": None},
            {"model": "zoo:resnet50-augmix", "ce": {"noc_blur": 0.4}, "mce": 0.59}]
-    assert measured_from_records("003:4", "imagenet-noc", noc) == {
+    assert measured_from_records("laugros2020:4", "imagenet-noc", noc) == {
         "zoo:resnet50": {"noc_blur": 50.0, "noc_hue": 25.0}, "zoo:resnet50-augmix": {"noc_blur": 40.0, "imagenet_noc_mce": 59.0}}
     d = [{"model": "zoo:resnet50", "benchmark": "imagenet-d", "errors": {"clipart": 0.634, "sketch": 0.5}, "mde": 88.0},
          {"model": "zoo:resnet50-ant", "benchmark": "imagenet-d:wordnet", "errors": {"clipart": 0.1}, "mde": 10.0}]
-    assert measured_from_records("004:3", "imagenet-d", d) == {"zoo:resnet50": {"clipart": 63.4, "sketch": 50.0, "mde": 88.0}}
+    assert measured_from_records("rusak2022:3", "imagenet-d", d) == {"zoo:resnet50": {"clipart": 63.4, "sketch": 50.0, "mde": 88.0}}
     p = [{"model": "zoo:resnet50", "mfr": 0.58, "mt5d": 0.783, "test_perturbations": 10},
          {"model": "zoo:alexnet", "mfr": 0.9, "mt5d": 0.9, "test_perturbations": 2}]  # partial: no mFR
-    assert measured_from_records("001:P", "imagenet-p", p) == {"zoo:resnet50": {"mfr": 58.0, "mt5d": 78.3}}
-    assert measured_from_records("001:P", "icons-50-style", [{"model": "x", "gap": 0.1}]) == {}
+    assert measured_from_records("hendrycks2019:P", "imagenet-p", p) == {"zoo:resnet50": {"mfr": 58.0, "mt5d": 78.3}}
+    assert measured_from_records("hendrycks2019:P", "icons-50-style", [{"model": "x", "gap": 0.1}]) == {}
     # compare takes them as they are
-    r50 = {r.model: r for r in compare("001:P", measured_from_records("001:P", "imagenet-p", p)).rows}["resnet50"]
+    r50 = {r.model: r for r in compare("hendrycks2019:P", measured_from_records("hendrycks2019:P", "imagenet-p", p)).rows}["resnet50"]
     assert r50.difference == {"mfr": 0.0, "mt5d": 0.0}
+
+
+def _header_cells(lines: list[str], first_row_line: int) -> list[str]:
+    """The printed column headings above a table's first row: tab-separated header lines merged by position
+    (a lower line's cell wins: "Noise" over "Gauss."), the row-label cell dropped, "(rank)" removed."""
+    heads: list[list[str]] = []
+    i = first_row_line - 2
+    while i >= 0 and "\t" in lines[i] and len(heads) < 2:
+        heads.insert(0, lines[i].split("\t"))
+        i -= 1
+    width = max(len(h) for h in heads)
+    merged = []
+    for pos in range(width):
+        cells = [h[pos].strip() for h in heads if pos < len(h) and h[pos].strip()]
+        merged.append(cells[-1] if cells else "")
+    return [re.sub(r"\s*\(rank\)$", "", c) for c in merged[1:] if c]
+
+
+@pytest.mark.parametrize("tid", ["hendrycks2018:1", "hendrycks2018:2", "laugros2020:4", "rusak2022:3"])
+def test_every_column_is_the_papers_heading_and_metric(tid: str) -> None:
+    t = table(tid)
+    lines = _paper_lines(t.paper_file)
+    assert _header_cells(lines, t.rows[0].line) == [c.printed for c in t.columns]
+    from shiftbench.zoo.tables import METRICS
+
+    assert all(c.metric in METRICS for c in t.columns)
+
+
+PRINTED_METRIC = {"Error": "error", "IN": "error", "IN-R": "error", "mCE": "mce", "Rel. mCE": "relative_mce",
+                  "INOC.mCE": "mce", "IC.mCE": "mce", "mDE": "mde", "IN-C": "mce", "mCE.INOC": "mce",
+                  "mCE.IC": "relative_mce", "mFR": "mfr", "mT5D": "mt5d"}
+"""What each printed summary heading is (per-corruption and per-domain columns: CE, relative CE or error)."""
+
+
+def test_every_number_carries_its_metric() -> None:
+    for t in tables().values():
+        for c in t.columns:
+            if c.printed in PRINTED_METRIC:
+                assert c.metric == PRINTED_METRIC[c.printed], (t.id, c.key)
+            elif t.id == "hendrycks2018:2":
+                assert c.metric == "relative_ce", c.key
+            elif t.id == "rusak2022:3":
+                assert c.metric == "error", c.key
+            else:
+                assert c.metric == "ce", (t.id, c.key)
+            for r in t.rows:
+                assert c.key in r.values, (t.id, r.label, c.key)
+
+
+def test_laugros_mce_ic_is_relative_mce() -> None:
+    # the printed 'mCE.IC' equals Hendrycks & Dietterich's relative mCE (Table 2) to rounding, not their mCE (Table 1)
+    t3 = {r.model: r.values["imagenet_c_relative_mce"] for r in table("laugros2020:3").rows}
+    rel = {r.model: r.values["relative_mce"] for r in table("hendrycks2018:2").rows}
+    mce = {r.model: r.values["mce"] for r in table("hendrycks2018:1").rows}
+    shared = sorted(set(t3) & set(rel))
+    assert len(shared) >= 5
+    for m in shared:
+        assert abs(t3[m] - rel[m]) <= 0.5, m
+    assert abs(t3["resnet50"] - mce["resnet50"]) > 20
+    # so a measured ResNet-50 at its published relative mCE shows no gap in the comparison
+    c = compare("laugros2020:3", {"resnet50": {"imagenet_c_relative_mce": 105.0, "imagenet_noc_mce": 81.0}})
+    assert {r.model: r for r in c.rows}["resnet50"].difference == {"imagenet_c_relative_mce": 0.0, "imagenet_noc_mce": 0.0}
+    assert "relative mCE" in render(c) and "mCE.IC" in render(c)
+
+
+def test_identifiers_and_citations_name_the_paper(capsys: pytest.CaptureFixture[str]) -> None:
+    for t in tables().values():
+        author = t.reference["authors"].split(",")[0].split(" ")[0].lower()  # type: ignore[index]
+        assert t.id.startswith(f"{author}{t.reference['year']}:"), t.id  # type: ignore[index]
+        assert set(t.reference) == {"authors", "title", "venue", "year"}  # type: ignore[arg-type]
+    assert main(["zoo", "table"]) == 0
+    out = capsys.readouterr().out
+    assert "imagenet-c:table1" in out and "Laugros, Caplier & Ospici (2020)" in out
+    assert not re.search(r"\b00[0-4]:|\b00[0-4] Table|_[0-9a-f]{16}\.txt", out)

@@ -172,6 +172,22 @@ def eval_overhead(results: Path) -> list[str]:
     return [head, ""] + _table(["EfficientNet-Lite0 on", "seconds per pass: median / fastest", "added: median / fastest"], rows)
 
 
+def eval_threads(results: Path) -> list[str]:
+    d = _load("eval_threads--2cpu--cpu.json", results)
+    meta = d["metadata"]
+    rows = []
+    for r in d["runs"]:
+        used = f"{r['threads']}" + (f" (= {r['threads_used']})" if r["threads"] == "auto" else "")
+        rows.append([r["condition"], used, f"{r['seconds']:.1f}", f"{r['predictions_per_s']:.2f}",
+                     f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"])
+    head = (
+        f"`perf/results/eval_threads--2cpu--cpu.json` ({meta['when']}, {_machine(meta)}, torch {meta['torch']}, "
+        f"torch's default {meta['torch_default_threads']} threads): EfficientNet-Lite0, 8 photos x (clean + 2 "
+        f"corruptions), the fastest of {meta['args']['repeat']} runs."
+    )
+    return [head, ""] + _table(["machine", "--threads", "seconds", "predictions / s", "load average (1 min)"], rows)
+
+
 def jpeg_floor(results: Path) -> list[str]:
     d = _load("jpeg_floor--cpu.json", results)
     meta, mean, stages = d["metadata"], d["mean"], d["compiled_stages_us"]
@@ -290,6 +306,7 @@ GENERATORS: dict[str, Callable[[Path], list[str]]] = {
     "speed-ab": speed_ab,
     "threads-cpu": threads_cpu,
     "eval-overhead": eval_overhead,
+    "eval-threads": eval_threads,
     "jpeg-floor": jpeg_floor,
     "decision-fidelity": decision_fidelity,
     "p-decision": p_decision,

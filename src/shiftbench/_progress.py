@@ -1,5 +1,5 @@
 """Progress reporting for long commands: a rich bar with rate and ETA on a terminal,
-plain lines about every 10 % otherwise (logs, CI)."""
+plain lines about every 10 % or every 30 s, whichever comes first, otherwise (logs, CI)."""
 
 from __future__ import annotations
 
@@ -64,22 +64,26 @@ class RichProgress:
 
 
 class LineProgress:
-    """Progress as plain lines on stderr, about every 10 %."""
+    """Progress as plain lines on stderr, about every 10 % and at least every ``every`` seconds."""
 
-    def __init__(self, noun: str = "images", unit: str = "img") -> None:
+    def __init__(self, noun: str = "images", unit: str = "img", every: float = 30.0) -> None:
         self.noun, self.unit = noun, unit
         self.total = self.done = 0
-        self.t0 = 0.0
+        self.t0 = self.last = 0.0
         self.next_mark = 0.1
+        self.every = every
 
     def start(self, total: int, description: str) -> None:
         self.total, self.done, self.t0 = total, 0, time.monotonic()
+        self.last = self.t0
         click.echo(f"evaluating {total} {self.noun} ...", err=True)
 
     def advance(self, n: int, description: str) -> None:
         self.done += n
-        if self.total and self.done / self.total >= self.next_mark:
-            dt = max(time.monotonic() - self.t0, 1e-9)
+        now = time.monotonic()
+        if self.total and (self.done / self.total >= self.next_mark or now - self.last >= self.every):
+            self.last = now
+            dt = max(now - self.t0, 1e-9)
             rate = self.done / dt
             eta = (self.total - self.done) / rate if rate > 0 else math.inf
             click.echo(

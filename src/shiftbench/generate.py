@@ -432,6 +432,7 @@ def generate(
         _write_manifest(out, config, report, run.path)
     finally:
         if executor is not None:
+            report.cluster = f"{report.cluster}; {executor.health()}"  # nodes lost, shards run again
             executor.close()
         run.close()
     return report

@@ -142,11 +142,12 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-PAPER_000 = "000_430187b989425aff.txt"
+PAPER = "Hendrycks & Dietterich (2018)"
+"""The paper stating the published held-out accuracies (its draft of the ImageNet-C paper, Sections 4.2-4.3)."""
 
 
 def holdout_figures(title: str, records: list[dict[str, Any]], published: Mapping[str, tuple[float, int]]) -> list[Any]:
-    """000 Fig. 6 for a structural hold-out: seen against held-out accuracy of each stored evaluation, with the
+    """Hendrycks & Dietterich (2018) Fig. 6 for a structural hold-out: seen against held-out accuracy of each stored evaluation, with the
     paper's published held-out accuracy for the same split beside them (``published``: split -> (%, line of 000))."""
     from ..report.figures import ReportFigure, bar_chart
 
@@ -159,15 +160,15 @@ def holdout_figures(title: str, records: list[dict[str, Any]], published: Mappin
         "held out": {c: None if r.get("heldout_accuracy") is None else 100.0 * r["heldout_accuracy"]
                      for c, r in zip(cats, recs)},
     }
-    pub_name = "held out, published (000)"
+    pub_name = f"held out, published ({PAPER})"
     pub = {c: published[r["split"]][0] for c, r in zip(cats, recs) if r.get("split") in published}
-    cited = sorted({f"{r['split']} {published[r['split']][0]:g} % (line {published[r['split']][1]})"
+    cited = sorted({f"{r['split']} {published[r['split']][0]:g} %"
                     for r in recs if r.get("split") in published})
     if pub:
         series[pub_name] = dict(pub)
     caption = ("Accuracy on the held-out part against the seen part's held-out test share, per stored evaluation "
                "(the paper's Figure 6 shows the same gap for ImageNet-22K subclasses). ")
-    caption += (f"Grey: the held-out accuracy 000 ({PAPER_000}) states for the same split: {'; '.join(cited)}."
+    caption += (f"Grey: the held-out accuracy {PAPER} states for the same split: {'; '.join(cited)}."
                 if cited else "The paper states no held-out accuracy for these splits.")
     return [ReportFigure("seen-vs-held-out", f"{title}: seen and held-out accuracy", caption,
                          bar_chart(cats, series, ylabel="accuracy (%)", published=[pub_name] if pub else []))]
@@ -353,7 +354,7 @@ class Icons50Style(HoldoutBenchmark):
     measures = "Accuracy on a held-out icon style against a held-out share of the seen styles, and the gap."
     conditions = "per split: the held-out style, and 10 % of each class of the seen styles (seeded)"
     sources = ("Icons-50.npy or the ICONS-50 folder release (--data)", "the emoji-styles folder or .npz (--data)")
-    published_heldout = {"style:microsoft": (57.0, 141), "style:apple": (93.0, 141)}  # 000 Section 4.2
+    published_heldout = {"style:microsoft": (57.0, 141), "style:apple": (93.0, 141)}  # Hendrycks & Dietterich (2018) Section 4.2
 
     def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
         h = settings.get("holdout")

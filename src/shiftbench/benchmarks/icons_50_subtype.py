@@ -25,7 +25,7 @@ class Icons50Subtype(HoldoutBenchmark):
     measures = "Accuracy on held-out subtypes of each class against a held-out share of the seen subtypes, and the gap."
     conditions = "the held-out subtypes (paper's 50, seeded random, or named), and 10 % of each class of the seen ones"
     sources = ("Icons-50.npy or the ICONS-50 folder release (--data)", "the emoji-styles folder or .npz (--data)")
-    published_heldout = {"subtype:paper": (60.4, 156)}  # 000 Section 4.3, ICONS-50's 50 held-out subtypes
+    published_heldout = {"subtype:paper": (60.4, 156)}  # Hendrycks & Dietterich (2018) Section 4.3, ICONS-50's 50 held-out subtypes
 
     def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
         h = str(settings.get("holdout") or "paper").strip()

@@ -74,11 +74,16 @@ def _pct(v: Any) -> float | None:
     return None if v is None else 100.0 * float(v)
 
 
+def _pct_pair(ci: Any) -> tuple[float, float] | None:
+    """A stored 95 % interval (fractions) in %."""
+    return None if not ci else (100.0 * ci[0], 100.0 * ci[1])
+
+
 def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
     """The report's ImageNet-C figures from stored leaderboard rows (``shiftbench results`` JSON ``rows``).
 
-    000 Fig. 3 (mCE and relative mCE against clean error, published models of
-    000 Tables 1-2 next to the stored ones), error per severity (AlexNet's
+    Hendrycks & Dietterich's (2018) Fig. 3 (mCE and relative mCE against clean error, published models of
+    their Tables 1-2 next to the stored ones), error per severity (AlexNet's
     published errors dashed) and CE per corruption.
     """
     from ..report.figures import ReportFigure, bar_chart, line_chart, published_scatter, small_multiples
@@ -88,18 +93,21 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
     figs: list[Any] = []
     partial = any(r.get("mce") is not None and not r.get("mce_complete") for r in rows)
     warn = " Stored mCE values marked partial average fewer than 15 corruptions or severities: not comparable." if partial else ""
-    for key, tid, fname, what in (("mce", "000:1", "mce-vs-error", "mCE"), ("relative_mce", "000:2", "relative-mce-vs-error", "Relative mCE")):
+    for key, tid, fname, what in (("mce", "hendrycks2018:1", "mce-vs-error", "mCE"), ("relative_mce", "hendrycks2018:2", "relative-mce-vs-error", "Relative mCE")):
         t = table(tid)
         measured = [(r["label"], _pct(r.get("clean_error")), _pct(r.get(key))) for r in rows]
         if not any(m[1] is not None and m[2] is not None for m in measured):
             continue
+        bars = {r["label"]: (_pct_pair(r.get("clean_error_ci")), _pct_pair(r.get(f"{key}_ci"))) for r in rows}
         fig = published_scatter(
             [(p.label, p.values.get("error"), p.values.get(key)) for p in t.rows], measured,
-            xlabel="clean top-1 error (%)", ylabel=f"{what} (%)", reference=100.0,
+            xlabel="clean top-1 error (%)", ylabel=f"{what} (%)", reference=100.0, intervals=bars,
         )
         figs.append(ReportFigure(fname, f"{what} against clean error",
                                  f"Stored models (stars) next to the published models of {t.paper}, Table {t.table} "
-                                 f"(grey; the paper's Figure 3 plots the same against accuracy). 100 = AlexNet.{warn}", fig))
+                                 f"(grey; the paper's Figure 3 plots the same against accuracy). 100 = AlexNet. "
+                                 f"Error bars: 95 % intervals (Wilson for the clean error, bootstrap over images for "
+                                 f"{what}), where the report computed them.{warn}", fig))
     sev: dict[str, dict[int, float | None]] = {}
     base = alexnet_baseline()
     if rows:
@@ -138,7 +146,8 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
             small_multiples(panels, xlabel="severity", ylabel="top-1 error (%)", dashed=["AlexNet (published)"]),
         ))
     if cats:
-        ref = table("000:1").rows[-1]
+        t1 = table("hendrycks2018:1")
+        ref = t1.rows[-1]
         series: dict[str, dict[str, float | None]] = {
             f"{ref.label} (published)": {c: ref.values.get(c) for c in cats}
         }
@@ -146,7 +155,7 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
             series[r["label"]] = {c: _pct(d.get("ce")) for c, d in r.get("corruptions", {}).items()}
         figs.append(ReportFigure(
             "ce-per-corruption", "Corruption Error per corruption",
-            f"CE per corruption (100 = AlexNet, dashed line); {ref.label} from 000 Table 1 in grey.",
+            f"CE per corruption (100 = AlexNet, dashed line); {ref.label} from {t1.citation} in grey.",
             bar_chart(cats, series, ylabel="CE (%)", published=[f"{ref.label} (published)"], reference=100.0),
         ))
     return figs
@@ -176,6 +185,7 @@ class ImageNetC(Benchmark):
     title = BENCHMARKS[NAME].title
     measures = "Top-1 error under 15 (+4 extra) corruptions at 5 severities: CE, mCE, relative mCE."
     headline = ("clean_error", "mce", "relative_mce")
+    full_images = 50_000  # the ImageNet validation set (Hendrycks & Dietterich, 2019)
     options = ("released", "edition", "corruptions", "severities", "seed", "release", "baseline", "classes", "clean",
                *RAY_OPTIONS)
     conditions = "corruption x severity 1..5, and clean (severity 0); editions 224, 299, 64 (Tiny), 32 (CIFAR)"
@@ -202,7 +212,7 @@ class ImageNetC(Benchmark):
             where = None if executor is None else executor.describe()
             result = evaluate(model, store=store, classes=classes, progress=progress, executor=executor, **kw)
         if executor is not None:
-            status.append(f"Predicted on {where}: {executor.shards} shard(s).")
+            status.append(f"Predicted on {where}: {executor.shards} shard(s); {executor.health()}.")
         if result.new_predictions == 0:
             status.append(
                 f"All requested runs were already complete in {store}: scores recomputed from the stored predictions."

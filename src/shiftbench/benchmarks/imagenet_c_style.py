@@ -275,7 +275,7 @@ class ImageNetCStyle(Benchmark):
         if data is None and released is None:
             rec["notes"].append(f"These {result.n_images} demo images demonstrate the pipeline; they are no benchmark.")
         rec["notes"] += [n for n in result.notes if "published ImageNet-C numbers" not in n and not n.startswith("Not available")]
-        status = [] if executor is None else [f"Predicted on {where}: {executor.shards} shard(s)."]
+        status = [] if executor is None else [f"Predicted on {where}: {executor.shards} shard(s); {executor.health()}."]
         if not result.new_predictions:
             status.append(f"All runs were already complete in {result.store_path}: scores from the stored predictions.")
 

@@ -36,8 +36,8 @@ __all__ = ["ImageNetD", "report_figures"]
 
 
 def report_figures(store: Path, records: list[dict[str, Any]]) -> list[Any]:
-    """The report's ImageNet-D figures: top-1 error per domain next to 004 Table 3's vanilla ResNet-50, and
-    004 Figure 2's error analysis (most predicted classes per domain) of each stored evaluation."""
+    """The report's ImageNet-D figures: top-1 error per domain next to Rusak et al.'s (2022) Table 3 vanilla ResNet-50,
+    and their Figure 2's error analysis (most predicted classes per domain) of each stored evaluation."""
     from ..domains.evaluate import stored_error_analysis
     from ..domains.mapping import DOMAINS
     from ..domains.plot import error_analysis_figure
@@ -46,21 +46,22 @@ def report_figures(store: Path, records: list[dict[str, Any]]) -> list[Any]:
 
     if not records:
         return []
-    ref = table("004:3").rows[0]
+    t3 = table("rusak2022:3")
+    ref = t3.rows[0]
     name = f"{ref.label} (published)"
     series: dict[str, dict[str, float | None]] = {name: {d: ref.values.get(d) for d in DOMAINS}}
     for r in records:
         series[f"{r['model']} #{r['evaluation']} ({r['mapping']})"] = {d: 100.0 * e for d, e in r["errors"].items()}
     figs = [ReportFigure(
         "domain-errors", "Top-1 error per domain",
-        f"Top-1 error per ImageNet-D domain; {ref.label} from 004 Table 3 in grey (the paper's mapping).",
+        f"Top-1 error per ImageNet-D domain; {ref.label} from {t3.citation} in grey (the paper's mapping).",
         bar_chart(list(DOMAINS), series, ylabel="top-1 error (%)", published=[name]))]
     for r in records:
         analysis = stored_error_analysis(store, r["evaluation"], r["mapping"], top=8)
         if analysis:
             figs.append(ReportFigure(
                 f"error-analysis-{r['evaluation']}", f"Error analysis: {r['model']} #{r['evaluation']}",
-                "The ImageNet classes predicted most often per domain (004 Figure 2): blue inside ImageNet-D, "
+                "The ImageNet classes predicted most often per domain (Rusak et al., 2022, Figure 2): blue inside ImageNet-D, "
                 "orange outside.",
                 error_analysis_figure(analysis, title=f"{r['model']} #{r['evaluation']}")))
     return figs
@@ -76,7 +77,7 @@ class ImageNetD(Benchmark):
     conditions = "domain: clipart, infograph, painting, quickdraw, real, sketch"
     sources = (
         "a DomainNet folder <root>/<domain>/<class>/<image> (--data)",
-        "an ImageNet val folder (--data): 004 Table 4's IN val row",
+        "an ImageNet val folder (--data): Rusak et al.'s (2022) Table 4 IN val row",
     )
     records = "per image: domain, DomainNet label and the top-5 ImageNet-1k classes"
     refusals = {
@@ -94,7 +95,7 @@ class ImageNetD(Benchmark):
             if settings.get("ray") is not None:
                 raise InvalidArgumentError(
                     "--ray", settings["ray"], "no --ray with an ImageNet val folder",
-                    "Its one pass (004 Table 4's IN val row) runs here; --ray applies to the DomainNet domains.",
+                    "Its one pass (Rusak et al.'s (2022) Table 4 IN val row) runs here; --ray applies to the DomainNet domains.",
                 )
             return self._imagenet_val(settings, mapping)
         store = settings.get("store")
@@ -129,7 +130,7 @@ class ImageNetD(Benchmark):
         )
 
     def _imagenet_val(self, settings: dict[str, Any], mapping: str) -> Report:
-        """004 Table 4's first row on an ImageNet validation folder (not stored: one pass, no conditions)."""
+        """Rusak et al.'s (2022) Table 4 first row on an ImageNet validation folder (not stored: one pass, no conditions)."""
         model = settings.get("model") or "efficientnet-lite0"
         row, skipped = evaluate_imagenet_val(
             model,

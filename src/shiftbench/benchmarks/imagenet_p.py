@@ -36,12 +36,13 @@ __all__ = ["ImageNetP", "report_figures", "architecture_figures"]
 
 
 def architecture_figures(records: list[dict[str, Any]], clean_error: dict[str, float]) -> list[Any]:
-    """001 Figure 4: mFR and mT5D against clean top-1 error, the architectures of the 001:P table (grey)
+    """Hendrycks & Dietterich (2019) Figure 4: mFR and mT5D against clean top-1 error, the architectures of the
+    hendrycks2019:P table (grey)
     and the stored models (stars; ``clean_error``: model name -> % from its stored ImageNet-C evaluation)."""
     from ..report.figures import ReportFigure, published_scatter
     from ..zoo.tables import table
 
-    t = table("001:P")
+    t = table("hendrycks2019:P")
     figs: list[Any] = []
     scored = [r for r in records if r.get("mfr") is not None or r.get("mt5d") is not None]
     if not scored:
@@ -57,9 +58,9 @@ def architecture_figures(records: list[dict[str, Any]], clean_error: dict[str, f
         measured = [(r["label"], clean_error.get(r["model"]), None if r.get(key) is None else 100.0 * r[key])
                     for r in scored]
         figs.append(ReportFigure(
-            f"{key}-vs-error", f"{what} against clean error (001 Figure 4)",
+            f"{key}-vs-error", f"{what} against clean error (Hendrycks & Dietterich, 2019, Figure 4)",
             f"Stored models (stars; clean error from their ImageNet-C evaluation) next to the architectures the "
-            f"ImageNet-P paper states (grey, {t.paper_file} lines 385-388; AlexNet = 100 by definition). "
+            f"ImageNet-P paper states (grey, {t.citation}; AlexNet = 100 by definition). "
             f"The paper's Figure 4 plots mT5D against accuracy.{tail}",
             published_scatter([(p.label, p.values.get("error"), p.values.get(key)) for p in t.rows], measured,
                               xlabel="clean top-1 error (%)", ylabel=f"{what} (%)", reference=100.0)))
@@ -68,7 +69,7 @@ def architecture_figures(records: list[dict[str, Any]], clean_error: dict[str, f
 
 def report_figures(records: list[dict[str, Any]], clean_error: dict[str, float] | None = None) -> list[Any]:
     """The report's ImageNet-P figures from stored records: flip rate (FR, 100 = AlexNet) per perturbation,
-    and with ``clean_error`` (model -> %) 001 Figure 4 (:func:`architecture_figures`).
+    and with ``clean_error`` (model -> %) Hendrycks & Dietterich's (2019) Figure 4 (:func:`architecture_figures`).
 
     Where no record has an FR (no AlexNet numbers for the edition) the bars show the
     flip probability FP in % instead.
@@ -141,7 +142,7 @@ class ImageNetP(Benchmark):
                 executor=executor,
             )
         if executor is not None:
-            status.append(f"Predicted on {where}: {executor.shards} shard(s).")
+            status.append(f"Predicted on {where}: {executor.shards} shard(s); {executor.health()}.")
         if r.new_videos == 0:
             status.append(
                 f"All requested runs were already complete in {store}: scores recomputed from the stored predictions."

@@ -121,7 +121,11 @@ def generate_group() -> None:
 @click.option("--corruptions", multiple=True, help="Names or wildcards, comma separated (default: all 19).")
 @click.option("--severities", multiple=True, help="Comma-separated severities (default: 1,2,3,4,5).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--workers", type=int, default=0, show_default=True, help="Worker processes (0: one per CPU core).")
+@click.option("--workers", type=int, default=0, show_default=True,
+              help="Worker processes, one thread each (0: as --threads says).")
+@click.option("--threads", default="auto", show_default=True, metavar="N|auto",
+              help="With --workers 0: this many worker processes; auto: the cores the one-minute load average leaves "
+              "free (all on an idle machine, 1 on a busy one).")
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Labels .npy for a .npy image array.")
 @click.option("--device", default="cpu", show_default=True, help="Where the corruptions run: cpu, cuda, cuda:N or mps (on CUDA the files are checked to equal the CPU's byte for byte).")
@@ -144,12 +148,18 @@ def generate_imagenet_c(
     severities: tuple[str, ...],
     seed: int,
     workers: int,
+    threads: str,
     batch_size: int,
     labels: Path | None,
     device: str,
     ray_address: str | None,
 ) -> None:
     """Write ImageNet-C (or Tiny/64/299/CIFAR-10-C) from clean images; resumable."""
+    from ..evaluation.threads import resolve_model_threads
+
+    n_threads = resolve_model_threads(threads)
+    if workers == 0 and ray_address is None:
+        workers = n_threads
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from ..generate import GenerateConfig, generate
@@ -179,15 +189,24 @@ def generate_imagenet_c(
     import time
 
     t_start = time.perf_counter()
-    with Progress(*columns, disable=not sys.stderr.isatty(), transient=False) as prog:
+    lines = not sys.stderr.isatty()  # a log file: plain lines about every 10 % and at least every 30 s
+    with Progress(*columns, disable=lines, transient=False) as prog:
         task = prog.add_task("gen", total=None, rate="-")
         first: dict[str, int] = {}
+        mark = {"next": 0.0, "last": t_start}
 
         def cb(done: int, total: int) -> None:
             first.setdefault("done", done)
-            dt = time.perf_counter() - t_start
+            now = time.perf_counter()
+            dt = now - t_start
             rate = (done - first["done"]) / dt if dt > 0 else 0.0
             prog.update(task, completed=done, total=total, rate=f"{rate:.0f}")
+            if lines and total and (done / total >= mark["next"] or now - mark["last"] >= 30.0 or done == total):
+                eta = (total - done) / rate if rate > 0 else float("inf")
+                click.echo(f"generating: {done}/{total} corrupted images ({100 * done / total:.0f} %), "
+                           f"{rate:.0f} img/s, ETA {eta:.0f} s", err=True)
+                mark["next"] = (int(done / total * 10) + 1) / 10
+                mark["last"] = now
 
         try:
             report = generate(config, progress=cb)

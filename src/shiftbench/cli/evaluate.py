@@ -9,17 +9,24 @@ benchmark does not accept is refused with one message shape:
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
 
 from ..benchmarks import get_benchmark
+from ..evaluation.model_sources import (
+    format_model_spec,
+    parse_model_args,
+    split_model_spec,
+)
 from ..evaluation.models import DEFAULT_MODEL
 from ..evaluation.protocol import BENCHMARK_OPTIONS, accepted_list
 from ..evaluation.store import DEFAULT_STORE, check_store_path
+from ..evaluation.threads import model_threads
 from ._output import FORMATS, UserError, check_results_file, emit, progress
 
-__all__ = ["evaluate_cmd", "given_options", "refuse_given", "refuse_inapplicable"]
+__all__ = ["evaluate_cmd", "given_options", "refuse_given", "refuse_inapplicable", "model_with_args"]
 
 _FLAG_NAMES = {"release": "--release/--no-release", "clean": "--clean/--no-clean", "progress": "--progress/--no-progress"}
 
@@ -36,6 +43,14 @@ def given_options(ctx: click.Context) -> set[str]:
         if src is not None and src.name in ("COMMANDLINE", "ENVIRONMENT"):
             out.add(name)
     return out
+
+
+def model_with_args(model: Any, model_args: str | None) -> Any:
+    """``--model`` with ``--model-args`` folded in (``NAME?key=value,...``, what load_model reads)."""
+    if not model_args or not isinstance(model, str):
+        return model
+    name, args = split_model_spec(model)
+    return format_model_spec(name, {**args, **parse_model_args(model_args, "--model-args")})
 
 
 def refuse_given(bench: Any, given: set[str] | frozenset[str]) -> None:
@@ -56,7 +71,12 @@ def refuse_inapplicable(ctx: click.Context, bench: Any, kw: dict[str, Any]) -> N
               help="A registered benchmark (`shiftbench list benchmarks`): imagenet-c, imagenet-p, imagenet-noc, "
               "imagenet-d, ...")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
-              help="Model name: efficientnet-lite0 (built in), torchvision:<arch>, timm:<arch>.")
+              help="Model: efficientnet-lite0 (built in), zoo:<name> (published weights, `shiftbench zoo list`), "
+              "torchvision:<arch>[:<WEIGHTS>], timm:<name>[.<tag>], hf-hub:<org>/<name>, module.path:factory or "
+              "path/to/file.py:factory. Weights missing offline: one line naming the URL and where to place a copy.")
+@click.option("--model-args", default=None, metavar="KEY=VALUE,...",
+              help="Arguments for the model's factory (torchvision.models.get_model, timm.create_model or yours), "
+              "e.g. drop_rate=0.1,num_classes=10; stored with the model's name.")
 @click.option("--weights", type=click.Path(dir_okay=False), default=None,
               help="Local checkpoint (state_dict), loaded with torch.load(weights_only=True); 'none' = random weights.")
 @click.option("--data", type=click.Path(), default=None,
@@ -98,6 +118,10 @@ def refuse_inapplicable(ctx: click.Context, bench: Any, kw: dict[str, Any]) -> N
 @click.option("--release/--no-release", default=False, show_default=True,
               help="Store-and-reload each corrupted image as JPEG q85, like the released datasets.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--threads", default="auto", show_default=True, metavar="N|auto",
+              help="Threads for the model on the CPU. auto: the cores the one-minute load average leaves free (all "
+              "on an idle machine, 1 on a busy one; torch's own default, one per core, ran 3-4x slower on a loaded "
+              "machine: docs/performance.md).")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:N or mps.")
 @click.option("--store", type=click.Path(dir_okay=False), default=str(DEFAULT_STORE), show_default=True,
               help="Results store (SQLite); interrupted runs resume from it.")
@@ -138,10 +162,15 @@ def evaluate_cmd(ctx: click.Context, **kw: Any) -> None:
     check_results_file(kw["results_file"])
     check_store_path(kw["store"])
     fmt, results_file, store = kw["results_format"], kw["results_file"], kw["store"]
+    kw["model"] = model_with_args(kw["model"], kw.pop("model_args", None))
+    threads = kw.pop("threads", "auto")
     settings = {k: v for k, v in kw.items() if bench.accepts(k)}
     shown = progress(*bench.items) if kw["progress"] else None
     try:
-        report = bench.evaluate(settings, shown)
+        with model_threads(threads) as n:
+            if kw["progress"] and not sys.stderr.isatty():
+                click.echo(f"Model on {n} thread(s).", err=True)
+            report = bench.evaluate(settings, shown)
     except KeyboardInterrupt:
         click.echo(
             f"\nInterrupted. Everything finished so far is stored in {store}; run the same command again to resume.",

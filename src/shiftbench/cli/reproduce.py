@@ -18,6 +18,7 @@ import click
 from ..benchmarks import get_benchmark
 from ..errors import InvalidArgumentError
 from ..evaluation.store import check_store_path
+from ..evaluation.threads import model_threads
 from ..zoo.errors import DownloadError
 from ..zoo.registry import entries, fetch
 from ..zoo.tables import compare, measured_from_records, render, table, tables
@@ -67,6 +68,7 @@ def measured_of(table_id: str, result: SweepResult) -> dict[str, dict[str, float
 
 def _reproduce(ctx: click.Context, **kw: Any) -> None:
     table_id, models, skip_missing = kw.pop("table_id"), kw.pop("models"), kw.pop("skip_missing")
+    threads = kw.pop("threads", "auto")
     t, in_zoo, not_in_zoo = plan(table_id, models)
     given = given_options(ctx)
     for b in t.benchmarks:  # evaluate's rule, before any download
@@ -84,7 +86,8 @@ def _reproduce(ctx: click.Context, **kw: Any) -> None:
                 raise
             missing[name] = str(e)
     if ready:
-        result = run_sweep_command(ctx, [f"zoo:{n}" for n in ready], list(t.benchmarks), kw)
+        with model_threads(threads):
+            result = run_sweep_command(ctx, [f"zoo:{n}" for n in ready], list(t.benchmarks), kw)
     else:
         result = SweepResult(kw["store"], [], list(t.benchmarks), [])  # type: ignore[arg-type]
     comparison = compare(t.id, measured_of(t.id, result))
@@ -125,12 +128,13 @@ reproduce_cmd = click.Command(
                      help="Only these rows: comma-separated zoo names or row labels (default: every row the zoo has)."),
         click.Option(["--skip-missing"], is_flag=True,
                      help="Go on without the models whose weights cannot be fetched (offline), listing them."),
-        *evaluate_params("model", "benchmark", "weights"),
+        *evaluate_params("model", "benchmark", "weights", "model_args"),
     ],
     help="Evaluate a published table's zoo models on your data and print published and measured values side by "
     "side with the differences.\n\n"
-    "TABLE: 000:1, 000:2 (ImageNet-C), 003:3, 003:4 (ImageNet-NOC), 004:3 (ImageNet-D), 001:P (ImageNet-P); "
-    "`shiftbench zoo table` lists them. Takes the options of `shiftbench evaluate` (forwarded to the table's "
+    "TABLE: hendrycks2018:1, hendrycks2018:2 (ImageNet-C; also imagenet-c:table1, imagenet-c:table2), "
+    "laugros2020:3, laugros2020:4 (ImageNet-NOC), rusak2022:3 (ImageNet-D), hendrycks2019:P (ImageNet-P); "
+    "`shiftbench zoo table` lists them with their papers. Takes the options of `shiftbench evaluate` (forwarded to the table's "
     "benchmarks unchanged); a rerun skips the evaluations already finished.\n\n"
-    "\b\nExample:\n  shiftbench reproduce 000:1 --data /data/imagenet/val --models resnet18,resnet50",
+    "\b\nExample:\n  shiftbench reproduce imagenet-c:table1 --data /data/imagenet/val --models resnet18,resnet50",
 )

@@ -26,15 +26,22 @@ from rich import box
 from rich.table import Table
 
 from ..benchmarks import get_benchmark
+from ..errors import InvalidArgumentError, ShiftbenchError
+from ..evaluation.model_sources import (
+    format_model_spec,
+    parse_model_args,
+    split_model_spec,
+)
 from ..evaluation.protocol import Benchmark, Progress, Report
 from ..evaluation.store import ResultsStore, check_store_path, records_to_csv
+from ..evaluation.threads import model_threads
 from ._output import check_results_file, emit, progress
 from .evaluate import evaluate_cmd, given_options, refuse_given
 
-__all__ = ["SweepCell", "SweepResult", "sweep", "sweep_cmd", "headline_of", "evaluation_ids", "evaluate_params", "run_sweep_command", "NOT_RESULT_OPTIONS"]
+__all__ = ["SweepCell", "SweepModel", "SweepResult", "sweep", "read_sweep_file", "sweep_models", "one_line", "sweep_cmd", "headline_of", "evaluation_ids", "evaluate_params", "run_sweep_command", "NOT_RESULT_OPTIONS"]
 
 NOT_RESULT_OPTIONS = frozenset(
-    {"model", "store", "results_format", "results_file", "progress", "details", "rerun", "batch_size", "device"}
+    {"model", "model_args", "threads", "store", "results_format", "results_file", "progress", "details", "rerun", "batch_size", "device"}
 )
 """Options that change how an evaluation runs or prints, not what it measures: left out of the resume marker."""
 
@@ -51,6 +58,7 @@ class SweepCell:
         benchmark: the benchmark's name.
         evaluations: the store's evaluation ids behind the numbers.
         skipped: True when the pair was finished before (nothing evaluated this time).
+        error: why the pair failed (one line), None when it finished.
         headline: the benchmark's ``headline`` keys -> value (mean over its records when several, e.g. splits).
         records: the benchmark's stored records of these evaluations (``shiftbench results`` JSON).
     """
@@ -61,6 +69,7 @@ class SweepCell:
     skipped: bool
     headline: dict[str, float | None]
     records: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
 
     @property
     def partial(self) -> list[str]:
@@ -80,6 +89,11 @@ class SweepResult:
     benchmarks: list[str]
     cells: list[SweepCell]
 
+    @property
+    def failed(self) -> list[SweepCell]:
+        """The pairs that failed (the sweep went on past them)."""
+        return [c for c in self.cells if c.error is not None]
+
     def columns(self) -> list[tuple[str, str]]:
         """(benchmark, headline key) of the comparison table, in benchmark order."""
         cols: list[tuple[str, str]] = []
@@ -97,7 +111,7 @@ class SweepResult:
             "columns": [f"{b} {k}" for b, k in self.columns()],
             "cells": [
                 {"model": c.model, "benchmark": c.benchmark, "evaluations": c.evaluations, "skipped": c.skipped,
-                 "headline": c.headline, "partial": c.partial}
+                 "headline": c.headline, "partial": c.partial, "error": c.error}
                 for c in self.cells
             ],
         }
@@ -119,7 +133,10 @@ class SweepResult:
                     c = by.get((m, b))
                     v = None if c is None else c.headline.get(k)
                     star = "*" if c is not None and k in c.partial else ""
-                    cells.append("–" if v is None else f"{v:.4f}".rstrip("0").rstrip(".") + star)
+                    if c is not None and c.error is not None:
+                        cells.append("failed")
+                    else:
+                        cells.append("–" if v is None else f"{v:.4f}".rstrip("0").rstrip(".") + star)
                 t.add_row(m, *cells)
             console.print(t)
             console.print(f"• Units: {UNITS}.", highlight=False)
@@ -128,6 +145,8 @@ class SweepResult:
             if any(c.partial for c in self.cells):
                 console.print("• * over fewer corruptions or severities than the protocol: not comparable with the "
                               "papers' values.", highlight=False)
+            for c in self.failed:
+                console.print(f"• Failed: {c.model} x {c.benchmark}: {c.error}", highlight=False)
             skipped = [f"{c.model} x {c.benchmark}" for c in self.cells if c.skipped]
             if skipped:
                 console.print(f"• Finished before, not evaluated again: {', '.join(skipped)}.", highlight=False)
@@ -188,8 +207,69 @@ def _records(bench: Benchmark, store: Path, settings: Mapping[str, Any], ids: li
     return [r for r in sec.value if isinstance(r, dict) and r.get("evaluation") in ids and not r.get("reference")]
 
 
+@dataclass(frozen=True)
+class SweepModel:
+    """One model of a sweep with its own weights and arguments.
+
+    Attributes:
+        model: the model as ``evaluate --model`` names it (may carry ``?key=value,...``).
+        weights: its local checkpoint (``evaluate --weights``), ``"none"``, or None for its own weights.
+        args: arguments for its factory (``evaluate --model-args``).
+        label: the name in the comparison table (default: the model with its arguments, and the
+            checkpoint's file name).
+    """
+
+    model: str
+    weights: str | None = None
+    args: Mapping[str, Any] = field(default_factory=dict)
+    label: str | None = None
+
+    @property
+    def spec(self) -> str:
+        """The model with its arguments folded in (what ``load_model`` reads)."""
+        name, args = split_model_spec(self.model)
+        return format_model_spec(name, {**args, **dict(self.args)})
+
+    @property
+    def display(self) -> str:
+        if self.label:
+            return self.label
+        return self.spec + (f" [{Path(self.weights).name}]" if self.weights else "")
+
+
+def _entries(models: Sequence[str | SweepModel]) -> list[SweepModel]:
+    out: list[SweepModel] = []
+    seen: set[tuple[str, str | None]] = set()
+    for m in models:
+        e = m if isinstance(m, SweepModel) else SweepModel(str(m))
+        if (e.spec, e.weights) in seen:
+            continue
+        seen.add((e.spec, e.weights))
+        out.append(e)
+    labels = [e.display for e in out]
+    for i, e in enumerate(out):  # two entries shown alike get #1, #2
+        if labels.count(e.display) > 1:
+            n = labels[: i + 1].count(e.display)
+            out[i] = SweepModel(e.model, e.weights, e.args, f"{e.display} #{n}")
+    return out
+
+
+_MODEL_ARGUMENTS = ("model", "weights", "model_args")
+
+
+def _model_failure(e: BaseException) -> bool:
+    """The model itself cannot be loaded (its other benchmarks would fail the same way)."""
+    return getattr(e, "argument", None) in _MODEL_ARGUMENTS or hasattr(e, "url") or isinstance(e, ImportError)
+
+
+def one_line(e: BaseException) -> str:
+    """An error as one line: shiftbench's own message, or the exception's type and first line."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return text if isinstance(e, ShiftbenchError) else f"{type(e).__name__}: {text}"
+
+
 def sweep(
-    models: Sequence[str],
+    models: Sequence[str | SweepModel],
     benchmarks: Sequence[str | Benchmark],
     options: Mapping[str, Any],
     *,
@@ -197,10 +277,11 @@ def sweep(
     progress_for: Callable[[Benchmark], Progress | None] | None = None,
     on_cell: Callable[[SweepCell], None] | None = None,
 ) -> SweepResult:
-    """Evaluate every model on every benchmark into one store; finished pairs are skipped.
+    """Evaluate every model on every benchmark into one store; finished pairs are skipped, failed ones recorded.
 
     Args:
-        models: ``--model`` values (``zoo:NAME``, ``torchvision:ARCH``, a checkpoint for the structural benchmarks...).
+        models: ``--model`` values (``zoo:NAME``, ``torchvision:ARCH``, a checkpoint for the structural
+            benchmarks...) or :class:`SweepModel` entries with their own weights and arguments.
         benchmarks: registered benchmark names (or instances).
         options: the ``evaluate`` options (parameter names, e.g. ``{"store": ..., "data": ..., "limit": 8}``);
             each benchmark gets the ones it accepts, unchanged. ``store`` is required.
@@ -210,22 +291,33 @@ def sweep(
         on_cell: called after each pair (e.g. to print a status line).
 
     Returns:
-        A :class:`SweepResult` whose :meth:`~SweepResult.report` is the comparison table.
+        A :class:`SweepResult` whose :meth:`~SweepResult.report` is the comparison table. A pair that fails
+        (weights offline, bad data, a broken model) is recorded with its error (:attr:`SweepResult.failed`)
+        and the sweep goes on; a model that cannot be loaded is not tried on its other benchmarks.
     """
     benches = [b if isinstance(b, Benchmark) else get_benchmark(b) for b in benchmarks]
     benches = list({b.name: b for b in benches}.values())
-    models = list(dict.fromkeys(models))
+    entries = _entries(models)
     given = set(given)
     for b in benches:
         refuse_given(b, given)
     store = Path(options["store"])
     cells: list[SweepCell] = []
     rerun = bool(options.get("rerun"))
-    for m in models:
+    for entry in entries:
+        model_error: str | None = None
         for b in benches:
             settings = {k: v for k, v in options.items() if b.accepts(k)}
-            settings["model"] = m
-            key = _marker_key(b, m, settings)
+            settings["model"] = entry.spec
+            if entry.weights is not None:
+                settings["weights"] = entry.weights
+            if model_error is not None:
+                cell = SweepCell(entry.display, b.name, [], False, {k: None for k in b.headline or ()}, [], model_error)
+                cells.append(cell)
+                if on_cell is not None:
+                    on_cell(cell)
+                continue
+            key = _marker_key(b, entry.spec, settings)
             done = None
             if not rerun and store.is_file():
                 with ResultsStore(store) as db:
@@ -234,30 +326,110 @@ def sweep(
                 ids = [int(i) for i in json.loads(done)["evaluations"]]
                 skipped = True
             else:
-                report = b.evaluate(settings, progress_for(b) if progress_for else None)
-                ids = evaluation_ids(json.loads(report.json()))
+                try:
+                    report = b.evaluate(settings, progress_for(b) if progress_for else None)
+                    ids = evaluation_ids(json.loads(report.json()))
+                except (KeyboardInterrupt, click.exceptions.ClickException):
+                    raise
+                except Exception as e:  # noqa: BLE001 - a sweep goes on past a failing pair and names it
+                    err = one_line(e)
+                    if _model_failure(e):
+                        model_error = err
+                    cell = SweepCell(entry.display, b.name, [], False, {k: None for k in b.headline or ()}, [], err)
+                    cells.append(cell)
+                    if on_cell is not None:
+                        on_cell(cell)
+                    continue
                 if ids:  # a pair that stored nothing (no evaluation named) is tried again next time
                     with ResultsStore(store) as db:
-                        db.set_marker(key, json.dumps({"benchmark": b.name, "model": m, "evaluations": ids}))
+                        db.set_marker(key, json.dumps({"benchmark": b.name, "model": entry.spec,
+                                                       "weights": entry.weights, "evaluations": ids}))
                 skipped = False
             recs = _records(b, store, settings, ids)
-            cell = SweepCell(m, b.name, ids, skipped, headline_of(b, recs), recs)
+            cell = SweepCell(entry.display, b.name, ids, skipped, headline_of(b, recs), recs)
             cells.append(cell)
             if on_cell is not None:
                 on_cell(cell)
-    return SweepResult(store, models, [b.name for b in benches], cells)
+    return SweepResult(store, [e.display for e in entries], [b.name for b in benches], cells)
+
+
+def read_sweep_file(path: str | Path) -> tuple[list[SweepModel], list[str], dict[str, Any]]:
+    """A TOML sweep file: its models (each with its own weights and arguments), benchmarks and evaluate options.
+
+    ::
+
+        benchmarks = ["imagenet-c", "imagenet-noc"]
+
+        [options]                       # any `shiftbench evaluate` option
+        data = "/data/imagenet/val"
+        limit = 100
+
+        [[models]]
+        model = "zoo:resnet50"
+
+        [[models]]
+        model = "torchvision:resnet50"
+        weights = "checkpoints/r50-augmix.pth"
+        label = "resnet50 (our AugMix)"
+
+        [[models]]
+        model = "timm:resnet18"
+        args = {drop_rate = 0.1}        # or "drop_rate=0.1"
+
+    Raises:
+        InvalidArgumentError: the file is missing, not TOML, or has a key outside this layout.
+    """
+    import tomllib
+
+    p = Path(path).expanduser()
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InvalidArgumentError("--sweep-file", str(path), "a readable TOML file", str(e)) from e
+    except tomllib.TOMLDecodeError as e:
+        raise InvalidArgumentError("--sweep-file", str(path), "a TOML file", f"Not TOML: {e}.") from e
+    extra = sorted(set(doc) - {"models", "benchmarks", "options"})
+    if extra:
+        raise InvalidArgumentError("--sweep-file", str(path), "the keys benchmarks, options and [[models]]",
+                                   f"Unknown key(s): {', '.join(extra)}.")
+    models: list[SweepModel] = []
+    for i, m in enumerate(doc.get("models", [])):
+        if isinstance(m, str):
+            m = {"model": m}
+        if not isinstance(m, dict) or not isinstance(m.get("model"), str) or set(m) - {"model", "weights", "args", "label"}:
+            raise InvalidArgumentError("--sweep-file", f"{path}: models[{i}]", "a table with model and optionally "
+                                       "weights, args, label (e.g. {model = \"zoo:resnet50\"})")
+        args = parse_model_args(m.get("args"), f"{path}: models[{i}].args")
+        weights = m.get("weights")
+        if weights is not None and str(weights).lower() != "none":
+            wp = Path(str(weights)).expanduser()
+            weights = str(wp if wp.is_absolute() else (p.parent / wp))
+        models.append(SweepModel(m["model"], None if weights is None else str(weights), args, m.get("label")))
+    benches = doc.get("benchmarks", [])
+    if isinstance(benches, str):
+        benches = [benches]
+    if not isinstance(benches, list) or not all(isinstance(b, str) for b in benches):
+        raise InvalidArgumentError("--sweep-file", f"{path}: benchmarks", "a list of benchmark names")
+    options = doc.get("options", {})
+    if not isinstance(options, dict):
+        raise InvalidArgumentError("--sweep-file", f"{path}: options", "a table of evaluate options")
+    return models, list(benches), {k.replace("-", "_"): v for k, v in options.items()}
 
 
 def status_line(cell: SweepCell) -> None:
     """One stderr line per finished pair."""
+    if cell.error is not None:
+        click.echo(f"{cell.model} x {cell.benchmark}: FAILED: {cell.error}", err=True)
+        return
     what = "finished before, skipped" if cell.skipped else "evaluated"
     evs = ", ".join(f"#{e}" for e in cell.evaluations) or "no evaluation id"
     click.echo(f"{cell.model} x {cell.benchmark}: {what} ({evs})", err=True)
 
 
-def run_sweep_command(ctx: click.Context, models: Sequence[str], benchmarks: Sequence[str], kw: dict[str, Any]) -> SweepResult:
+def run_sweep_command(ctx: click.Context, models: Sequence[str | SweepModel], benchmarks: Sequence[str],
+                      kw: dict[str, Any], given: Iterable[str] | None = None) -> SweepResult:
     """The shared body of ``sweep`` and ``reproduce``: refuse, check the outputs, run, handle Ctrl-C."""
-    given = given_options(ctx)
+    given = given_options(ctx) if given is None else set(given)
     check_results_file(kw.get("results_file"))
     check_store_path(kw["store"])
     show = bool(kw.get("progress", True))
@@ -275,26 +447,79 @@ def evaluate_params(*leave_out: str) -> list[click.Parameter]:
     return [p for p in evaluate_cmd.params if p.name not in leave_out]
 
 
+def _paired(values: Sequence[Any], n: int, option: str) -> list[Any]:
+    if not values:
+        return [None] * n
+    if len(values) == 1:
+        return list(values) * n
+    if len(values) != n:
+        raise InvalidArgumentError(option, f"{len(values)} values", f"one value (for every --model) or one per --model ({n})")
+    return list(values)
+
+
+def sweep_models(models: Sequence[str], weights: Sequence[str], model_args: Sequence[str]) -> list[SweepModel]:
+    """The command line's models: ``--weights`` and ``--model-args`` given once apply to every ``--model``,
+    given once per ``--model`` they pair with them in order."""
+    ws = _paired(weights, len(models), "--weights")
+    args = _paired(model_args, len(models), "--model-args")
+    return [SweepModel(m, w, parse_model_args(a, "--model-args")) for m, w, a in zip(models, ws, args)]
+
+
 def _sweep(ctx: click.Context, **kw: Any) -> None:
-    models, benchmarks = list(kw.pop("model")), list(kw.pop("benchmark"))
-    result = run_sweep_command(ctx, models, benchmarks, kw)
+    file = kw.pop("sweep_file")
+    models = sweep_models(list(kw.pop("model")), list(kw.pop("weights")), list(kw.pop("model_args")))
+    benchmarks = list(kw.pop("benchmark"))
+    given = given_options(ctx) - {"model", "weights", "model_args", "benchmark", "sweep_file", "threads"}
+    if file is not None:
+        f_models, f_benches, f_options = read_sweep_file(file)
+        models = f_models + models
+        benchmarks = f_benches + benchmarks
+        params = {p.name: p for p in ctx.command.params}
+        for k, v in f_options.items():
+            if k not in params or k in ("model", "benchmark", "weights", "model_args", "sweep_file"):
+                raise InvalidArgumentError("--sweep-file", f"{file}: options.{k}", "options of `shiftbench evaluate` "
+                                           "other than model, weights, model-args and benchmark (those go in [[models]] "
+                                           "and benchmarks)")
+            if k not in given:  # the command line wins
+                kw[k] = params[k].type_cast_value(ctx, v)
+                given.add(k)
+    if not models:
+        raise click.UsageError("Give at least one --model (or [[models]] in --sweep-file).")
+    if not benchmarks:
+        raise click.UsageError("Give at least one --benchmark (or benchmarks in --sweep-file).")
+    with model_threads(kw.pop("threads", "auto")):
+        result = run_sweep_command(ctx, models, benchmarks, kw, given)
     emit(result.report(), kw["results_format"], kw["results_file"])
+    if result.failed:
+        names = "; ".join(f"{c.model} x {c.benchmark}" for c in result.failed)
+        raise click.ClickException(f"{len(result.failed)} of {len(result.cells)} pair(s) failed: {names} "
+                                   "(the reasons are above; the table shows the others)")
 
 
 sweep_cmd = click.Command(
     "sweep",
     callback=click.pass_context(_sweep),
     params=[
-        click.Option(["--model"], multiple=True, required=True,
+        click.Option(["--model"], multiple=True,
                      help="A model (as evaluate --model); repeat for several."),
-        click.Option(["--benchmark"], multiple=True, required=True,
+        click.Option(["--weights"], multiple=True,
+                     help="A local checkpoint (as evaluate --weights): once for every --model, or once per --model "
+                     "in the same order ('none': random weights)."),
+        click.Option(["--model-args"], multiple=True, metavar="KEY=VALUE,...",
+                     help="Arguments for the model's factory (as evaluate --model-args): once for every --model, or "
+                     "once per --model in the same order."),
+        click.Option(["--benchmark"], multiple=True,
                      help="A registered benchmark (`shiftbench list benchmarks`); repeat for several."),
-        *evaluate_params("model", "benchmark"),
+        click.Option(["--sweep-file"], type=click.Path(dir_okay=False), default=None,
+                     help="A TOML file listing benchmarks, [options] and [[models]] (each with its own model, "
+                     "weights, args and label); command-line models and benchmarks are added, options override."),
+        *evaluate_params("model", "benchmark", "weights", "model_args"),
     ],
     help="Evaluate every --model on every --benchmark into one store and print one comparison table.\n\n"
     "Takes every option of `shiftbench evaluate`, forwarded to each benchmark unchanged; an option a benchmark "
     "does not accept is refused before any work. Pairs finished before are skipped (a rerun does no work); "
-    "--rerun evaluates them again.\n\n"
+    "--rerun evaluates them again. A pair that fails (weights not available offline, a broken model) is "
+    "reported and the sweep goes on; the table shows the others and the exit status is 1.\n\n"
     "\b\nExample:\n  shiftbench sweep --model zoo:resnet18 --model zoo:resnet50 --benchmark imagenet-c "
     "--benchmark imagenet-noc --data /data/imagenet/val",
 )

@@ -16,13 +16,13 @@ from ._output import stdout_console
 
 
 def _numbers(name: str) -> str:
-    """The entry's published headline numbers: '004:3 mCE(IN-C) 65.3, mDE 85.4; ...'."""
+    """The entry's published headline numbers: 'rusak2022:3 mDE 85.4, IN-C 65.3; ...'."""
     parts = []
     for t, r in published.published_for(name):
         shown = [
             f"{c.label} {r.values[c.key]:g}"
             for c in t.columns
-            if c.key in ("mce", "relative_mce", "imagenet_c_mce", "imagenet_noc_mce", "mde", "error")
+            if c.metric in ("mce", "relative_mce", "mde", "mfr", "mt5d") or c.key == "error"
             and r.values.get(c.key) is not None
         ]
         parts.append(f"{t.id} {', '.join(shown)}")
@@ -53,7 +53,7 @@ def list_command(results_format: str) -> None:
     if results_format == "json":
         click.echo(json.dumps(rows, indent=1))
         return
-    t = Table(title="shiftbench model zoo (published numbers in %, paper:table)")
+    t = Table(title="shiftbench model zoo (published numbers in %, by table: first author and year : table)")
     t.add_column("model", no_wrap=True)
     t.add_column("sha256", no_wrap=True)
     t.add_column("cached", no_wrap=True)
@@ -83,7 +83,8 @@ def info_command(name: str) -> None:
     ]
     for t, r in published.published_for(e.name):
         vals = ", ".join(f"{c.label} {r.values[c.key]:g}" for c in t.columns if r.values.get(c.key) is not None)
-        lines.append(f"  {t.id} '{r.label}' (line {r.line} of {t.paper_file}): {vals}")
+        lines.append(f"  {t.id} row '{r.label}' ({t.unit}): {vals}")
+        lines.append(f"      from {t.citation}")
     click.echo("\n".join(lines))
 
 
@@ -110,13 +111,16 @@ def fetch_command(names: tuple[str, ...]) -> None:
     "--results-format", "fmt", type=click.Choice(list(published.FORMATS)), default="table", show_default=True
 )
 def table_command(table_id: str | None, measured_files: tuple[Path, ...], fmt: str) -> None:
-    """A published table (e.g. 004:3), with measured values and differences when --measured is given.
+    """A published table (e.g. rusak2022:3 or imagenet-d:table3), with measured values and differences when
+    --measured is given.
 
-    Without TABLE_ID: the list of tables and their column keys.
+    Without TABLE_ID: the list of tables, their papers and their column keys with each column's metric.
     """
     if table_id is None:
         for t in published.tables().values():
-            click.echo(f"{t.id}  {t.title}  [{', '.join(c.key for c in t.columns)}]")
+            also = f" (also {', '.join(t.aliases)})" if t.aliases else ""
+            click.echo(f"{t.id}{also}  {t.title}\n    {t.citation}\n    columns: "
+                       + ", ".join(f"{c.key} [{c.metric}]" for c in t.columns))
         return
     values: dict[str, Any] = {}
     for path in measured_files:

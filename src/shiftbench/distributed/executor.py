@@ -289,6 +289,8 @@ class RayExecutor:
                 raise ClusterConnectionError("--ray", address, ALLOWED_ADDRESSES,
                                              f"The cluster has {res.get('GPU', 0):g} GPUs; each worker asks for {num_gpus:g}.")
         self.slots = max(1, int(slots))
+        self.retried = 0  # work items run again because their worker or node died
+        self._nodes_at_start = {str(n.get("NodeID")): str(n.get("NodeManagerAddress", "")) for n in self.nodes()}
         self.max_in_flight = max_in_flight or 2 * self.slots
         self._task = ray.remote(run_task)
         self._system_errors = (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
@@ -305,6 +307,19 @@ class RayExecutor:
         res = self.ray.cluster_resources()
         gpus = f", {res['GPU']:g} GPUs" if res.get("GPU") else ""
         return f"Ray at {self.address}: {len(self.nodes())} node(s), {res.get('CPU', 0):g} CPUs{gpus}"
+
+    def lost_nodes(self) -> list[str]:
+        """The nodes alive when this executor connected that are gone now (``address (node id prefix)``)."""
+        alive = {str(n.get("NodeID")) for n in self.nodes()}
+        return [f"{addr or '?'} ({nid[:12]})" for nid, addr in sorted(self._nodes_at_start.items()) if nid not in alive]
+
+    def health(self) -> str:
+        """One sentence for a run's summary: the nodes lost and the work items (shards) run again."""
+        lost = self.lost_nodes()
+        parts = [f"{len(lost)} node(s) lost: {', '.join(lost[:8])}{' ...' if len(lost) > 8 else ''}" if lost
+                 else "no node lost",
+                 f"{self.retried} shard(s) retried after a worker or node died" if self.retried else "no shard retried"]
+        return "; ".join(parts)
 
     def check_paths(self, paths: Sequence[str], what: str) -> None:
         """Check that every node with CPUs sees ``paths`` (shared storage at the same path).
@@ -385,6 +400,7 @@ class RayExecutor:
                     except self._system_errors as e:
                         if tries >= self.retries:
                             raise DataError(f"Ray: a work item failed {tries + 1} times because its worker or node died ({type(e).__name__}); rerun the command to resume") from None
+                        self.retried += 1
                         submit(i, item, tries + 1)
                         continue
                     yield i, res
@@ -458,6 +474,7 @@ class RayExecutor:
                                 ray.kill(dead)
                             except Exception:  # noqa: BLE001 - already gone with its node
                                 pass
+                        self.retried += 1
                         todo.append((i, items[i]))  # next to run, on a live worker
                 while nxt in done:
                     yield from done.pop(nxt)

@@ -81,6 +81,10 @@ class RayPredictions:
     def describe(self) -> str:
         return self.executor.describe()
 
+    def health(self) -> str:
+        """Nodes lost and shards retried so far (:meth:`RayExecutor.health`)."""
+        return self.executor.health()
+
     def run(self, clf: Classifier, space: LabelSpace, work: Sequence[Work], *, batch_size: int, seed: int,
             release: bool, stop: threading.Event) -> Iterator[Scored]:
         spec = self.model if self.model is not None else ModelSpec(GivenModel(clf), {}, self.device)

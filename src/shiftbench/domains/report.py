@@ -277,6 +277,6 @@ def render_imagenet_val(rec: dict[str, Any], console: Console) -> None:
     console.print(t)
     console.print(
         "• Labels and predictions mapped to ImageNet-D; scored on the images whose label is in ImageNet-D. "
-        "004 prints 12.1 / 13.4 / 52.7 for a ResNet50 (docs/imagenet-d.md: what the 52.7 can be).",
+        "Rusak et al. (2022) print 12.1 / 13.4 / 52.7 for a ResNet50 (docs/imagenet-d.md: what the 52.7 can be).",
         highlight=False,
     )

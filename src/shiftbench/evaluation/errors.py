@@ -25,6 +25,7 @@ __all__ = [
     "StoreSchemaError",
     "IncompleteResultsError",
     "MissingPackageError",
+    "WeightsUnavailableError",
 ]
 
 
@@ -126,3 +127,29 @@ class MissingPackageError(MissingDependencyError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.package, self.feature, self.install))
+
+
+class WeightsUnavailableError(DataError):
+    """A model's pretrained weights are not on this machine and cannot be fetched.
+
+    Attributes:
+        model: the model as the user named it.
+        url: where the weights are published ("" when the model's own code fetches them and does not say).
+        path: the exact path to place a copy at (None when there is no such path).
+        reason: why they could not be fetched.
+    """
+
+    def __init__(self, model: str, url: str, path: str | None, reason: str) -> None:
+        self.model = model
+        self.url = url
+        self.path = path
+        self.reason = reason
+        msg = f"{model}: the weights are not on this machine and could not be fetched"
+        if url:
+            msg += f" from {url}"
+        msg += f" ({reason})."
+        if path:
+            msg += f" Download the file elsewhere and place it at {path}, or pass --weights FILE."
+        else:
+            msg += " Pass --weights FILE with a local copy."
+        super().__init__(msg)

@@ -15,11 +15,12 @@ Models by name (:func:`load_model`):
   bicubic resizing. (The usual ImageNet mean/std costs about ten points of
   top-1 with these weights.) For raw photographs, :meth:`InputTransform.from_pil`
   applies the TF-style centre crop ``S / (S + 32)`` of the shorter side.
-* ``torchvision:<arch>`` and ``timm:<arch>`` (or a bare ``<arch>``): optional
-  extras ``shiftbench[torchvision]`` / ``shiftbench[timm]``; pretrained weights
-  come from those libraries' hubs (network needed) unless ``weights`` names a
-  local checkpoint, which is read with ``torch.load(weights_only=True)``;
-  ``weights="none"`` builds the architecture with random weights.
+* ``torchvision:<arch>[:<WEIGHTS>]``, ``timm:<name>[.<tag>]``, ``hf-hub:<org>/<name>``,
+  ``module.path:factory`` and ``path/to/file.py:factory`` (:mod:`.model_sources`): optional
+  extras ``shiftbench[torchvision]`` / ``shiftbench[timm]``; pretrained weights are looked up in the
+  caches and fetched only when missing (offline: one error naming the URL and the path to place a
+  copy at), unless ``weights`` names a local checkpoint, read with ``torch.load(weights_only=True)``;
+  ``weights="none"`` builds the architecture with random weights. ``model_args`` go to the factory.
 
 Class subsets (Tiny-ImageNet's 200 classes, any list of WordNet ids) restrict the
 model's logits to those classes (:func:`resolve_label_space`).
@@ -27,6 +28,7 @@ model's logits to those classes (:func:`resolve_label_space`).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -46,6 +48,18 @@ from PIL import Image
 from ..checks import suggest
 from ..errors import InvalidArgumentError, MissingDependencyError, UnknownNameError
 from .errors import MissingPackageError, ModelOutputError
+from .model_sources import (
+    Built,
+    factory_source,
+    format_model_spec,
+    hf_hub_source,
+    is_factory_spec,
+    parse_model_args,
+    split_model_spec,
+    timm_source,
+    torchvision_classifiers,
+    torchvision_source,
+)
 
 __all__ = [
     "imagenet_wnids",
@@ -347,7 +361,7 @@ def register_model_source(prefix: str, loader: Callable[[str, str | None], Class
     MODEL_SOURCES[prefix] = loader
 
 
-_BUILTIN_PREFIXES = ("torchvision", "tv", "timm")
+_BUILTIN_PREFIXES = ("torchvision", "tv", "timm", "hf-hub")
 
 _LITE = re.compile(r"^(?:efficientnet[-_]?)?lite([0-4])$")
 
@@ -431,66 +445,26 @@ def _load_lite(n: int, weights: str | None) -> Classifier:
     )
 
 
-def _torchvision_model(arch: str, weights: str | None) -> Classifier:
-    if importlib.util.find_spec("torchvision") is None:
-        raise MissingDependencyError("torchvision", f"the model torchvision:{arch}", "torchvision")
-    tvm = importlib.import_module("torchvision.models")
-    names = list(tvm.list_models())
-    if arch not in names:
-        raise UnknownNameError("model", f"torchvision:{arch}", names, suggest(arch, names))
-    transform = IMAGENET_TRANSFORM
-    details: dict[str, Any] = {"library": "torchvision"}
-    if weights is None:
-        w = tvm.get_model_weights(arch).DEFAULT
-        module = tvm.get_model(arch, weights=w)
-        details["weights"] = f"torchvision {w}"
-        preset = w.transforms()
-        size = int(getattr(preset, "crop_size", [224])[0])
-        resize = int(getattr(preset, "resize_size", [256])[0])
-        interp = str(getattr(preset, "interpolation", "bilinear")).lower()
-        transform = InputTransform(
-            size,
-            tuple(float(v) for v in getattr(preset, "mean", IMAGENET_TRANSFORM.mean)),  # type: ignore[arg-type]
-            tuple(float(v) for v in getattr(preset, "std", IMAGENET_TRANSFORM.std)),  # type: ignore[arg-type]
-            255.0,
-            "bicubic" if "bicubic" in interp else "bilinear",
-            size / resize,
-        )
-    else:
-        module = tvm.get_model(arch, weights=None)
-        if weights.lower() == "none":
-            details["weights"] = "random initialisation"
-        else:
-            _apply_weights(module, weights, arch)
-            details["weights"] = str(Path(weights).resolve())
-    return Classifier(
-        module, name=f"torchvision:{arch}", transform=transform, classes=imagenet_wnids(), details=details
-    )
-
-
-def _timm_model(arch: str, weights: str | None) -> Classifier:
-    if importlib.util.find_spec("timm") is None:
-        raise MissingDependencyError("timm", f"the model timm:{arch}", "timm")
-    timm = importlib.import_module("timm")
-    names = list(timm.list_models())
-    if arch not in names:
-        raise UnknownNameError("model", f"timm:{arch}", names, suggest(arch, names))
-    module = timm.create_model(arch, pretrained=weights is None)
-    details: dict[str, Any] = {"library": "timm", "weights": "timm hub" if weights is None else weights}
-    if weights is not None and weights.lower() != "none":
-        _apply_weights(module, weights, arch)
-    cfg = getattr(module, "pretrained_cfg", {}) or {}
-    size = int(cfg.get("input_size", (3, 224, 224))[-1])
-    transform = InputTransform(
-        size,
-        tuple(float(v) for v in cfg.get("mean", IMAGENET_TRANSFORM.mean)),  # type: ignore[arg-type]
-        tuple(float(v) for v in cfg.get("std", IMAGENET_TRANSFORM.std)),  # type: ignore[arg-type]
-        255.0,
-        "bicubic" if cfg.get("interpolation", "bicubic") == "bicubic" else "bilinear",
-        float(cfg.get("crop_pct", 0.875)),
-    )
-    classes = imagenet_wnids() if getattr(module, "num_classes", 1000) == 1000 else None
-    return Classifier(module, name=f"timm:{arch}", transform=transform, classes=classes, details=details)
+def _wrap(built: Built, weights: str | None, args: Mapping[str, Any]) -> Classifier:
+    """A source's model as a Classifier, with a local checkpoint applied when ``weights`` names one."""
+    if isinstance(built.model, Classifier):
+        return built.model
+    details = dict(built.details)
+    if args:
+        details["model_args"] = dict(args)
+    module = built.model
+    if weights is not None and weights.lower() == "none":
+        details["weights"] = "random initialisation"
+    elif weights is not None:
+        if not isinstance(module, torch.nn.Module):
+            raise InvalidArgumentError("weights", weights, f"no checkpoint for {built.name} (it is not an nn.Module)")
+        _apply_weights(module, weights, built.name)
+        details["weights"] = Path(weights).name
+        details["weights_file_checksum"] = file_checksum(weights)
+    transform = InputTransform(**built.transform) if built.transform else None
+    name = format_model_spec(built.name, args) if "?" not in built.name else built.name
+    return Classifier(module, name=name, transform=transform, classes=imagenet_wnids() if built.imagenet else None,
+                      details=details)
 
 
 def load_model(
@@ -501,15 +475,25 @@ def load_model(
     classes: Sequence[str] | None = None,
     name: str | None = None,
     device: torch.device | str | None = None,
+    model_args: str | Mapping[str, Any] | None = None,
 ) -> Classifier:
     """Load a classifier for evaluation.
 
     Args:
-        model: a name (``"efficientnet-lite0"``, ``"torchvision:resnet50"``,
-            ``"timm:convnext_tiny"``, ``"zoo:resnet50-augmix"`` (published weights,
-            see :mod:`shiftbench.zoo`), or a bare architecture name tried in
-            torchvision then timm), an ``nn.Module``, a callable returning logits,
-            or a :class:`Classifier` (returned as is, moved to ``device``).
+        model: a name, an ``nn.Module``, a callable returning logits, or a :class:`Classifier` (returned
+            as is, moved to ``device``). Names:
+
+            * ``efficientnet-lite0`` (built in; ``lite1``/``lite2`` with their weight packages);
+            * ``torchvision:<arch>[:<WEIGHTS>]`` (``torchvision:resnet50:IMAGENET1K_V1``);
+            * ``timm:<name>[.<tag>]`` (``timm:resnet50.a1_in1k``) and ``hf-hub:<org>/<name>``;
+            * ``zoo:<name>``: published weights (:mod:`shiftbench.zoo`);
+            * ``module.path:factory`` or ``path/to/file.py:factory``: your function returning a model;
+            * a bare architecture name, tried in torchvision then timm.
+
+            A name may carry its arguments as ``NAME?key=value,...`` (what ``model_args`` adds).
+            Pretrained weights are looked up in the caches first and fetched only when missing; offline,
+            one :class:`~shiftbench.evaluation.errors.WeightsUnavailableError` names the URL and the
+            path to place a copy at, before any work.
         weights: a local checkpoint (state_dict) read with ``weights_only=True``;
             ``"none"`` for random weights; None for the named model's own
             pretrained weights.
@@ -517,55 +501,25 @@ def load_model(
             default: the torchvision ImageNet recipe).
         classes: class ids of the model's outputs (default for named ImageNet
             models: the 1000 sorted wnids).
-        name: the name stored with results (default: the model name, or the
+        name: the name stored with results (default: the model name with its arguments, or the
             module's class name).
         device: where to run it (default: CPU).
+        model_args: arguments for the model's factory (``get_model``, ``create_model`` or yours), as a
+            mapping or ``"key=value,..."``.
 
     Raises:
-        UnknownNameError: an unknown model name (with suggestions).
+        UnknownNameError: an unknown model name (with suggestions from the same family).
         MissingDependencyError: the library behind a name is not installed (with the install command).
-        InvalidArgumentError: an unusable checkpoint.
+        WeightsUnavailableError / zoo download errors: pretrained weights missing and not fetchable.
+        InvalidArgumentError: an unusable checkpoint or model arguments.
     """
     if isinstance(model, Classifier):
         return model.to(device or model.device)
     w = None if weights is None else str(weights)
     if isinstance(model, str):
-        spec = model.strip()
-        low = spec.lower()
-        if low in ("default", ""):
-            low = DEFAULT_MODEL
-        m = _LITE.match(low)
-        prefix = low.split(":", 1)[0] if ":" in low else None
-        if prefix is not None and prefix in MODEL_SOURCES:  # e.g. "zoo:" (shiftbench.zoo registers it)
-            clf = MODEL_SOURCES[prefix](spec.split(":", 1)[1], w)
-        elif m:
-            clf = _load_lite(int(m.group(1)), w)
-        elif low.startswith(("torchvision:", "tv:")):
-            clf = _torchvision_model(spec.split(":", 1)[1], w)
-        elif low.startswith("timm:"):
-            clf = _timm_model(spec.split(":", 1)[1], w)
-        elif Path(spec).suffix in (".pt", ".pth", ".ckpt", ".bin", ".safetensors") or Path(spec).exists():
-            raise InvalidArgumentError(
-                "model",
-                spec,
-                "a model name (a checkpoint file alone does not say which architecture to build)",
-                f"Use --model ARCH --weights {spec}, e.g. --model torchvision:resnet50 --weights {spec}.",
-            )
-        elif (
-            importlib.util.find_spec("torchvision") is not None
-            and spec in importlib.import_module("torchvision.models").list_models()
-        ):
-            clf = _torchvision_model(spec, w)
-        elif importlib.util.find_spec("timm") is not None:
-            clf = _timm_model(spec, w)
-        elif importlib.util.find_spec("torchvision") is None:
-            raise MissingDependencyError(
-                "torchvision or timm",
-                f"the model {spec!r} (not built in: {', '.join(builtin_models())})",
-                "torchvision",
-            )
-        else:
-            raise UnknownNameError("model", spec, builtin_models(), suggest(low, builtin_models()))
+        spec, args = split_model_spec(model.strip())
+        args.update(parse_model_args(model_args))
+        clf = _from_name(spec, args, w)
         if transform is not None:
             clf.transform = transform
         if classes is not None:
@@ -582,6 +536,66 @@ def load_model(
     default_name = type(model).__name__ if isinstance(model, torch.nn.Module) else getattr(model, "__name__", "model")
     clf = Classifier(model, name=name or default_name, transform=transform, classes=classes)
     return clf.to(device or "cpu")
+
+
+def _no_args(spec: str, args: Mapping[str, Any]) -> None:
+    if args:
+        raise InvalidArgumentError(
+            "model_args", format_model_spec("", args).lstrip("?"), f"none for {spec} (it has a fixed architecture)",
+            "Model arguments go to torchvision:, timm:, hf-hub: and module:factory models.",
+        )
+
+
+def _from_name(spec: str, args: dict[str, Any], w: str | None) -> Classifier:
+    low = spec.lower()
+    if low in ("default", ""):
+        low = spec = DEFAULT_MODEL
+    m = _LITE.match(low)
+    prefix = low.split(":", 1)[0] if ":" in low else None
+    rest = spec.split(":", 1)[1] if ":" in spec else spec
+    if prefix is not None and prefix in MODEL_SOURCES:  # e.g. "zoo:" (shiftbench.zoo registers it)
+        _no_args(spec, args)
+        return MODEL_SOURCES[prefix](rest, w)
+    if m:
+        _no_args(spec, args)
+        return _load_lite(int(m.group(1)), w)
+    if prefix in ("torchvision", "tv"):
+        return _wrap(torchvision_source(rest, args, w), w, args)
+    if prefix == "timm":
+        return _wrap(timm_source(rest, args, w), w, args)
+    if prefix == "hf-hub":
+        return _wrap(hf_hub_source(rest, args, w), w, args)
+    if prefix is not None and "." not in prefix and importlib.util.find_spec(prefix) is None:
+        known = ["torchvision", "timm", "hf-hub", *sorted(MODEL_SOURCES)]
+        close = difflib.get_close_matches(prefix, known, n=1, cutoff=0.6)
+        if close:  # a mistyped source, not a module of the user's
+            raise UnknownNameError("model", spec, [f"{k}:NAME" for k in known], [f"{close[0]}:{rest}"])
+    if is_factory_spec(spec):
+        return _wrap(factory_source(spec, args, w), w, args)
+    if Path(spec).suffix in (".pt", ".pth", ".ckpt", ".bin", ".safetensors") or Path(spec).exists():
+        raise InvalidArgumentError(
+            "model",
+            spec,
+            "a model name (a checkpoint file alone does not say which architecture to build)",
+            f"Use --model ARCH --weights {spec}, e.g. --model torchvision:resnet50 --weights {spec}.",
+        )
+    if ":" in spec:
+        known = [*builtin_models(), *(f"{p}:NAME" for p in sorted(MODEL_SOURCES)), "torchvision:ARCH[:WEIGHTS]",
+                 "timm:NAME[.TAG]", "hf-hub:ORG/NAME", "module.path:factory", "path/to/file.py:factory"]
+        raise UnknownNameError("model", spec, known, [])
+    tv_ok = importlib.util.find_spec("torchvision") is not None
+    if tv_ok and spec in torchvision_classifiers(importlib.import_module("torchvision.models")):
+        return _wrap(torchvision_source(spec, args, w), w, args)
+    if importlib.util.find_spec("timm") is not None:
+        return _wrap(timm_source(spec, args, w), w, args)
+    if not tv_ok:
+        raise MissingDependencyError(
+            "torchvision or timm",
+            f"the model {spec!r} (not built in: {', '.join(builtin_models())}; did you mean "
+            f"{', '.join(suggest(low, builtin_models())) or 'zoo:' + spec}?)",
+            "torchvision",
+        )
+    raise UnknownNameError("model", spec, builtin_models(), suggest(low, builtin_models()))
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,8 @@ class Benchmark(ABC):
         items: what the progress display counts (noun, unit), e.g. ("frames", "frames").
         headline: keys of its :meth:`stored` records that ``shiftbench report`` compares across
             models (e.g. ``("clean_error", "mce")``), shown in the units of the records.
+        full_images: how many images (or videos) the benchmark's full evaluation set has per condition
+            (ImageNet-C: the 50 000 validation images); the report flags evaluations on fewer. None: it varies.
     """
 
     name: str = ""
@@ -170,6 +172,7 @@ class Benchmark(ABC):
     items: tuple[str, str] = ("images", "img")
     refusals: Mapping[str, str] = {}
     headline: tuple[str, ...] = ()
+    full_images: int | None = None
 
     @abstractmethod
     def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:

@@ -944,6 +944,10 @@ class ResultsStore:
             out = [e for e in out if model.lower() in e.model.lower()]
         return out
 
+    def sources(self) -> dict[str, str]:
+        """Every stored data source's location -> its identity (what identifies the data, not where it lies)."""
+        return {str(loc): str(ident) for loc, ident in self._db.execute("SELECT location, identity FROM sources")}
+
     def evaluation(self, evaluation_id: int) -> EvaluationInfo:
         """One stored evaluation.
 

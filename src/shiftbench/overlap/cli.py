@@ -177,14 +177,14 @@ def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out
     acc = res.accuracy
     click.echo(f"Accuracy (rows: trained with; columns: tested on), store {res.store_path}")
     click.echo(_fmt_matrix(acc.tests, acc.models, acc.values, "{:6.3f}"))
-    click.echo("Overlapping scores (003 eq. 2)")
+    click.echo("Overlapping scores (Laugros et al., 2020, eq. 2)")
     click.echo(_fmt_matrix(res.overlaps.names, res.overlaps.names, res.overlaps.values))
     if res.overlaps.undefined:
         click.echo(
             f"Undefined (the model did not gain on its own corruption): {', '.join(res.overlaps.undefined)}\n"
         )
     mo = res.mean_overlaps()
-    click.echo("Mean overlap of each corruption with the others (002 Section 4.2; higher: more redundant)")
+    click.echo("Mean overlap of each corruption with the others (Laugros et al., 2021, Section 4.2; higher: more redundant)")
     for name in sorted(mo, key=lambda k: -mo[k] if mo[k] == mo[k] else 1.0):
         click.echo(f"  {name.removeprefix('noc_'):<22} {'n/a' if mo[name] != mo[name] else f'{mo[name]:.3f}'}")
     click.echo("")
@@ -207,7 +207,7 @@ def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out
             click.echo(f"Mixture {mname}: {mc}")
             continue
         click.echo(
-            f"Mixture model {mname} (003 Section 5.2, Table 1's layout; CE in % of the standard model's errors):"
+            f"Mixture model {mname} (Laugros et al., 2020, Section 5.2, Table 1's layout; CE in % of the standard model's errors):"
         )
         click.echo(f"  {'':<22} {'standard':>9} {mname:>9}")
         click.echo(f"  {'clean error':<22} {mc.clean_error[0]:9.3f} {mc.clean_error[1]:9.3f}")
@@ -302,7 +302,7 @@ def calibrate_cmd(
 @click.option(
     "--thresholds",
     default=None,
-    help="Comma-separated, in [0, 1]. Default: 003 Appendix B's 0,0.025,0.05,0.1,0.2,0.35,0.5.",
+    help="Comma-separated, in [0, 1]. Default: Laugros et al.'s (2020) Appendix B: 0,0.025,0.05,0.1,0.2,0.35,0.5.",
 )
 @click.option("--names", default=None, help="Only these corruptions (comma-separated).")
 @click.option(
@@ -316,7 +316,7 @@ def calibrate_cmd(
     type=click.Choice(["auto", "alexnet", "standard"]),
     default="auto",
     show_default=True,
-    help="CE baseline of a saved benchmark: AlexNet's published ImageNet errors (003 Appendix A), or the "
+    help="CE baseline of a saved benchmark: AlexNet's published ImageNet errors (Laugros et al., 2020, Appendix A), or the "
     "errors of the study's standard model (needs --store). auto: standard with --store, else alexnet.",
 )
 @click.option(

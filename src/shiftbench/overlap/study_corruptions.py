@@ -182,7 +182,7 @@ class StudyCorruption:
             return f"fixed severity {self.severity}" + (" (that fifth of the range)" if self.kind == "candidate" else "")
         if self.kind == "candidate":
             return "one value per image drawn uniformly from the whole range (003)"
-        return "severity drawn uniformly from 1..5 per image (003 Section 5)"
+        return "severity drawn uniformly from 1..5 per image (Laugros et al., 2020, Section 5)"
 
 
 def _candidates() -> dict[str, Any]:

@@ -9,6 +9,7 @@ and embeds the figures each benchmark draws in
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
@@ -24,7 +25,9 @@ from ..benchmarks import get_benchmark, list_benchmarks
 from ..errors import InvalidArgumentError
 from ..evaluation.errors import MissingPackageError
 from ..evaluation.protocol import Benchmark, Section
+from ..evaluation.store import ResultsStore
 from .figures import ReportFigure, png_bytes, png_data_uri, pyplot, svg_text
+from .intervals import EvaluationFacts, data_label, scrub_paths, store_facts
 
 __all__ = [
     "ReportResult",
@@ -38,6 +41,29 @@ __all__ = [
 ]
 
 LONG_TEXT = 60
+
+_FRACTION = re.compile(
+    r"(?:^|[._])(?:clean_error|error|errors|top1_error|ce|mce|relative_mce|relative_ce|mfr|mt5d|fr|t5d|fp|mean_fp|"
+    r"accuracy|heldout_accuracy|seen_accuracy|gap)(?:$|[._])"
+)
+"""Record keys the benchmarks store as fractions (shown in %); mDE is stored in % already."""
+
+
+def is_fraction_key(key: str) -> bool:
+    """A record key whose values are fractions of 1 (errors, CE, mCE, FR, accuracies): the report shows them in %."""
+    return bool(_FRACTION.search(key)) and not key.endswith(("_ci", "_complete"))
+
+
+def _pct_cell(v: Any, ci: tuple[float, float] | None = None) -> tuple[str, str, str]:
+    """A fraction as a percent cell, with its 95 % interval when known."""
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+        return _fmt(v)
+    shown = f"{100 * float(v):.2f}"
+    full = ""
+    if ci is not None:
+        shown += f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+        full = "95 % interval in brackets"
+    return (shown, repr(100 * float(v)), full)
 
 
 @dataclass
@@ -98,14 +124,19 @@ def _flatten(rec: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def records_table(value: Any) -> Table | None:
-    """A section's records (a list of dicts) as one table: nested dicts become dotted columns."""
+    """A section's records (a list of dicts) as one table: nested dicts become dotted columns; fractions (errors,
+    CE, mCE, FR, accuracies) in %, with the 95 % interval of a key ``K`` when a record carries ``K_ci``."""
     if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
         return None
-    flat = [_flatten(r) for r in value]
+    flat = [_flatten({k: v for k, v in r.items() if not k.endswith("_ci")}) for r in value]
+    cis = [{k[:-3]: v for k, v in r.items() if k.endswith("_ci") and isinstance(v, (list, tuple))} for r in value]
     cols: list[str] = []
     for r in flat:
         cols += [k for k in r if k not in cols]
-    return Table(cols, [[_fmt(r.get(c)) for c in cols] for r in flat])
+    pct = {c for c in cols if is_fraction_key(c)
+           and not any(isinstance(r.get(c), int) and not isinstance(r.get(c), bool) for r in flat)}  # counts stay
+    rows = [[(_pct_cell(r.get(c), ci.get(c)) if c in pct else _fmt(r.get(c))) for c in cols] for r, ci in zip(flat, cis)]
+    return Table([f"{c} (%)" if c in pct else c for c in cols], rows)
 
 
 def _slug(text: str) -> str:
@@ -120,6 +151,55 @@ def stored_sections(store: Path) -> list[tuple[Benchmark, Section]]:
         sec = bench.stored(store, model=None, baseline="alexnet", evaluation=None)
         if sec is not None:
             out.append((bench, sec))
+    return out
+
+
+def model_labels(facts: dict[int, EvaluationFacts]) -> dict[tuple[str, str], str]:
+    """(model name, weights digest) -> the label the report shows: the name, with the digest's first 12 hex digits
+    where two stored models share the name (different weights are different models)."""
+    digests: dict[str, set[str]] = {}
+    for f in facts.values():
+        digests.setdefault(f.model, set()).add(f.checksum)
+    return {(f.model, f.checksum): (f.model if len(digests[f.model]) == 1 else f"{f.model} [{_short(f.checksum)}]")
+            for f in facts.values()}
+
+
+def _short(checksum: str) -> str:
+    algo, _, hexd = checksum.partition(":")
+    return f"{algo}:{hexd[:12]}" if hexd else checksum[:19]
+
+
+def annotate(sections: list[tuple[Benchmark, Section]], facts: dict[int, EvaluationFacts],
+             known_paths: dict[str, str]) -> list[tuple[Benchmark, Section]]:
+    """The sections with each record's model label (name and weights digest), weights digest, data label,
+    image count and 95 % intervals (``K_ci``) added, and every local path replaced by a name and a digest."""
+    labels = model_labels(facts)
+    out = []
+    for bench, sec in sections:
+        if not isinstance(sec.value, list):
+            out.append((bench, sec))
+            continue
+        recs = []
+        for rec in sec.value:
+            if not isinstance(rec, dict):
+                recs.append(rec)
+                continue
+            rec = dict(rec)
+            f = facts.get(rec.get("evaluation")) if isinstance(rec.get("evaluation"), int) else None
+            if f is not None and not rec.get("reference") and str(rec.get("model")) == f.model:
+                label = labels[(f.model, f.checksum)]
+                if label != f.model:
+                    rec["label"] = label if not rec.get("label") or rec.get("label") == f.model else f"{rec['label']} [{_short(f.checksum)}]"
+                rec["model_label"] = label
+                rec["weights_sha256"] = _short(f.checksum)
+                rec.setdefault("n_images", f.n_images)
+                if f.data:
+                    rec["data"] = f.data
+                for k, ci in f.intervals.items():
+                    if rec.get(k) is not None:
+                        rec[f"{k}_ci"] = list(ci)
+            recs.append(scrub_paths(rec, known_paths))
+        out.append((bench, dataclasses.replace(sec, value=recs)))
     return out
 
 
@@ -141,9 +221,14 @@ def compare_models(
     sections: list[tuple[Benchmark, Section]],
 ) -> tuple[list[str], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """The comparison across models (each benchmark's ``headline`` keys; a model's latest evaluation wins)
-    and each model's records: (columns, rows, records by model)."""
+    and each model's records: (columns, rows, records by model).
+
+    A model is its name and weights digest (:func:`annotate` puts ``model_label`` on each record): two stored
+    models of the same name with different weights are two rows. Fractions are shown in %, with the 95 %
+    interval when the record carries one."""
     columns: list[str] = []
     by_model: dict[str, dict[str, Any]] = {}
+    meta: dict[str, dict[str, Any]] = {}
     per_model: dict[str, list[dict[str, Any]]] = {}
     for bench, sec in sections:
         if not isinstance(sec.value, list):
@@ -151,25 +236,34 @@ def compare_models(
         for rec in sec.value:
             if not isinstance(rec, dict) or rec.get("reference") or "model" not in rec:
                 continue
-            model = str(rec["model"])
+            model = str(rec.get("model_label") or rec["model"])
             row = by_model.setdefault(model, {})
+            m = meta.setdefault(model, {"weights": rec.get("weights_sha256", ""), "small": []})
+            full = getattr(bench, "full_images", None)
+            n = rec.get("n_images")
+            if full and isinstance(n, int) and n < full:
+                m["small"].append(f"{bench.name}: {n:,} of {full:,} images")
             for k in bench.headline:
-                col = f"{bench.name} {k}"
+                col = f"{bench.name} {k}" + (" (%)" if is_fraction_key(k) else "")
                 if col not in columns:
                     columns.append(col)
                 if rec.get(k) is not None:
-                    row[col] = rec[k]
+                    ci = rec.get(f"{k}_ci")
+                    row[col] = _pct_cell(rec[k], tuple(ci) if ci else None) if is_fraction_key(k) else _fmt(rec[k])
             label = rec.get("label") or f"{model} #{rec.get('evaluation', '')}"
             per_model.setdefault(model, []).append(
                 {"benchmark": bench.name, "label": label,
-                 "values": [(k, _fmt(rec.get(k))[0]) for k in bench.headline if k in rec]}
+                 "values": [(k + (" (%)" if is_fraction_key(k) else ""),
+                             (_pct_cell(rec.get(k), tuple(rec[f"{k}_ci"]) if rec.get(f"{k}_ci") else None)
+                              if is_fraction_key(k) else _fmt(rec.get(k)))[0]) for k in bench.headline if k in rec]}
             )
-    rows = [{"model": m, "cells": [_fmt(v.get(c)) for c in columns]} for m, v in by_model.items()]
+    rows = [{"model": m, "weights": meta[m]["weights"], "small": sorted(set(meta[m]["small"])),
+             "cells": [v.get(c, _fmt(None)) for c in columns]} for m, v in by_model.items()]
     return columns, rows, per_model
 
 
 def study_figures(study: Path) -> list[ReportFigure]:
-    """Overlap heatmaps of every study in an overlap-study store (002/003 Fig. 2); a study not finished yet
+    """Overlap heatmaps of every study in an overlap-study store (Laugros et al., 2020 and 2021, Fig. 2); a study not finished yet
     gets a figure-less entry saying why."""
     from ..overlap.scores import overlap_matrix
     from ..overlap.store import OverlapStore
@@ -189,7 +283,7 @@ def study_figures(study: Path) -> list[ReportFigure]:
                 continue
             out.append(ReportFigure(
                 f"overlap-{_slug(sname)}", f"Overlapping scores: {sname}",
-                "Symmetric overlapping score between corruptions (003 eq. 2; 1 = the same shift, n/a = undefined).",
+                "Symmetric overlapping score between corruptions (Laugros et al., 2020, eq. 2; 1 = the same shift, n/a = undefined).",
                 heatmap(m.values, m.names, m.names, label="overlapping score")))
     return out
 
@@ -217,7 +311,10 @@ def build_report(
     except ImportError as e:
         raise MissingPackageError("jinja2", "`shiftbench report`", "pip install 'shiftbench[report]'") from e
     plt = pyplot()
-    sections = stored_sections(store)
+    facts = store_facts(store)
+    with ResultsStore(store) as db:
+        known = {loc: data_label(loc, ident) for loc, ident in db.sources().items() if loc}
+    sections = annotate(stored_sections(store), facts, known)
     parts, figs = collect(store, sections=sections)
     if not parts:
         raise InvalidArgumentError("--store", str(store), "a store holding at least one evaluation",
@@ -262,9 +359,11 @@ def build_report(
         else:
             gal = make_gallery(photo, list(ALL_CORRUPTIONS))
             gal_note = f"{photo.name}, resized to 256 and centre-cropped to 224, seed 0."
+    small = [f"{r['model']} ({'; '.join(r['small'])})" for r in model_rows if r["small"]]
     html = render_html(
         jinja2,
-        store=str(store),
+        store=store.name,
+        small=small,
         parts=parts + extra,
         columns=columns,
         model_rows=model_rows,

@@ -114,11 +114,13 @@ def published_scatter(
     ylabel: str,
     title: str = "",
     reference: float | None = None,
+    intervals: Mapping[str, tuple[Sequence[float] | None, Sequence[float] | None]] | None = None,
 ) -> Any:
     """Published models (grey, labelled) and the user's models (colour) in one x-y plane.
 
     Points with a missing coordinate are left out. ``reference`` draws a dashed
-    horizontal line (e.g. 100 = AlexNet's CE).
+    horizontal line (e.g. 100 = AlexNet's CE). ``intervals``: a measured model's
+    (x interval, y interval), each ``(low, high)`` or None, drawn as error bars.
     """
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
@@ -128,7 +130,13 @@ def published_scatter(
         for n, x, y in pub:
             ax.annotate(n, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7, color="#555555")
     for i, (n, x, y) in enumerate(m for m in measured if _finite(m[1]) and _finite(m[2])):
-        ax.scatter([x], [y], color=USER_COLORS[i % len(USER_COLORS)], marker="*", s=140, label=n, zorder=3)
+        colour = USER_COLORS[i % len(USER_COLORS)]
+        ax.scatter([x], [y], color=colour, marker="*", s=140, label=n, zorder=3)
+        xi, yi = (intervals or {}).get(n, (None, None))
+        if xi is not None or yi is not None:
+            ax.errorbar([x], [y], xerr=None if xi is None else [[x - xi[0]], [xi[1] - x]],
+                        yerr=None if yi is None else [[y - yi[0]], [yi[1] - y]],
+                        fmt="none", ecolor=colour, elinewidth=1, capsize=3, zorder=2)
     if reference is not None:
         ax.axhline(reference, color="#bbbbbb", linestyle="--", linewidth=1, zorder=1)
     return _finish(fig, ax, xlabel, ylabel, title)

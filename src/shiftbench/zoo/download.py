@@ -164,6 +164,7 @@ def _transfer(
     try:
         resp, status = _open(url, offset, timeout)
     except urllib.error.HTTPError as e:
+        e.close()  # the error holds the connection open otherwise
         if e.code == 416 and offset:  # the .part already holds the whole file
             _verify(url, part, final, sha256, size)
             os.replace(part, final)

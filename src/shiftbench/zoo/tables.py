@@ -1,18 +1,20 @@
 """The papers' published tables (models x metrics) and their side-by-side comparison with measured values.
 
-Tables are package data (``shiftbench/data/zoo_tables.json``), keyed
-``"<paper>:<table>"``: ``000:1`` (ImageNet-C CE/mCE), ``000:2`` (relative CE),
-``003:3`` (ImageNet-C vs ImageNet-NOC mCE), ``003:4`` (ImageNet-NOC CE of
-robust ResNet-50s), ``004:3`` (ImageNet-D errors and mDE). Every row names the
-zoo entry that reproduces it and the line of the paper's text it comes from.
+Tables are package data (``shiftbench/data/zoo_tables.json``), keyed by the paper's first author
+and year and the table: ``hendrycks2018:1`` (ImageNet-C CE/mCE, also ``imagenet-c:table1``),
+``hendrycks2018:2`` (relative CE), ``laugros2020:3`` (ImageNet-C relative mCE vs ImageNet-NOC mCE),
+``laugros2020:4`` (ImageNet-NOC CE of robust ResNet-50s), ``rusak2022:3`` (ImageNet-D errors and mDE),
+``hendrycks2019:P`` (ImageNet-P mFR and mT5D). Every column names its metric (error, CE, relative CE,
+mCE, relative mCE, mDE, mFR, mT5D), every table cites its paper (authors, title, venue, year) and every
+row names the zoo entry that reproduces it.
 
 The comparison only needs "model name -> measured metrics" (in the paper's
 unit, %), so any runner can feed it::
 
     >>> from shiftbench.zoo.tables import compare, render
-    >>> c = compare("003:3", {"resnet50": {"imagenet_c_mce": 76.1}})
-    >>> c.rows[5].difference["imagenet_c_mce"]
-    -28.9
+    >>> c = compare("laugros2020:3", {"resnet50": {"imagenet_c_relative_mce": 104.1}})
+    >>> c.rows[5].difference["imagenet_c_relative_mce"]
+    -0.9
 """
 
 from __future__ import annotations
@@ -41,15 +43,34 @@ __all__ = [
     "render",
     "measured_from_report",
     "measured_from_records",
+    "METRICS",
 ]
 
 FORMATS = ("table", "json", "csv")
 
 
+METRICS = {
+    "error": "top-1 error",
+    "ce": "Corruption Error (normalised by AlexNet)",
+    "relative_ce": "relative Corruption Error (degradation from clean error, normalised by AlexNet's)",
+    "mce": "mean Corruption Error",
+    "relative_mce": "relative mean Corruption Error",
+    "mde": "mean Domain Error (normalised by AlexNet)",
+    "mfr": "mean Flip Rate (normalised by AlexNet)",
+    "mt5d": "mean Top-5 Distance (normalised by AlexNet)",
+}
+"""The metrics a published column can be, and what each is."""
+
+
 @dataclass(frozen=True)
 class Column:
+    """A column: its key (what measured values are keyed by), label, metric (:data:`METRICS`) and the heading the
+    paper prints (which may differ: Laugros et al. print relative mCE as 'mCE.IC')."""
+
     key: str
     label: str
+    metric: str = ""
+    printed: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,9 +97,18 @@ class PublishedTable:
     notes: tuple[str, ...]
     benchmarks: tuple[str, ...] = ()
     """The registered benchmarks whose stored records give its columns (``shiftbench reproduce`` runs them)."""
+    reference: Mapping[str, Any] | None = None
+    """The paper: authors, title, venue, year."""
+    aliases: tuple[str, ...] = ()
+    """Other identifiers accepted for the table (``imagenet-c:table1``...)."""
 
     def column_keys(self) -> list[str]:
         return [c.key for c in self.columns]
+
+    @property
+    def citation(self) -> str:
+        """``Authors (year), 'Title', venue, Table N``."""
+        return f"{self.paper}, Table {self.table}"
 
 
 @lru_cache(maxsize=1)
@@ -95,31 +125,47 @@ def tables() -> dict[str, PublishedTable]:
             title=t["title"],
             unit=t["unit"],
             lower_is_better=bool(t["lower_is_better"]),
-            columns=tuple(Column(c["key"], c["label"]) for c in t["columns"]),
+            columns=tuple(Column(c["key"], c["label"], c.get("metric", ""), c.get("printed", c["label"]))
+                          for c in t["columns"]),
             rows=tuple(Row(r["label"], r["model"], int(r["line"]), dict(r["values"])) for r in t["rows"]),
             notes=tuple(t.get("notes", ())),
             benchmarks=tuple(t.get("benchmarks", ())),
+            reference=dict(t.get("reference") or {}),
+            aliases=tuple(a for a in t.get("id_aliases", ()) if not a[:1].isdigit()),
         )
     return out
 
 
+@lru_cache(maxsize=1)
+def _aliases() -> dict[str, str]:
+    """Every accepted identifier (lower case) -> the table's id; the shipped files' old numeric ids included."""
+    text = resources.files("shiftbench").joinpath("data/zoo_tables.json").read_text(encoding="utf-8")
+    out: dict[str, str] = {}
+    for tid, t in json.loads(text)["tables"].items():
+        for a in (tid, *t.get("id_aliases", ())):
+            out[a.lower()] = tid
+    return out
+
+
 def table(table_id: str) -> PublishedTable:
-    """One published table; ``"004:3"``, also ``"004-3"`` or ``"4:3"``.
+    """One published table by its id (``"rusak2022:3"``) or an alias (``"imagenet-d:table3"``).
 
     Raises:
         UnknownNameError: no such table (lists the known ones).
     """
     known = tables()
-    key = str(table_id).strip().replace("-", ":").replace("/", ":")
-    if ":" in key:
+    key = str(table_id).strip().replace("/", ":")
+    aliases = _aliases()
+    if key.lower() not in aliases and ":" in key:
         paper, num = key.split(":", 1)
-        if paper.isdigit():
+        if paper.isdigit():  # earlier numeric ids
             key = f"{int(paper):03d}:{num}"
-    if key not in known:
-        key = next((k for k in known if k.lower() == key.lower()), key)
-    if key not in known:
-        raise UnknownNameError("table", table_id, sorted(known), suggest(key, sorted(known)))
-    return known[key]
+    if key.lower() not in aliases:
+        key = key.replace("-", ":", 1) if key.count("-") == 1 and ":" not in key else key
+    if key.lower() not in aliases:
+        names = sorted(known) + sorted(a for t in known.values() for a in t.aliases)
+        raise UnknownNameError("table", table_id, names, suggest(key, names))
+    return known[aliases[key.lower()]]
 
 
 def published_for(model: str) -> list[tuple[PublishedTable, Row]]:
@@ -207,10 +253,9 @@ def measured_from_report(report: Mapping[str, Any], table_id: str) -> dict[str, 
     for row in rows:
         if row.get("reference"):
             continue  # the published baseline row
-        got: dict[str, float | None] = {
-            "error": row.get("clean_error"),
-            "relative_mce": row.get("relative_mce") if row.get("mce_complete") else None,
-        }
+        rel = row.get("relative_mce") if row.get("mce_complete") else None
+        got: dict[str, float | None] = {"error": row.get("clean_error"), "relative_mce": rel,
+                                        "imagenet_c_relative_mce": rel}
         mce = row.get("mce") if row.get("mce_complete") else None
         got["mce"] = got["imagenet_c_mce"] = mce
         for name, sc in (row.get("corruptions") or {}).items():
@@ -277,14 +322,14 @@ def render(comparison: Comparison, fmt: str = "table") -> str:
         doc: dict[str, Any] = {
             "table": t.id,
             "paper": t.paper,
+            "reference": dict(t.reference or {}),
             "title": t.title,
             "unit": t.unit,
-            "columns": [{"key": c.key, "label": c.label} for c in t.columns],
+            "columns": [{"key": c.key, "label": c.label, "metric": c.metric, "printed": c.printed} for c in t.columns],
             "rows": [
                 {
                     "label": r.label,
                     "model": f"zoo:{r.model}",
-                    "paper_line": r.line,
                     "published": r.published,
                     "measured": r.measured,
                     "difference": r.difference,
@@ -333,7 +378,8 @@ def render(comparison: Comparison, fmt: str = "table") -> str:
         "  ".join(h.ljust(w) for h, w in zip(header, widths)),
     ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
-    lines.append(f"Source: {t.paper}, Table {t.table}.")
+    lines.append(f"Source: {t.citation}.")
+    lines += [f"Note: {n}" for n in t.notes if "relative mCE" in n and "'mCE.IC'" in n]
     if comparison.unmatched:
         lines.append(f"Measured but not in this table: {', '.join(comparison.unmatched)}.")
     return "\n".join(lines)
