@@ -107,7 +107,7 @@ def speed_ab(results: Path) -> list[str]:
     out = [
         f"`perf/results/speed-ab--2cpu--cpu.json`: {_machine(meta)}, torch {meta['torch']}{_load_note(meta)}; "
         f"{args['processes']} processes, batches of {args['batch_size']}, {args['repeat']} passes per corruption, "
-        f"the code before (commit {old.get('label') or '?'}) and after alternating {new.get('rounds', 1)} times, each keeping its fastest"
+        f"the code before (commit {old.get('label') or '?'}) and after in turn ({new.get('rounds', 1)} round(s)), each keeping its fastest pass"
         + ("; timed by each worker's CPU time (the machine was shared), so the whole pass is the rate with a core per process." if args.get("clock") == "cpu" else "."),
         "",
     ]
