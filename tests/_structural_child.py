@@ -38,7 +38,8 @@ def main() -> None:
             (out / "paused").write_text("mid-epoch 2")
             time.sleep(600)
 
-    spec = get_recipe(name, epochs=2, batch_size=8, image_size=32)
+    crop = {"crop_size": 24} if get_recipe(name).recipe.crop_size else {}  # random crops of the 32 px stand-ins
+    spec = get_recipe(name, epochs=2, batch_size=8, image_size=32, **crop)
     if spec.finetune:
         torch.manual_seed(123)
         net = SmallCNN(3, 10, width=8)  # stands in for a pretrained ImageNet classifier

@@ -16,6 +16,7 @@ class Served:
     honour_range: bool = True
     cut_after: int | None = None  # close the connection after this many body bytes (a broken download)
     delay: float = 0.0  # seconds to wait before answering (keeps a download in flight)
+    range_from_zero: bool = False  # answer a Range request with 206 but the whole file (Content-Range bytes 0-...)
 
 
 @dataclass
@@ -55,7 +56,9 @@ def start(server_state: FileServer) -> tuple[ThreadingHTTPServer, threading.Thre
             time.sleep(served.delay)
             body, start_at, status = served.body, 0, 200
             m = re.fullmatch(r"bytes=(\d+)-", rng or "")
-            if m and served.honour_range:
+            if m and served.range_from_zero:
+                status = 206
+            elif m and served.honour_range:
                 start_at = int(m.group(1))
                 if start_at >= len(body):
                     state.log.append(Logged(self.path, rng, 416, 0))

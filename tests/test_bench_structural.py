@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from shiftbench.cli import main
 from shiftbench.structural import predict, read_emoji_styles, style_holdout
@@ -223,3 +224,56 @@ def test_imagenet_22k_subclass_on_a_small_tree(tmp_path: Path, capsys: pytest.Ca
     assert main(["evaluate", "--benchmark", "imagenet-22k-subclass", "--data", str(tree), "--store", str(tmp_path / "s.sqlite"),
                  "--no-progress"]) == 2
     assert "0 unseen" in capsys.readouterr().err
+
+
+def test_imagenet_22k_subclass_as_the_authors_ran_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Default protocol: the authors' lists, a new head over the frozen network for 1 epoch on every seen image of
+    --data (Resize(256) + random 224 crops), the seen accuracy on --seen-data; --holdout wordnet the variant."""
+    import shutil
+
+    from shiftbench.benchmarks import imagenet_22k_subclass as mod
+    from shiftbench.evaluation.models import Classifier, InputTransform, imagenet_wnids
+    from shiftbench.structural import imagenet22k_wnids
+
+    from ._eval_toys import SAMPLE_DIR
+
+    def tiny(*args: object, **kw: object) -> Classifier:
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(4), torch.nn.Flatten(), torch.nn.Linear(48, 1000))
+        return Classifier(net, name="tiny", transform=InputTransform(None, (0.0,) * 3, (1.0,) * 3, 255.0),
+                          classes=imagenet_wnids(), checksum="tiny")
+
+    monkeypatch.setattr(mod, "load_model", tiny)
+    seen, unseen = imagenet22k_wnids("seen"), imagenet22k_wnids("unseen")
+    tree, val = tmp_path / "tree", tmp_path / "val"
+    mine = [p for p in sorted(SAMPLE_DIR.glob("*.JPEG")) if p.name.split("_")[0] in seen]
+    for p in mine:
+        for root in (tree, val):
+            (root / p.name.split("_")[0]).mkdir(parents=True, exist_ok=True)
+            shutil.copy(p, root / p.name.split("_")[0] / p.name)
+    supers = sorted({seen[p.name.split("_")[0]] for p in mine})[:2]
+    for s in supers:  # the superclass synset itself: an unseen class of the authors' lists, not of WordNet's
+        w = next(w for w in unseen if unseen[w] == s)
+        (tree / w).mkdir()
+        for p in [p for p in mine if seen[p.name.split("_")[0]] == s][:2]:
+            shutil.copy(p, tree / w / p.name)
+    store = tmp_path / "s.sqlite"
+    rc = main(["evaluate", "--benchmark", "imagenet-22k-subclass", "--data", str(tree), "--seen-data", str(val),
+               "--store", str(store), "--no-progress", "--results-format", "json"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    (rec,) = json.loads(out.out)["splits"]
+    assert rec["split"] == "imagenet22k:unseen" and rec["n_seen"] == len(mine)  # the --seen-data images
+    assert rec["n_heldout"] == sum(len(list((tree / w).iterdir())) for w in rec["held_out"])
+    ckpt = Path(rec["checkpoint"])
+    assert ckpt.name == f"imagenet22k-head-n{len(mine)}.pt"  # the recipe, trained on every seen image of --data
+    ck = torch.load(ckpt, weights_only=True)
+    assert ck["spec"]["recipe"]["crop_size"] == 224 and ck["spec"]["image_size"] == 256 and ck["epoch"] == 1
+    # the WordNet lists do not hold the superclass synsets: no unseen folder is left, refused in one line
+    rc = main(["evaluate", "--benchmark", "imagenet-22k-subclass", "--data", str(tree), "--holdout", "wordnet",
+               "--store", str(store), "--no-progress"])
+    assert rc == 2 and "0 unseen" in capsys.readouterr().err
+    rc = main(["evaluate", "--benchmark", "imagenet-22k-subclass", "--data", str(tree), "--holdout", "wn",
+               "--store", str(store), "--no-progress"])
+    assert rc == 2 and "wordnet" in capsys.readouterr().err

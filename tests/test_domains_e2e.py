@@ -131,7 +131,7 @@ def test_cli_json_and_meaningless_options(
     assert data["domains"] == ["sketch"] and data["mde"] is None and data["n_images"]["sketch"] == 3
     import importlib.util
 
-    chart = tmp_path / f"imagenet-d-eval{data['evaluation_id']}-top-predictions.png"
+    chart = tmp_path / f"r-imagenet-d-eval{data['evaluation_id']}-top-predictions.png"
     assert chart.is_file() == (importlib.util.find_spec("matplotlib") is not None)
     capsys.readouterr()
     for extra, name in (

@@ -251,7 +251,7 @@ def test_markers_are_stored_replaced_and_removed_beside_the_schema(tmp_path: Pat
         db.set_marker("sweep:abc", '{"evaluations": [1]}')
         db.set_marker("sweep:abc", '{"evaluations": [2]}')  # replaced, not duplicated
         db.set_marker("other", "x")
-    with ResultsStore(path, create=False) as db:  # persisted, and the store still opens as a results store
+    with ResultsStore(path, create=False, readonly=False) as db:  # persisted, and the store still opens
         assert db.marker("sweep:abc") == '{"evaluations": [2]}' and db.marker("other") == "x"
         db.set_marker("other", None)
         assert db.marker("other") is None

@@ -12,6 +12,7 @@ recorded in docs/robustness-to-bad-input.md.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +85,40 @@ def test_fuzz_corrupt(x: object, name: str, severity: object, seed: int) -> None
     except errors.ShiftbenchError:
         return
     _check_output(x, y)
+    _recheck(lambda: shiftbench.corrupt(x, name, severity, seed=seed), y, (name, severity, seed), x)  # type: ignore[arg-type]
+
+
+# Order independence: every output is kept (small ones) and a random earlier case is recomputed after the later ones
+# ran, so an output that depends on what was computed before (a cache keyed by the wrong thing) differs. The long
+# profile also hands the kept cases to a fresh interpreter at the end (test_fuzz_fresh_recomputation).
+KEPT: list[tuple[Callable[[], object], str, tuple[object, ...]]] = []
+DIFFERS: list[tuple[object, ...]] = []
+
+
+def _digest(y: object) -> str:
+    import hashlib
+
+    if isinstance(y, torch.Tensor):
+        a = y.detach().cpu().numpy()
+    elif isinstance(y, np.ndarray):
+        a = y
+    else:
+        a = np.asarray(y)
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes() + str(a.dtype).encode() + str(a.shape).encode()).hexdigest()
+
+
+def _recheck(again: Callable[[], object], y: object, what: tuple[object, ...], x: object) -> None:
+    if int(np.prod(np.shape(x))) > 150_000:  # large inputs are not kept (memory); their outputs are checked above
+        return
+    KEPT.append((again, _digest(y), what))
+    if len(KEPT) > 1:
+        fn, want, label = KEPT[int(np.random.default_rng(len(KEPT)).integers(0, len(KEPT) - 1))]
+        got = _digest(fn())
+        if got != want:
+            DIFFERS.append(label)
+        assert got == want, f"output of {label} changed after later calls"
+    if len(KEPT) > 150:
+        del KEPT[: len(KEPT) - 150]
 
 
 @settings(settings.get_profile(PROFILE))
@@ -227,9 +262,302 @@ def test_fuzz_cli_outputs(
     assert _tree(tmp) == before  # nothing written, created or left half-done
 
 
+PERTURBATIONS = None
+
+
+def _perturbations() -> list[str]:
+    from shiftbench.perturbations import list_perturbations
+
+    return list(list_perturbations())
+
+
+@settings(settings.get_profile(PROFILE), max_examples=8 if not LONG else int(os.environ.get("SHIFTBENCH_FUZZ_EXAMPLES", "300")))
+@given(
+    name=st.sampled_from(_perturbations() + ["no_such"]),
+    side=st.one_of(st.integers(1, 40), st.integers(32, 96 if not LONG else 320)),
+    dtype=st.sampled_from(["uint8", "float32", "float64"]),
+    seed=st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([-1, 2**64, 1.5, "3", True])),
+    difficulty=st.sampled_from([1, 2, 3, 0, 4, None]),
+)
+def test_fuzz_perturb(name: str, side: int, dtype: str, seed: object, difficulty: object) -> None:
+    """``perturb`` over every perturbation: a finite sequence in range, or a typed error; order independent."""
+    from shiftbench.perturbations import perturb
+
+    CASES["count"] += 1
+    rng = np.random.default_rng(side)
+    x = rng.integers(0, 256, (side, side + 1, 3), dtype=np.uint8)
+    if dtype != "uint8":
+        x = (x / 255).astype(dtype)
+    kwargs = {"seed": seed} if difficulty is None else {"seed": seed, "difficulty": difficulty}
+    try:
+        y = perturb(x, name, **kwargs)  # type: ignore[arg-type]
+    except errors.ShiftbenchError:
+        return
+    arr = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    assert arr.ndim >= 4 and np.isfinite(arr.astype(np.float64)).all()
+    _recheck(lambda: perturb(x, name, **kwargs), y, ("perturb", name, side, seed, difficulty), x)  # type: ignore[arg-type]
+
+
+def _image_bytes(data: st.DataObject, tmp: Path) -> Path:
+    """A file that is an image of a random mode and depth, possibly cut short or with bytes flipped."""
+    from PIL import Image
+
+    mode = data.draw(st.sampled_from(["L", "LA", "RGB", "RGBA", "P", "1", "CMYK", "I;16", "I", "F", "LAB", "YCbCr"]))
+    h, w = data.draw(st.integers(1, 70)), data.draw(st.integers(1, 70))
+    rng = np.random.default_rng(h * 131 + w)
+    if mode == "I;16":
+        im = Image.fromarray(rng.integers(0, 65536, (h, w), dtype=np.uint16))
+    elif mode == "I":
+        im = Image.fromarray(rng.integers(data.draw(st.sampled_from([0, -5])), 70000, (h, w), dtype=np.int32))
+    elif mode == "F":
+        im = Image.fromarray((rng.random((h, w)) * data.draw(st.sampled_from([1.0, 1.0, 300.0, float("nan")]))).astype(np.float32))
+    else:
+        im = Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).convert(mode)
+    ext = data.draw(st.sampled_from([".png", ".tif", ".bmp", ".jpg", ".webp", ".ppm"]))
+    f = tmp / f"img{ext}"
+    try:
+        im.save(f)
+    except (OSError, ValueError, KeyError):
+        f = tmp / "img.tif"
+        try:
+            im.save(f)
+        except (OSError, ValueError, KeyError):
+            f.write_bytes(b"")
+    raw = bytearray(f.read_bytes())
+    how = data.draw(st.sampled_from(["as is", "as is", "cut", "flip", "zero"]))
+    if how == "cut" and raw:
+        raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
+    elif how == "flip" and raw:
+        for _ in range(data.draw(st.integers(1, 8))):
+            i = data.draw(st.integers(0, len(raw) - 1))
+            raw[i] ^= data.draw(st.integers(1, 255))
+    elif how == "zero":
+        raw = bytearray(len(raw))
+    f.write_bytes(bytes(raw))
+    return f
+
+
+@settings(settings.get_profile(PROFILE), max_examples=40 if not LONG else int(os.environ.get("SHIFTBENCH_FUZZ_EXAMPLES", "300")))
+@given(data=st.data())
+def test_fuzz_image_reader(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    """The one image reader on images of every mode, cut short or with flipped bytes: 8-bit RGB, or a typed error /
+    one of the decode errors every reader counts as an unreadable file."""
+    from shiftbench.io import DECODE_ERRORS, load_image_rgb
+
+    CASES["count"] += 1
+    f = _image_bytes(data, tmp_path_factory.mktemp("img"))
+    try:
+        im = load_image_rgb(f)
+    except (errors.ShiftbenchError, *DECODE_ERRORS):
+        return
+    a = np.asarray(im)
+    assert im.mode == "RGB" and a.dtype == np.uint8 and a.ndim == 3 and a.shape[2] == 3
+
+
+@settings(settings.get_profile(PROFILE), max_examples=40 if not LONG else int(os.environ.get("SHIFTBENCH_FUZZ_EXAMPLES", "300")))
+@given(data=st.data())
+def test_fuzz_array_reader(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    """``generate --src`` arrays (.npy, .npz, CIFAR batches) of any dtype, range, shape and label list: exact 8-bit
+    images with one integer label each, or a typed error."""
+    import pickle
+
+    from shiftbench.sources import load_array_source
+
+    CASES["count"] += 1
+    tmp = tmp_path_factory.mktemp("arr")
+    n = data.draw(st.integers(0, 5))
+    shape = data.draw(st.sampled_from([(n, 32, 32, 3), (n, 3072), (n, 8, 8), (n, 32, 32, 4), (n,)]))
+    dtype = data.draw(st.sampled_from(["uint8", "uint16", "int64", "float32", "float64", "bool", "complex64", "object"]))
+    rng = np.random.default_rng(n)
+    scale = data.draw(st.sampled_from([1.0, 255.0, 400.0, -3.0, float("nan"), float("inf")]))
+    import warnings
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        a = rng.random(shape) * scale
+        a = a.astype(dtype) if dtype not in ("uint8", "uint16", "int64", "bool") else np.nan_to_num(a).astype(dtype)
+    labels: object = data.draw(st.sampled_from([None, "ok", "short", "float", "strings", "negative"]))
+    lab = {"ok": list(range(n)), "short": list(range(max(n - 1, 0))), "float": [0.5] * n, "strings": ["a"] * n,
+           "negative": [-1] * n, None: None}[labels]  # type: ignore[index]
+    kind = data.draw(st.sampled_from(["npy", "npz", "cifar", "cifar100"]))
+    if kind == "npy":
+        f = tmp / "x.npy"
+        np.save(f, a, allow_pickle=True)
+    elif kind == "npz":
+        f = tmp / "x.npz"
+        arrays = {"images": a} if lab is None else {"images": a, "labels": np.asarray(lab, dtype=object if labels == "strings" else None)}
+        np.savez(f, **arrays)
+    else:
+        f = tmp / ("test_batch" if kind == "cifar" else "test")
+        d = {b"data": a}
+        if kind == "cifar" and lab is not None:
+            d[b"labels"] = lab
+        elif lab is not None:
+            d[b"fine_labels"] = lab
+            d[b"coarse_labels"] = [0] * len(lab)
+        f.write_bytes(pickle.dumps(d, protocol=2))
+    try:
+        src = load_array_source(f)
+    except errors.ShiftbenchError:
+        return
+    assert src.images.dtype == np.uint8 and src.images.ndim == 4 and src.images.shape[-1] == 3
+    assert src.labels.dtype == np.int64 and src.labels.shape == (len(src.images),) and (src.labels >= 0).all()
+
+
+STORE_TAMPERING = [
+    None,
+    "CREATE TRIGGER t AFTER INSERT ON records BEGIN SELECT 1; END",
+    "CREATE VIEW v AS SELECT 1",
+    "UPDATE evaluations SET options='{'",
+    "UPDATE evaluations SET seed=1.5",
+    "UPDATE runs SET n_expected='x'",
+    "UPDATE meta SET value='abc' WHERE key='schema_version'",
+    "UPDATE meta SET value='99' WHERE key='schema_version'",
+    "DROP TABLE records",
+    "DELETE FROM meta",
+    "UPDATE label_spaces SET classes='[]'",
+    "UPDATE models SET name=x'ff00'",
+]
+
+
+@settings(settings.get_profile(PROFILE), max_examples=12 if not LONG else int(os.environ.get("SHIFTBENCH_FUZZ_EXAMPLES", "300")))
+@given(
+    fixture=st.sampled_from(["v1_imagenet_c.sqlite", "v2_all.sqlite", "v3_all.sqlite"]),
+    sql=st.sampled_from(STORE_TAMPERING),
+    damage=st.sampled_from(["none", "none", "flip", "cut", "zero page"]),
+    where=st.integers(0, 2**20),
+)
+def test_fuzz_store_opener(tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str], fixture: str,
+                           sql: str | None, damage: str, where: int) -> None:  # fmt: skip
+    """Opening a tampered or damaged store for reading: it lists its results or is refused with one typed line, and
+    the file is never changed."""
+    import hashlib
+    import shutil
+    import sqlite3
+
+    from shiftbench.evaluation.store import ResultsStore
+
+    CASES["count"] += 1
+    tmp = tmp_path_factory.mktemp("store")
+    store = tmp / "s.sqlite"
+    shutil.copyfile(Path(__file__).resolve().parent / "fixtures" / "stores" / fixture, store)
+    if sql is not None:
+        db = sqlite3.connect(store)
+        try:
+            db.executescript(sql)
+        except sqlite3.Error:
+            pass
+        db.close()
+    raw = bytearray(store.read_bytes())
+    if damage == "flip":
+        raw[where % len(raw)] ^= 0xA5
+    elif damage == "cut":
+        raw = raw[: where % len(raw)]
+    elif damage == "zero page":
+        page = (where % max(len(raw) // 4096, 1)) * 4096
+        raw[page : page + 4096] = bytes(len(raw[page : page + 4096]))
+    store.write_bytes(bytes(raw))
+    before = hashlib.sha256(store.read_bytes()).hexdigest()
+    names = sorted(p.name for p in tmp.iterdir())
+    try:
+        with ResultsStore(store, create=False) as db:
+            for ev in db.evaluations():
+                db.runs(ev.id)
+    except errors.ShiftbenchError:
+        pass
+    except sqlite3.DatabaseError:
+        pass  # damage past the schema check (a record page): the command line turns it into one line, below
+    rc = main(["results", "--store", str(store)])
+    err = capsys.readouterr().err
+    assert rc in (0, 1, 2) and "Traceback" not in err, err
+    if rc:
+        assert len([ln for ln in err.splitlines() if ln.startswith("Error")]) == 1, err
+    assert hashlib.sha256(store.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp.iterdir()) == names
+
+
+CONFIG_KEYS = {
+    "study": ["name", "seed", "output", "device", "bogus"],
+    "data": ["image_size", "limit_train", "limit_test", "test_fraction", "dataset"],
+    "model": ["arch", "width"],
+    "train": ["epochs", "batch_size", "lr", "momentum", "weight_decay", "milestones", "gamma", "hflip",
+              "corrupted_fraction", "num_workers", "cpu_threads", "mode"],
+}
+CONFIG_VALUES = [0, 1, -5, 2**70, 1.5, float("nan"), float("inf"), "abc", "false", True, False, None, [], [0], [1, 2],
+                 {"a": 1}, "../../ESCAPED", "x" * 300, 10**6, 0.5]
+
+
+@settings(settings.get_profile(PROFILE), max_examples=60 if not LONG else int(os.environ.get("SHIFTBENCH_FUZZ_EXAMPLES", "300")))
+@given(
+    changes=st.lists(st.tuples(st.sampled_from(sorted(CONFIG_KEYS)), st.integers(0, 20), st.sampled_from(CONFIG_VALUES)),
+                     min_size=1, max_size=3),
+)
+def test_fuzz_overlap_config(tmp_path_factory: pytest.TempPathFactory, changes: list[tuple[str, int, object]]) -> None:
+    """Overlap-study configs with values of any type in any key: a checked config, or a typed error."""
+    from shiftbench.overlap.harness import config_from_dict
+
+    CASES["count"] += 1
+    tmp = tmp_path_factory.mktemp("cfg")
+    doc: dict[str, dict[str, object]] = {
+        "study": {"name": "ci", "output": str(tmp / "out"), "seed": 0},
+        "data": {"dataset": "tensors", "image_size": 32},
+        "model": {"arch": "small_cnn", "width": 8},
+        "train": {"epochs": 1},
+        "corruptions": {"train": ["noc_hue"]},
+    }
+    for section, k, value in changes:
+        keys = CONFIG_KEYS[section]
+        doc[section][keys[k % len(keys)]] = value
+    if doc["study"].get("output") is None or not isinstance(doc["study"].get("output"), str):
+        doc["study"]["output"] = str(tmp / "out")
+    try:
+        cfg = config_from_dict(doc)
+    except errors.ShiftbenchError:
+        return
+    assert isinstance(cfg.seed, int) and 0 <= cfg.seed < 2**64 and isinstance(cfg.train.hflip, bool)
+    assert isinstance(cfg.train.epochs, int) and cfg.train.epochs >= 1 and 32 <= cfg.data.image_size <= 1024
+    assert "/" not in cfg.name and not cfg.name.startswith(".")
+
+
+@pytest.mark.slow
+def test_fuzz_fresh_recomputation(tmp_path: Path) -> None:
+    """The long profile's kept outputs recomputed in a fresh interpreter (nothing cached from earlier calls)."""
+    if not LONG:
+        pytest.skip("set SHIFTBENCH_FUZZ=long")
+    import pickle
+    import subprocess
+    import sys
+
+    # the kept closures hold their inputs; the fresh interpreter gets them pickled (plain arrays and names)
+    payload = []
+    for fn, want, label in KEPT:
+        free = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ()), strict=True))
+        payload.append((label, want, {k: v for k, v in free.items() if k in ("x", "name", "severity", "seed", "kwargs")}))
+    f = tmp_path / "cases.pkl"
+    f.write_bytes(pickle.dumps(payload))
+    code = (
+        "import pickle, sys, hashlib, numpy as np, torch, shiftbench\n"
+        "from shiftbench.perturbations import perturb\n"
+        "from tests.test_fuzz import _digest\n"
+        "bad = 0\n"
+        "for label, want, v in pickle.load(open(sys.argv[1], 'rb')):\n"
+        "    y = perturb(v['x'], v['name'], **v['kwargs']) if 'kwargs' in v else shiftbench.corrupt(v['x'], v['name'], v['severity'], seed=v['seed'])\n"
+        "    bad += _digest(y) != want\n"
+        "print(len(pickle.load(open(sys.argv[1], 'rb'))), bad)\n"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo / "src") + os.pathsep + str(repo)}
+    r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, text=True, env=env, cwd=repo,
+                       timeout=1800, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    n, bad = map(int, r.stdout.split()[-2:])
+    print(f"fresh recomputation: {n} outputs, {bad} differ")
+    assert bad == 0 and n == len(payload)
+
+
 @pytest.mark.slow
 def test_fuzz_long_run_budget() -> None:
     """Run with SHIFTBENCH_FUZZ=long -m slow; reports the number of cases exercised."""
     if not LONG:
         pytest.skip("set SHIFTBENCH_FUZZ=long")
-    print(f"fuzz cases: {CASES['count']}")
+    print(f"fuzz cases: {CASES['count']}; outputs recomputed after later calls that differed: {len(DIFFERS)}")

@@ -49,7 +49,7 @@ def test_evaluate_threads_option(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "--threads='0' is not valid" in capsys.readouterr().err
     assert main([*args, "--threads", "1"]) == 0
     err = capsys.readouterr().err
-    assert "Model on 1 thread(s)." in err and "evaluating" in err  # not a terminal: plain progress lines
+    assert "evaluating" in err  # not a terminal: plain progress lines
     assert torch.get_num_threads() == before  # the process's setting comes back
 
 

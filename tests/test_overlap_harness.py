@@ -283,5 +283,12 @@ train = ["fog"]
         ("noc_obstruction", "cal:standard")
     ]
     db.close()
+    # beyond the published range (0.05 -> 0.18): the values searched are the calibration's own, not replayed draws
+    argv = ["overlap", "calibrate", "--config", str(cfg), "--corruption", "noc_gaussian_noise", "--range", "0,1.5"]
+    assert main([*argv, "--grid", "4"]) == 0
+    doc = json.loads((tmp_path / "out" / "calibration" / "noc_gaussian_noise.json").read_text())
+    assert doc["search"] == [0.0, 1.5] and doc["evaluations"][0][:2] == [0.0, 1.0]
+    assert sorted(e[0] for e in doc["evaluations"])[-1] == 1.5
+    assert "R = 0.95" in capsys.readouterr().out
     assert main(["overlap"]) != 0
     assert "--config" in capsys.readouterr().err

@@ -204,6 +204,49 @@ def test_apply_at_value_for_a_candidate() -> None:
         apply_at_value(x, "fog", 1, seed=0, keys=keys)
 
 
+@pytest.mark.parametrize("channels", [1, 3])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_apply_at_value_inside_the_range_is_corrupt_with_those_draws(channels: int, dtype: torch.dtype) -> None:
+    from shiftbench.corruptions import SampleContext, get_corruption
+    from shiftbench.seeding import FastDraws, derive_generator, key_to_int
+
+    x = digits(3, seed=5).expand(-1, channels, -1, -1).contiguous()
+    x = x if dtype == torch.uint8 else x.to(dtype) / 255.0
+    keys = ["a", "b", "c"]
+    reg = get_corruption("noc_gaussian_noise")
+    ctx = SampleContext(params=(0.1, 0.1), height=32, width=32, edition="224", severity=0)
+    draws = [reg.sample(FastDraws(derive_generator(0, key_to_int(k), "noc_gaussian_noise:value", 0)), ctx) for k in keys]
+    want = corrupt(x, "noc_gaussian_noise", 1, seed=0, keys=keys, draws=draws, edition="224")
+    got = apply_at_value(x, "noc_gaussian_noise", 0.1, seed=0, keys=keys)
+    assert got.dtype == x.dtype and got.shape == x.shape
+    assert torch.equal(got, want) if dtype == torch.uint8 else torch.allclose(got, want, atol=1e-6)
+
+
+def test_apply_at_value_beyond_the_published_range() -> None:
+    """Calibration searches beyond 003's range (0.05 -> 0.18 for Gaussian noise): 0 changes nothing, 1.5 is harsher."""
+    x = digits(4)
+    keys = list(range(4))
+    assert torch.equal(apply_at_value(x, "noc_gaussian_noise", 0.0, seed=0, keys=keys), x)
+    mild = apply_at_value(x, "noc_gaussian_noise", 0.18, seed=0, keys=keys).float()
+    harsh = apply_at_value(x, "noc_gaussian_noise", 1.5, seed=0, keys=keys).float()
+    assert (harsh - x.float()).abs().mean() > 2 * (mild - x.float()).abs().mean()
+
+
+def test_calibration_beyond_the_published_range() -> None:
+    """A model whose accuracy is the share of pixels the noise leaves nearly unchanged: a search over 0 -> 1.5 works."""
+
+    class Steady(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # class 1 when the image stayed close to mid-gray
+            off = (x - 0.5).abs().flatten(1).mean(1)
+            return torch.stack([off, 0.25 - off], 1)
+
+    x = torch.full((40, 1, 32, 32), 128, dtype=torch.uint8)
+    cal = calibrate_model(Steady(), x, torch.ones(40, dtype=torch.long), "noc_gaussian_noise", search=(0.0, 1.5))
+    assert cal.search == (0.0, 1.5) and cal.evaluations[0][:2] == (0.0, 1.0)
+    lo, hi = cal.range
+    assert lo is not None and hi is not None and 0.0 < lo < hi < 1.5
+
+
 def test_mean_overlaps_and_blocks(tmp_path: object) -> None:
     from shiftbench.overlap import OverlapMatrix
     from shiftbench.overlap.analysis import mean_overlaps, overlap_block, plot_overlap_heatmap

@@ -354,3 +354,24 @@ def test_map_reruns_an_item_whose_worker_died(cluster: Any, tmp_path: Path) -> N
     finally:
         ray.shutdown()
     assert marker.exists() and got == [i * 10 for i in range(12)] and unordered == [1, 2, 3]
+
+
+@cluster_test
+def test_generate_imagenet_p_on_cluster_equals_single_machine(cluster: Any, tmp_path: Path) -> None:
+    """generate imagenet-p --ray: the same videos, checksums and manifest as on one machine."""
+    src = tmp_path / "src"
+    for p in sample_paths()[:4]:
+        d = src / p.name.split("_")[0]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / p.name).symlink_to(p)
+    outs = {}
+    for mode, extra in (("single", ["--workers", "1"]), ("cluster", ["--ray", cluster.address])):
+        outs[mode] = tmp_path / mode
+        r = subprocess.run([PY, "-m", "shiftbench.cli", "generate", "imagenet-p", "--src", str(src), "--out", str(outs[mode]),
+                            "--edition", "64x64", "--perturbations", "shot_noise,scale", "--difficulties", "1,2",
+                            "--preset", "ultrafast", "--batch-size", "1", *extra], env=_env(), capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert "12 files written" in r.stdout  # 4 photos x (shot_noise, shot_noise_2, scale)
+    assert (outs["single"] / "checksums.sha256").read_bytes() == (outs["cluster"] / "checksums.sha256").read_bytes()
+    ma, mb = (json.loads((outs[m] / "manifest.json").read_text()) for m in ("single", "cluster"))
+    assert ma == mb and ma["dataset"] == "ImageNet 64x64-P"

@@ -135,3 +135,62 @@ def test_bad_table_models_and_options_are_refused(zoo: FileServer, tmp_path: Pat
     assert main(["reproduce", "001:P", "--severities", "2", "--store", str(tmp_path / "s.sqlite")]) == 2
     assert "--severities does not apply to imagenet-p" in capsys.readouterr().err
     assert zoo.log == []
+
+
+@pytest.mark.slow  # ImageNet-C's 75 conditions and border / obstruction on one photo: 25 s to 11 minutes on the shared 2-core machine, by load
+def test_reproduce_border_and_obstruction_table(server: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Laugros, Caplier & Ospici (2021) Table 1 with a tiny model served as the zoo's resnet50: ImageNet-C's two
+    set means and border / obstruction CE, measured next to the published values, with the default and a given
+    baseline."""
+    from shiftbench.overlap.noc import alexnet_noc_baseline
+    from shiftbench.zoo.tables import CE_SET1, CE_SET2
+
+    monkeypatch.setenv("SHIFTBENCH_CACHE", str(tmp_path / "cache"))
+    register_model_source("toyarch", lambda name, weights: toy_classifier("toyarch", seed=0))
+    buf = io.BytesIO()
+    torch.save(ColourNet(1000, seed=5).state_dict(), buf)
+    server.files["/colournet-r50.pth"] = Served(buf.getvalue())
+    register(ZooEntry("resnet50", "toyarch:colour", server.url("/colournet-r50.pth"), PREP), replace=True)
+    try:
+        data = image_folder(tmp_path / "data", n_per_class=1, n_classes=2)
+        store = tmp_path / "s.sqlite"
+        args = ["reproduce", "laugros2021:1", "--models", "Standard", "--data", str(data), "--store", str(store),
+                "--limit", "1", "--no-progress", "--results-format", "json"]
+        assert main(args) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["benchmarks"] == ["imagenet-c", "border-obstruction"] and doc["evaluated"] == ["zoo:resnet50"]
+        row = next(r for r in doc["rows"] if r["model"] == "zoo:resnet50")
+        assert main(["results", "--store", str(store), "--results-format", "json"]) == 0
+        res = json.loads(capsys.readouterr().out)
+        ic = next(r for r in res["rows"] if r["model"] == "zoo:resnet50")
+        ce = {c: 100 * v["ce"] for c, v in ic["corruptions"].items()}
+        noc = alexnet_noc_baseline().errors
+        bo = next(r for r in res["border_obstruction"] if r["model"] == "zoo:resnet50")
+        assert row["measured"] == {
+            "imagenet_c_mce_set1": pytest.approx(sum(ce[c] for c in CE_SET1) / 8),
+            "imagenet_c_mce_set2": pytest.approx(sum(ce[c] for c in CE_SET2) / 7),
+            "border": pytest.approx(100 * bo["errors"]["border"] / noc["noc_border"]),
+            "obstruction": pytest.approx(100 * bo["errors"]["obstruction"] / noc["noc_obstruction"]),
+        }
+        pub = next(r for r in table("laugros2021:1").rows if r.model == "resnet50").values
+        assert pub == {"imagenet_c_mce_set1": 81.0, "imagenet_c_mce_set2": 73.0, "border": 53.0, "obstruction": 63.0}
+        assert row["difference"]["border"] == pytest.approx(row["measured"]["border"] - 53.0)
+        # a stored model as the baseline of both benchmarks (here the model itself: every CE is 100)
+        assert main([*args, "--baseline", "zoo:resnet50"]) == 0
+        again = next(r for r in json.loads(capsys.readouterr().out)["rows"] if r["model"] == "zoo:resnet50")
+        assert again["measured"] == {k: pytest.approx(100.0) for k in row["measured"]}
+        # border-obstruction alone, with a baseline from a file: the stored predictions, CE divided by its errors
+        (tmp_path / "base.json").write_text(json.dumps({"border": 0.5, "obstruction": 0.8}))
+        assert main(["evaluate", "--benchmark", "border-obstruction", "--model", "zoo:resnet50", "--data", str(data),
+                     "--store", str(store), "--limit", "1", "--baseline", str(tmp_path / "base.json"), "--no-progress",
+                     "--results-format", "json"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        assert got["ce"] == {"border": pytest.approx(bo["errors"]["border"] / 0.5),
+                             "obstruction": pytest.approx(bo["errors"]["obstruction"] / 0.8)}
+        assert got["errors"] == bo["errors"] and got["baseline"] == "base"
+        assert main(["evaluate", "--benchmark", "border-obstruction", "--store", str(store), "--baseline", "zoo:nothing"]) == 2
+        assert "stored border-obstruction evaluation" in capsys.readouterr().err
+    finally:
+        unregister("resnet50")
+        MODEL_SOURCES.pop("toyarch", None)

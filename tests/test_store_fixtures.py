@@ -44,7 +44,7 @@ def test_version_1_store_opens_keeps_its_predictions_and_is_listed(
 ) -> None:
     store = _copy("v1_imagenet_c.sqlite", tmp_path)
     assert _version(store) == 1
-    with ResultsStore(store, create=False) as db:
+    with ResultsStore(store) as db:  # opened for writing: upgraded on disk
         (ev,) = db.evaluations()
         assert ev.benchmark == "imagenet-c" and ev.model == "toy"
         runs = db.runs(ev.id)

@@ -66,14 +66,18 @@ def _listing(store: Path, capsys: pytest.CaptureFixture[str]) -> Any:
 
 
 def test_every_version_has_its_numbered_migration() -> None:
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     assert sorted(S.MIGRATIONS) == list(range(1, SCHEMA_VERSION))
 
 
 def test_version_2_store_moves_every_benchmark_into_one_layout(tmp_path: Path) -> None:
     store = _copy("v2_all.sqlite", tmp_path)
     assert _version(store) == 2 and OLD_TABLES - {"predictions", "skipped"} <= _tables(store)
-    with ResultsStore(store, create=False) as db:
+    before = store.read_bytes()
+    with ResultsStore(store, create=False) as db:  # opened for reading: upgraded in memory, the file unchanged
+        assert [e.benchmark for e in db.evaluations()] == ["imagenet-c", "imagenet-p", "imagenet-d", "imagenet-noc"]
+    assert store.read_bytes() == before and _version(store) == 2
+    with ResultsStore(store) as db:
         evs = db.evaluations()
         assert [e.benchmark for e in evs] == ["imagenet-c", "imagenet-p", "imagenet-d", "imagenet-noc"]
         runs = {e.benchmark: db.runs(e.id) for e in evs}
@@ -115,7 +119,7 @@ def test_upgraded_store_lists_what_this_release_writes(tmp_path: Path, capsys: p
 def test_version_3_fixture_opens_and_keeps_the_rows(tmp_path: Path) -> None:
     store = _copy("v3_all.sqlite", tmp_path)
     assert _version(store) == 3 and not (OLD_TABLES & _tables(store))
-    with ResultsStore(store, create=False) as db:
+    with ResultsStore(store) as db:
         assert sorted(e.benchmark for e in db.evaluations()) == ["imagenet-c", "imagenet-d", "imagenet-noc",
                                                                  "imagenet-p"]
     assert MF.stored_rows(store) == V2_ROWS
@@ -132,17 +136,17 @@ def test_a_failed_migration_leaves_the_file_as_it_was(tmp_path: Path, monkeypatc
 
     monkeypatch.setitem(S.MIGRATIONS, 2, fails_at_the_end)
     with pytest.raises(OSError, match="disk full"):
-        ResultsStore(store, create=False)
+        ResultsStore(store)
     assert _version(store) == 2 and (_tables(store), MF.stored_rows(store)) == before
     monkeypatch.setitem(S.MIGRATIONS, 2, real)
-    with ResultsStore(store, create=False) as db:  # and the real step still upgrades it
+    with ResultsStore(store) as db:  # and the real step still upgrades it
         assert len(db.evaluations()) == 4
     assert MF.stored_rows(store) == V2_ROWS
 
 
 def test_version_1_store_goes_through_both_steps(tmp_path: Path) -> None:
     store = _copy("v1_imagenet_c.sqlite", tmp_path)
-    with ResultsStore(store, create=False) as db:
+    with ResultsStore(store) as db:
         (ev,) = db.evaluations()
         assert ev.options == {} and len(db.runs(ev.id)) == 5 and db.p_runs(ev.id) == []
     assert _version(store) == SCHEMA_VERSION and not (OLD_TABLES & _tables(store))
@@ -169,7 +173,7 @@ def test_a_file_imagenet_noc_wrote_alone_becomes_a_store(tmp_path: Path, capsys:
         db.execute(f"CREATE TABLE {t} AS SELECT * FROM old.{t}")
     db.commit()
     db.close()
-    with ResultsStore(alone, create=False) as rs:
+    with ResultsStore(alone) as rs:
         (ev,) = rs.evaluations()
         assert ev.benchmark == "imagenet-noc" and len(rs.runs(ev.id)) == 9
     assert MF.stored_rows(alone)["imagenet-noc"] == V2_ROWS["imagenet-noc"]

@@ -146,13 +146,35 @@ def test_icons50_folder_release(tmp_path: Path) -> None:
     empty.mkdir()
     with pytest.raises(DataError, match="no class folders"):
         read_icons50(empty)
-    (root / "books" / "nounderscore.png").write_bytes((root / "books" / "apple_books_1.png").read_bytes())
-    with pytest.raises(DataError, match="nounderscore.png"):
-        read_icons50_folder(root)
-    (root / "books" / "nounderscore.png").unlink()
     (root / "books" / "apple_broken_1.png").write_bytes(b"not a png")
     with pytest.raises(DataError, match="apple_broken_1.png"):
         read_icons50_folder(root)
+
+
+def test_icons50_folder_is_read_as_the_authors_imagefolder(tmp_path: Path) -> None:
+    """The authors' script reads the release with torchvision's ImageFolder (any file name under a class folder)
+    and selects by substrings of the path; the reader keeps every image and its path, so 'paper' matching selects
+    exactly the files the script's ``args.test_style in img_name`` selects."""
+    from shiftbench.structural import style_holdout, subtype_holdout
+
+    root = write_icons_folder(tmp_path)
+    (root / "books" / "microsoft-books-2.jpg").write_bytes(b"")  # a name of another form, in another format
+    Image.open(root / "books" / "apple_books_1.png").convert("RGB").save(root / "books" / "microsoft-books-2.jpg")
+    (root / "books" / ".hidden.png").write_bytes(b"not read")
+    (root / "books" / "notes.txt").write_text("not an image")
+    x = read_icons50_folder(root)
+    assert len(x) == 13
+    i = x.extra["file"].tolist().index("books/microsoft-books-2.jpg")
+    assert x.styles[i] == "" and x.subtypes[i] == "microsoft-books-2" and x.class_names[i] == "Books"
+    # the script's listing: class folders sorted, files sorted, the test style a substring of the path
+    listing = [f"{d.name}/{f.name}" for d in sorted(root.iterdir()) for f in sorted(d.iterdir())
+               if f.suffix in (".png", ".jpg") and not f.name.startswith(".")]
+    assert sorted(x.extra["file"].tolist()) == sorted(listing)
+    split = style_holdout(x, "microsoft", match="paper", seen_test_fraction=0.0)
+    assert sorted(x.extra["file"][split.heldout_idx].tolist()) == sorted(p for p in listing if "microsoft" in p)
+    assert sorted(x.extra["file"][split.train_idx].tolist()) == sorted(p for p in listing if "microsoft" not in p)
+    sub = subtype_holdout(x, ["books"], match="paper", seen_test_fraction=0.0)
+    assert sorted(x.extra["file"][sub.heldout_idx].tolist()) == sorted(p for p in listing if "books" in p)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -71,6 +71,160 @@ def test_recipes_are_the_papers() -> None:
         get_recipe("icons50-wrn-16-4", epochs=0)
 
 
+AUTHORS = Path(__file__).with_name("fixtures") / "authors" / "structural_recipes_lines.txt"
+
+
+def _authors_blocks() -> dict[str, str]:
+    """``{"<path> lines A-B": text}`` of the copy of the authors' script lines (provenance in its header)."""
+    text = AUTHORS.read_text(encoding="utf-8")
+    assert "commit e0377d46411fa30c01a9559017bdb6a5f78d4abf" in text
+    blocks: dict[str, str] = {}
+    for part in text.split("\n== ")[1:]:
+        head, _, body = part.partition("\n")
+        blocks[head] = body
+    return blocks
+
+
+def _defaults(text: str) -> dict[str, float]:
+    import re
+
+    return {m[0]: float(m[1]) for m in re.findall(r"add_argument\('--([a-z_]+)'.*?default=([0-9.e-]+)", text)}
+
+
+def test_recipes_are_the_authors_scripts() -> None:
+    """The default recipes re-read against the authors' scripts (tests/fixtures/authors/structural_recipes_lines.txt)."""
+    import re
+
+    b = _authors_blocks()
+    icons_args = _defaults(b["old/Icons-50/train.py lines 20-26"])
+    icons = get_recipe("icons50-wrn-16-4").recipe
+    assert (icons.epochs, icons.lr, icons.batch_size, icons.momentum, icons.weight_decay) == (
+        icons_args["epochs"], icons_args["learning_rate"], icons_args["batch_size"], icons_args["momentum"], icons_args["decay"])
+    assert icons_args["valid_size"] == 0  # no validation share kept out of training
+    tf = b["old/Icons-50/train.py lines 65-71"]
+    assert "Normalize" not in tf and "RandomCrop(32, padding=4)" in tf and "RandomHorizontalFlip" in tf
+    assert icons.mean == (0.0, 0.0, 0.0) and icons.std == (1.0, 1.0, 1.0) and icons.crop_padding == 4 and icons.hflip
+    assert "1e-6 / args.learning_rate" in b["old/Icons-50/train.py lines 215-226"] and icons.lr_min == 1e-6
+
+    c_args = _defaults(b["old/auxiliary/CIFAR100/train.py lines 21-26"])
+    cifar = get_recipe("cifar100-wrn-40-2").recipe
+    assert (cifar.epochs, cifar.lr, cifar.batch_size, cifar.momentum, cifar.weight_decay) == (
+        c_args["epochs"], c_args["learning_rate"], c_args["batch_size"], c_args["momentum"], c_args["decay"])
+    stats = b["old/auxiliary/CIFAR100/train.py lines 49-55"]
+    mean, std = (tuple(float(v) / 255 for v in re.search(rf"{k} = \[x / 255 for x in \[([^\]]+)\]\]", stats)[1].split(","))  # type: ignore[index]
+                 for k in ("mean", "std"))
+    assert cifar.mean == pytest.approx(mean) and cifar.std == pytest.approx(std)
+    assert "nesterov=True" in b["old/auxiliary/CIFAR100/train.py lines 157-159"] and cifar.nesterov
+    mixing = b["old/auxiliary/CIFAR100/train.py lines 167-179"]
+    assert "np.random.beta(1,1, size=data.size(0))" in mixing and "t * data + (1 - t) * data[perm]" in mixing
+    assert cifar.mix == "beta"
+    assert "lr_min = 0" in b["old/auxiliary/CIFAR100/train.py lines 186-192"] and cifar.lr_min == 0.0
+
+    i_args = _defaults(b["old/auxiliary/ImageNet22K/train.py lines 25-31"])
+    spec = get_recipe("imagenet22k-head")
+    r = spec.recipe
+    assert (r.epochs, r.lr, r.batch_size, r.momentum, r.weight_decay) == (
+        i_args["epochs"], i_args["learning_rate"], i_args["batch_size"], i_args["momentum"], i_args["decay"])
+    tf = b["old/auxiliary/ImageNet22K/train.py lines 738-744"]
+    assert "trn.Resize(256), trn.RandomCrop(224), trn.RandomHorizontalFlip()" in tf and "trn.CenterCrop(224)" in tf
+    assert (spec.image_size, r.crop_size, r.crop_padding, r.hflip, spec.finetune) == (256, 224, 0, True, "head")
+    assert "0.485, 0.456, 0.406" in tf and r.mean == (0.485, 0.456, 0.406) and r.std == (0.229, 0.224, 0.225)
+    assert "nesterov=True" in b["old/auxiliary/ImageNet22K/train.py lines 938-940"] and r.nesterov
+    assert "lr_min = 0" in b["old/auxiliary/ImageNet22K/train.py lines 986-992"] and r.lr_min == 0.0 and r.schedule == "cosine"
+    # the variants keep what the paper text states, with shiftbench's former inputs
+    assert get_recipe("cifar100-wrn-40-2-paper").recipe.mix == "" and get_recipe("icons50-wrn-16-4-paper").recipe.mean == (0.5,) * 3
+    assert get_recipe("finetune-head").recipe.epochs == 10 and "earlier default" in get_recipe("finetune-head").source
+
+
+def test_beta_mixing_loss_is_the_authors(tmp_path: Path) -> None:
+    """One batch, one step: the stored loss is mean(t CE(y)) + mean((1 - t) CE(y[perm])) of the mixed inputs."""
+    import torch.nn.functional as F
+
+    from shiftbench.training.loop import fit, normaliser, stream_id, tensor_batches
+
+    torch.manual_seed(0)
+    x = torch.randint(0, 256, (8, 3, 4, 4), dtype=torch.uint8)
+    y = torch.arange(8) % 3
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 3))
+    start = {k: v.clone() for k, v in net.state_dict().items()}
+    r = Recipe(epochs=1, batch_size=8, lr=0.01, hflip=False, crop_padding=0, mix="beta", mean=(0.4,) * 3, std=(0.3,) * 3)
+    res = fit(net, n_train=8, batches=tensor_batches(x, y, 8), recipe=r, seed=5, stream=stream_id("m"),
+              checkpoint=tmp_path / "mix.pt")
+    order = np.random.default_rng([5, 0, stream_id("m")]).permutation(8)
+    mixer = np.random.default_rng([5, 0, stream_id("m"), 3])
+    t = torch.from_numpy(mixer.beta(1.0, 1.0, size=8).astype(np.float32))
+    perm = torch.from_numpy(mixer.permutation(8))
+    xn = normaliser(r.mean, r.std)(x[torch.from_numpy(order)])
+    yb = y[torch.from_numpy(order)]
+    ref = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 3))
+    ref.load_state_dict(start)
+    logits = ref(t.view(-1, 1, 1, 1) * xn + (1 - t.view(-1, 1, 1, 1)) * xn[perm])
+    want = (t * F.cross_entropy(logits, yb, reduction="none")).mean() + ((1 - t) * F.cross_entropy(logits, yb[perm], reduction="none")).mean()
+    assert res.history[0]["loss"] == pytest.approx(float(want.detach()), rel=1e-5)
+
+
+def test_stability_training_loss_and_clahe_inputs(tmp_path: Path) -> None:
+    """One batch, one step: the stored loss is CE + weight * CE(softmax(clean) -> softmax(clean + U(-n, n))); with
+    ``preprocess="clahe"`` the network sees the CLAHE-processed batch."""
+    import torch.nn.functional as F
+
+    from shiftbench.evaluation.testtime import clahe
+    from shiftbench.training.loop import fit, normaliser, stability_loss, stream_id, tensor_batches
+
+    torch.manual_seed(0)
+    x = torch.randint(0, 256, (6, 3, 16, 16), dtype=torch.uint8)
+    y = torch.arange(6) % 3
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(768, 3))
+    start = {k: v.clone() for k, v in net.state_dict().items()}
+    r = Recipe(epochs=1, batch_size=6, lr=0.01, hflip=False, crop_padding=0, stability=(0.1, 0.5), mean=(0.5,) * 3, std=(0.25,) * 3)
+    res = fit(net, n_train=6, batches=tensor_batches(x, y, 6), recipe=r, seed=2, stream=stream_id("s"), checkpoint=tmp_path / "s.pt")
+    order = torch.from_numpy(np.random.default_rng([2, 0, stream_id("s")]).permutation(6))
+    u = torch.from_numpy(np.random.default_rng([2, 0, stream_id("s"), 4]).uniform(-0.1, 0.1, size=(6, 3, 16, 16)).astype(np.float32))
+    ref = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(768, 3))
+    ref.load_state_dict(start)
+    norm = normaliser(r.mean, r.std)
+    xb = x[order]
+    clean = ref(norm(xb))
+    noisy = ref(norm((xb.float() / 255 + u).clamp(0, 1)))
+    want = F.cross_entropy(clean, y[order]) + 0.5 * -(torch.softmax(clean, 1) * torch.log_softmax(noisy, 1)).sum(1).mean()
+    assert res.history[0]["loss"] == pytest.approx(float(want.detach()), rel=1e-5)
+    with torch.no_grad():
+        assert float(stability_loss(clean, clean)) == pytest.approx(float(-(torch.softmax(clean, 1) * torch.log_softmax(clean, 1)).sum(1).mean()))
+
+    seen: list[torch.Tensor] = []
+
+    class Spy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(768, 3)
+
+        def forward(self, t: torch.Tensor) -> torch.Tensor:
+            seen.append(t.detach().clone())
+            return self.lin(t.flatten(1))
+
+    rc = Recipe(epochs=1, batch_size=6, lr=0.01, hflip=False, crop_padding=0, preprocess="clahe", mean=(0.5,) * 3, std=(0.25,) * 3)
+    fit(Spy(), n_train=6, batches=tensor_batches(x, y, 6), recipe=rc, seed=2, stream=stream_id("c"), checkpoint=tmp_path / "c.pt")
+    order = torch.from_numpy(np.random.default_rng([2, 0, stream_id("c")]).permutation(6))
+    assert torch.allclose(seen[0], norm(clahe(x[order])))
+    assert get_recipe("clahe-finetune").recipe.preprocess == "clahe" and get_recipe("clahe-finetune").recipe.epochs == 5
+    assert get_recipe("stability-finetune").recipe.stability == (0.05, 0.05)
+    with pytest.raises(InvalidArgumentError, match="stability"):
+        Recipe(stability=(0.1, -1.0)).check()
+
+
+def test_random_and_centre_crops() -> None:
+    from shiftbench.training.loop import crop_at
+    from shiftbench.training.recipes import CentreCrop
+
+    x = torch.arange(2 * 1 * 6 * 6, dtype=torch.float32).view(2, 1, 6, 6)
+    c = crop_at(x, np.array([[0.0, 0.0], [0.999, 0.5]]), 4)
+    assert torch.equal(c[0], x[0, :, :4, :4]) and torch.equal(c[1], x[1, :, 2:, 1:5])
+    with pytest.raises(InvalidArgumentError, match="crop_size"):
+        crop_at(x, np.zeros((2, 2)), 7)
+    net = CentreCrop(4, torch.nn.Identity())
+    assert torch.equal(net(x), x[..., 1:5, 1:5]) and torch.equal(net(c), c)
+
+
 def test_cosine_and_step_schedules() -> None:
     r = Recipe(epochs=10, lr=0.1, schedule="cosine", lr_min=0.0)
     assert lr_at(r, 0, 0, 5) == pytest.approx(0.1)
@@ -103,7 +257,7 @@ def toy_styles() -> LabelledImages:
 def test_train_evaluate_and_reload(tmp_path: Path) -> None:
     data = toy_styles()
     split = style_holdout(data, "blue", seen_test_fraction=0.25)
-    spec = get_recipe("icons50-wrn-16-4", arch="wrn-10-1", epochs=12, batch_size=16, lr=0.05)
+    spec = get_recipe("icons50-wrn-16-4-paper", arch="wrn-10-1", epochs=12, batch_size=16, lr=0.05)  # normalised inputs
     torch.set_num_threads(1)
     model = train_classifier(split.train_data(), spec, tmp_path)
     sc, parts = evaluate_split(model, split)

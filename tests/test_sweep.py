@@ -137,7 +137,8 @@ def test_a_partial_mce_is_flagged(toys: None, data: Path, tmp_path: Path, capsys
     assert cell["partial"] == ["mce", "relative_mce"] and cell["headline"]["mce"] is not None
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert f"{cell['headline']['mce']:.4f}".rstrip("0").rstrip(".") + "*" in out and "not comparable" in out
+    assert f"{100 * cell['headline']['mce']:.2f}*" in out and "not comparable" in out  # the table in %
+    assert "(%)" in out
 
 
 def test_headline_is_the_mean_over_a_benchmarks_records() -> None:

@@ -48,6 +48,38 @@ def test_rows_equal_the_paper_text(tid: str) -> None:
     assert last - first + 1 == len(t.rows)
 
 
+def test_table_laugros2021_1_equals_the_paper_text() -> None:
+    """A Markdown table in this paper's text: ``| label | 81 (0) | ...``, the bracketed differences dropped."""
+    t = table("laugros2021:1")
+    lines = _paper_lines(t.paper_file)
+    assert "mean_CE_Set1" in lines[t.rows[0].line - 3] and "Border" in lines[t.rows[0].line - 3]
+    for row in t.rows:
+        label, *cells = [c.strip() for c in lines[row.line - 1].strip().strip("|").split("|")]
+        nums = [float(NUMBER.match(c).group()) for c in cells if c]  # type: ignore[union-attr]
+        assert label == row.label and nums == [row.values[k] for k in t.column_keys()], row.label
+    assert t.rows[-1].line - t.rows[0].line + 1 == len(t.rows)
+    assert t.benchmarks == ("imagenet-c", "border-obstruction")
+
+
+def test_laugros2021_1_measured_from_imagenet_c_and_border_obstruction_records() -> None:
+    """The two set means are the mean CE over the 8 and the 7 corruptions (only when all are there); border and
+    obstruction CE come from this benchmark's records only, not from ImageNet-NOC's."""
+    from shiftbench.zoo.tables import CE_SET1, CE_SET2, measured_from_records, measured_from_report
+
+    ce = {c: 0.5 + 0.01 * i for i, c in enumerate(CE_SET1 + CE_SET2)}
+    rows = [{"model": "zoo:resnet50", "corruptions": {c: {"ce": v} for c, v in ce.items()}, "mce_complete": True}]
+    got = measured_from_report({"units": "", "rows": rows}, "laugros2021:1")["zoo:resnet50"]
+    assert got == {"imagenet_c_mce_set1": pytest.approx(100 * sum(ce[c] for c in CE_SET1) / 8),
+                   "imagenet_c_mce_set2": pytest.approx(100 * sum(ce[c] for c in CE_SET2) / 7)}
+    rows[0]["corruptions"].pop("fog")
+    assert set(measured_from_report({"units": "", "rows": rows}, "laugros2021:1")["zoo:resnet50"]) == {"imagenet_c_mce_set1"}
+    recs = [{"model": "zoo:resnet50", "benchmark": "border-obstruction", "ce": {"border": 0.6, "obstruction": 0.7}},
+            {"model": "zoo:resnet18", "benchmark": "imagenet-noc", "ce": {"border": 0.9}, "mce": 0.8}]
+    assert measured_from_records("laugros2021:1", "border-obstruction", recs) == {"zoo:resnet50": {"border": 60.0, "obstruction": 70.0}}
+    # ImageNet-NOC's tables take ImageNet-NOC's evaluations only
+    assert measured_from_records("laugros2020:3", "imagenet-noc", [{**recs[0], "mce": 0.65}]) == {}
+
+
 def test_transposed_table_003_3_equals_the_paper_text() -> None:
     t = table("laugros2020:3")
     lines = _paper_lines(t.paper_file)
@@ -192,6 +224,7 @@ def test_published_for_lists_every_table_of_a_model() -> None:
         ("laugros2020:4", "Standard"),
         ("rusak2022:3", "vanilla ResNet50"),
         ("hendrycks2019:P", "ResNet-50"),
+        ("laugros2021:1", "Standard"),
     }
 
 
@@ -269,7 +302,7 @@ def test_every_column_is_the_papers_heading_and_metric(tid: str) -> None:
 
 PRINTED_METRIC = {"Error": "error", "IN": "error", "IN-R": "error", "mCE": "mce", "Rel. mCE": "relative_mce",
                   "INOC.mCE": "mce", "IC.mCE": "mce", "mDE": "mde", "IN-C": "mce", "mCE.INOC": "mce",
-                  "mCE.IC": "relative_mce", "mFR": "mfr", "mT5D": "mt5d"}
+                  "mCE.IC": "relative_mce", "mFR": "mfr", "mT5D": "mt5d", "mean_CE_Set1": "mce", "mean_CE_Set2": "mce"}
 """What each printed summary heading is (per-corruption and per-domain columns: CE, relative CE or error)."""
 
 

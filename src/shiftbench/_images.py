@@ -123,6 +123,40 @@ def hwc_uint8(chw: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a.transpose(1, 2, 0))
 
 
+def available_memory() -> int | None:
+    """Bytes this process can still allocate: the kernel's MemAvailable, capped by an address-space limit
+    (``ulimit -v``); None where neither is known."""
+    import resource
+
+    avail: int | None = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        avail = None
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
+            avail = soft if avail is None else min(avail, soft)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def require_memory(nbytes: int, what: str, argument: str = "images") -> None:
+    """Refuse work that would allocate more than the machine can hold (an :class:`ImageShapeError` naming the size,
+    instead of a ``MemoryError`` or the kernel killing the process)."""
+    avail = available_memory()
+    if avail is not None and nbytes > avail:
+        raise ImageShapeError(
+            argument, what, f"a size whose working memory fits in the {avail / 2**30:.1f} GiB available "
+            f"(it needs about {nbytes / 2**30:.1f} GiB; use smaller images)"
+        )
+
+
 def _check_size(h: int, w: int, argument: str) -> None:
     if h < MIN_SIDE or w < MIN_SIDE:
         raise ImageShapeError(argument, f"{h}x{w} (HxW)", f"images of at least {MIN_SIDE} px per side")
@@ -177,10 +211,18 @@ def _target_device(device: Any) -> torch.device | None:
         raise InvalidArgumentError("device", device, "'cpu' (no CUDA device is available here)" if not torch.cuda.is_available() else f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
     if dev.type == "meta":
         raise InvalidArgumentError("device", device, "a device that holds data ('cpu', 'cuda')")
+    if dev.type not in ("cpu", "cuda"):
+        try:
+            torch.empty(0, device=dev)
+        except Exception as e:  # noqa: BLE001 - backends fail with RuntimeError, ModuleNotFoundError, AssertionError
+            raise InvalidArgumentError("device", device, "a device this PyTorch build has ('cpu', 'cuda')",
+                                       str(e).splitlines()[0][:160] if str(e) else "") from None  # fmt: skip
     return dev
 
 
 def _from_tensor(t: torch.Tensor, argument: str, device: Any) -> Batch:
+    if t.layout != torch.strided:
+        raise ImageTypeError(argument, f"a {t.layout} tensor", "a dense (strided) tensor: call .to_dense() first")
     if t.device.type == "meta":
         raise ImageTypeError(argument, "a tensor on the 'meta' device (it holds no pixels)", "a tensor on 'cpu' or 'cuda'")
     if t.dtype not in (torch.uint8, torch.float16, torch.bfloat16, torch.float32, torch.float64):

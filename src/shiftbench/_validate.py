@@ -30,7 +30,10 @@ def check_severity(severity: Any, argument: str = "severity", low: int = 1, high
         hasattr(severity, "__index__") and not isinstance(severity, float)
     ):
         raise InvalidSeverityError(argument, severity, f"an integer in {low}..{high}")
-    s = int(severity)
+    try:
+        s = int(severity.__index__())  # an array of one element has __index__ only when it is 0-dimensional
+    except (TypeError, ValueError, RuntimeError):
+        raise InvalidSeverityError(argument, severity, f"an integer in {low}..{high}") from None
     if not low <= s <= high:
         raise InvalidSeverityError(argument, severity, f"an integer in {low}..{high}")
     return s

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from PIL import Image
 
 from .errors import InvalidArgumentError, UnknownNameError
+from .io import image_rgb
 from ._validate import suggest
 
 __all__ = ["Edition", "EDITIONS", "get_edition", "edition_for_size", "preprocess"]
@@ -97,7 +98,7 @@ def preprocess(img: Image.Image, edition: str | int | Edition) -> Image.Image:
     ed = get_edition(edition)
     if not isinstance(img, Image.Image):
         raise InvalidArgumentError("img", type(img).__name__, "a PIL.Image.Image")
-    img = img.convert("RGB")
+    img = image_rgb(img, "img")
     w, h = img.size
     if ed.name == "224":
         short, long = (w, h) if w <= h else (h, w)

@@ -23,6 +23,7 @@ __all__ = [
     "DataError",
     "MissingWeightsError",
     "WeightsFormatError",
+    "ImageFileError",
 ]
 
 
@@ -112,6 +113,12 @@ class ClusterConnectionError(InvalidArgumentError, ConnectionError):
 
 class DataError(ShiftbenchError):
     """A dataset on disk is missing, incomplete or unreadable."""
+
+
+class ImageFileError(DataError, ValueError):
+    """An image file or array whose content cannot be read exactly (a refused mode, values out of range, NaN,
+    labels that do not match); the message names the file. A ``ValueError`` too, so readers that skip unreadable
+    images (``bad_images="skip"``) count it with them."""
 
 
 class MissingWeightsError(DataError, FileNotFoundError):

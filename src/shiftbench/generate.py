@@ -168,6 +168,15 @@ class _RunDir:
         self._fh.close()
 
 
+def checksum_line(digest: str, path: str) -> str:
+    """One line of ``sha256sum`` output, as GNU ``sha256sum -c`` reads it: a name holding a newline, a carriage
+    return or a backslash is escaped (``\\n``, ``\\r``, ``\\\\``) and the line starts with a backslash."""
+    if any(c in path for c in "\\\n\r"):
+        esc = path.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+        return f"\\{digest}  {esc}\n"
+    return f"{digest}  {path}\n"
+
+
 def _lock(fh: Any, blocking: bool) -> bool:
     """An exclusive advisory lock on an open file (released when the process ends, even by SIGKILL)."""
     try:
@@ -611,7 +620,7 @@ def _write_manifest(out: Path, config: GenerateConfig, report: GenerateReport, t
         done = {n for n, _ in tasks}
         names = [n for n in list_corruptions("all") + list_corruptions(group="candidate") + list_corruptions("style") if n in done]
         sevs = sorted({int(s) for _, s in tasks})
-        _atomic_write_bytes(out / "checksums.sha256", "".join(f"{h}  {p}\n" for p, h in rows).encode(), tmp_dir)
+        _atomic_write_bytes(out / "checksums.sha256", "".join(checksum_line(h, p) for p, h in rows).encode("utf-8", "surrogateescape"), tmp_dir)
         settings = {
             "src": config.src,
             "edition": config.edition,
@@ -639,3 +648,17 @@ def _write_manifest(out: Path, config: GenerateConfig, report: GenerateReport, t
             style_source(), style_backend()
             manifest["style"] = style_settings()
         _atomic_write_bytes(out / "manifest.json", json.dumps(manifest, indent=1).encode(), tmp_dir)
+
+
+# ----------------------------------------------------------------------------- shared with the other generators
+# The resumable-writing machinery of this module, public for the generators of other datasets
+# (``shiftbench generate imagenet-p``, in shiftbench.perturbations.generate): the same journal, run
+# folder, atomic writes, locks and worker pool, so every dataset on disk resumes the same way.
+STATE_DIR = _STATE_DIR
+Journal = _Journal
+RunDir = _RunDir
+atomic_write_bytes = _atomic_write_bytes
+sha256_file = _sha256_file
+lock_file = _lock
+map_in_processes = _map
+software_versions = _versions

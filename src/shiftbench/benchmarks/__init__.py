@@ -30,7 +30,7 @@ ENTRY_POINT_GROUP = "shiftbench.benchmarks"
 _BENCHMARKS: dict[str, Benchmark] = {}
 _entry_points_loaded = False
 
-_BUILT_IN = ("imagenet_c", "imagenet_p", "imagenet_noc", "imagenet_d", "imagenet_c_style", "icons_50_style", "icons_50_subtype", "cifar_100_subclass", "imagenet_22k_subclass")
+_BUILT_IN = ("imagenet_c", "imagenet_p", "imagenet_noc", "imagenet_d", "imagenet_c_style", "icons_50_style", "icons_50_subtype", "cifar_100_subclass", "imagenet_22k_subclass", "border_obstruction")
 
 
 def register_benchmark(benchmark: Benchmark | type[Benchmark], *, replace: bool = False) -> Benchmark:

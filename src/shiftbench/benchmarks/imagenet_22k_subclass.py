@@ -1,14 +1,19 @@
 """ImageNet-22K subclass robustness (Hendrycks & Dietterich, Section 4.3 and Appendix G): seen and unseen subclasses.
 
-A pretrained ImageNet-1K classifier (``--model``, ``--weights``) is fine-tuned (``--recipe``, default
-``finetune-head``: a new final layer over the frozen network) to predict the 25 Appendix G
-superclasses from the images of their *seen* subclasses (ImageNet-1K synsets), and tested on a
-held-out share of those (10 % per superclass, seeded) and on the *unseen* subclasses (ImageNet-22K
-only). Data (``--data``): a folder of ``<wnid>/`` image folders; every image of every listed subclass
-folder it holds is read at 224 px into memory, so give it a sample of ImageNet-22K, not the whole
-release. The fine-tuned model is written under the store's folder (seeded, resumable); the final
-``nn.Linear`` of the network is the one replaced. Records, metrics and store layout as
-``icons-50-style`` (:class:`~shiftbench.benchmarks.icons_50_style.HoldoutBenchmark`).
+As the authors ran it (``old/auxiliary/ImageNet22K/train.py`` and ``test.py`` of ``hendrycks/robustness``): a
+pretrained ImageNet-1K classifier (``--model``, ``--weights``) gets a new linear head over its frozen network and is
+fine-tuned (``--recipe``, default ``imagenet22k-head``: 1 epoch, lr 0.01, weight decay 5e-4, Nesterov, cosine,
+Resize(256) + RandomCrop(224) + flips) to predict the 25 Appendix G superclasses from every image of their *seen*
+subclasses (ImageNet-1K synsets) in ``--data``; it is tested on the *unseen* subclasses (ImageNet-22K only) and,
+given ``--seen-data`` (the ImageNet-1K validation images of the seen subclasses), on those, at the centre 224 crop
+of Resize(256). The subclass lists (``--holdout``) are the authors' (``authors``, the default) or the WordNet-built
+ones (``wordnet``). Named variants: ``--recipe finetune-head`` (shiftbench's earlier recipe) and, without
+``--seen-data``, a seeded 10 % of each superclass's seen images of ``--data`` kept out of training for the seen
+accuracy. Data (``--data``): a folder of ``<wnid>/`` image folders; every image of every listed subclass folder it
+holds is read into memory (squashed to the recipe's input side), so give it a sample of ImageNet-22K, not the
+whole release. The fine-tuned model is written under the store's folder (seeded, resumable); the final ``nn.Linear``
+of the network is the one replaced. Records, metrics and store layout as ``icons-50-style``
+(:class:`~shiftbench.benchmarks.icons_50_style.HoldoutBenchmark`).
 """
 
 from __future__ import annotations
@@ -19,12 +24,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..distributed.predictions import RAY_OPTIONS
 from ..errors import InvalidArgumentError
 from ..evaluation.models import DEFAULT_MODEL, load_model
-from ..structural import LabelledImages, Split, imagenet22k_superclasses, imagenet22k_wnids, read_wnid_tree, subtype_holdout
+from ..structural import (
+    IMAGENET22K_SPLITS,
+    LabelledImages,
+    Split,
+    imagenet22k_superclasses,
+    imagenet22k_wnids,
+    read_wnid_tree,
+    subtype_holdout,
+)
 from ..training.recipes import TrainedModel, finetune_classifier
 from . import register_benchmark
 from .icons_50_style import HoldoutBenchmark, parse_recipe, spread
@@ -45,25 +59,49 @@ class ImageNet22kSubclass(HoldoutBenchmark):
     name = "imagenet-22k-subclass"
     title = "ImageNet-22K seen and unseen subclasses (Hendrycks & Dietterich, Section 4.3, Appendix G)"
     measures = "Superclass accuracy on unseen (ImageNet-22K only) against seen (ImageNet-1K) subclasses, and the gap."
-    conditions = "the unseen subclasses' images, and 10 % of each superclass of the seen subclasses' images (seeded)"
-    sources = ("a folder of <wnid>/ image folders holding seen and unseen subclasses (--data)",)
-    options = ("seed", "recipe", *RAY_OPTIONS)
-    default_recipe = "finetune-head"
+    conditions = ("the unseen subclasses' images, and the seen subclasses' ImageNet-1K validation images (--seen-data) "
+                  "or 10 % of each superclass of the seen images of --data (seeded)")
+    sources = ("a folder of <wnid>/ image folders holding seen and unseen subclasses (--data)",
+               "ImageNet-1K validation images of the seen subclasses, <wnid>/ folders (--seen-data, optional)")
+    options = ("seed", "recipe", "holdout", "seen_data", *RAY_OPTIONS)
+    default_recipe = "imagenet22k-head"
+
+    @staticmethod
+    def lists(settings: dict[str, Any]) -> str:
+        """The subclass lists (``--holdout``): ``authors`` (default) or ``wordnet``."""
+        h = str(settings.get("holdout") or "authors").strip().lower()
+        if h not in IMAGENET22K_SPLITS:
+            raise InvalidArgumentError("holdout", h, "the subclass lists: authors (Hendrycks & Dietterich's, the default) or wordnet")
+        return h
+
+    def image_size(self, settings: dict[str, Any]) -> int:
+        return int(parse_recipe(settings.get("recipe"), self.default_recipe).image_size)
 
     def read(self, settings: dict[str, Any]) -> LabelledImages:
         if settings.get("data") is None:
             raise InvalidArgumentError("data", None, "a folder of <wnid>/ image folders (a sample of ImageNet-22K)")
-        classes = [s["name"] for s in imagenet22k_superclasses()]
-        return read_wnid_tree(settings["data"], {**imagenet22k_wnids("seen"), **imagenet22k_wnids("unseen")}, classes)
+        lists = self.lists(settings)
+        classes = [s["name"] for s in imagenet22k_superclasses(lists)]
+        wnids = {**imagenet22k_wnids("unseen", lists), **imagenet22k_wnids("seen", lists)}
+        return read_wnid_tree(settings["data"], wnids, classes, image_size=self.image_size(settings))
 
     def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
-        unseen = sorted(set(imagenet22k_wnids("unseen")) & set(data.subtypes.tolist()))
-        seen = sorted(set(imagenet22k_wnids("seen")) & set(data.subtypes.tolist()))
+        lists = self.lists(settings)
+        unseen = sorted(set(imagenet22k_wnids("unseen", lists)) & set(data.subtypes.tolist()))
+        seen = sorted(set(imagenet22k_wnids("seen", lists)) & set(data.subtypes.tolist()))
         if not unseen or not seen:
             raise InvalidArgumentError("data", settings.get("data"), "folders of both seen and unseen subclasses",
                                        f"It holds {len(seen)} seen and {len(unseen)} unseen subclass folders.")
-        split = subtype_holdout(data, unseen, seed=int(settings.get("seed") or 0))
-        return [dataclasses.replace(split, name="imagenet22k:unseen", kind="subclass")]
+        name = "imagenet22k:unseen" if lists == "authors" else f"imagenet22k-{lists}:unseen"
+        seen_data = settings.get("seen_data")
+        if seen_data is None:  # the named variant: a seeded share of --data's seen images
+            split = subtype_holdout(data, unseen, seed=int(settings.get("seed") or 0))
+            return [dataclasses.replace(split, name=name, kind="subclass", info={**split.info, "lists": lists})]
+        val = read_wnid_tree(seen_data, imagenet22k_wnids("seen", lists), list(data.classes), image_size=self.image_size(settings))
+        held = np.isin(data.subtypes, np.array(unseen, dtype=str))
+        info = {"lists": lists, "seen_test": f"--seen-data {seen_data}", "seed": int(settings.get("seed") or 0)}
+        return [Split(name, "subclass", tuple(unseen), data, data, np.flatnonzero(~held), np.arange(len(val)),
+                      np.flatnonzero(held), info, seen_source=val)]
 
     def model_for(self, split: Split, settings: dict[str, Any], store: Path) -> TrainedModel:
         spec = parse_recipe(settings.get("recipe"), self.default_recipe)

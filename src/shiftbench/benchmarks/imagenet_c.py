@@ -23,6 +23,8 @@ from ..evaluation.protocol import Benchmark, Progress, Report, Section
 from ..evaluation.report import ReportRow, baseline_row, render_details, render_table, to_csv, to_json
 from ..evaluation.runner import BENCHMARKS, EvaluationResult, evaluate, resolve_baseline
 from ..evaluation.store import ResultsStore
+from ..evaluation.testtime import with_test_time
+from ..errors import InvalidArgumentError
 from . import register_benchmark
 
 __all__ = ["ImageNetC", "report_rows", "demo_notes", "report_figures"]
@@ -187,7 +189,7 @@ class ImageNetC(Benchmark):
     headline = ("clean_error", "mce", "relative_mce")
     full_images = 50_000  # the ImageNet validation set (Hendrycks & Dietterich, 2019)
     options = ("released", "edition", "corruptions", "severities", "seed", "release", "baseline", "classes", "clean",
-               *RAY_OPTIONS)
+               "tta", "preprocess", *RAY_OPTIONS)
     conditions = "corruption x severity 1..5, and clean (severity 0); editions 224, 299, 64 (Tiny), 32 (CIFAR)"
     sources = ("on the fly from clean photos (--data)", "released ImageNet-C / Tiny-ImageNet-C tree, CIFAR-10-C/100-C arrays")
     records = "per image: label and top-5 classes"
@@ -204,8 +206,13 @@ class ImageNetC(Benchmark):
             classes = list(read_class_list(classes))
         model: Any = kw.pop("model")
         weights = kw.pop("weights", None)
-        if weights is not None:
-            model = load_model(model, weights=weights, device=kw.get("device"))
+        tta, preprocess = kw.pop("tta", None), kw.pop("preprocess", None)
+        if weights is not None or tta or preprocess:
+            if (tta or preprocess) and settings.get("ray") is not None:
+                raise InvalidArgumentError("ray", settings.get("ray"), "no --ray with --tta or --preprocess (the "
+                                           "wrapped model runs in this process)")
+            model = with_test_time(load_model(model, weights=weights, device=kw.get("device")), tta=tta,
+                                   preprocess=preprocess)
         store = kw.pop("store")
         status: list[str] = []
         with ray_predictions(settings) as executor:

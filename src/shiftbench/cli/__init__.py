@@ -6,10 +6,17 @@ an output path: :class:`~shiftbench.errors.InvalidArgumentError`,
 :class:`~shiftbench.errors.ImageTypeError`, and click's usage errors), 1 for
 input data or an environment that cannot be used (unreadable or refused files,
 a failed write, a missing optional package), 130 for Ctrl-C.
+
+Failures of the environment that are not shiftbench's own errors get the same one
+line and exit code 1: an ``OSError`` (a name too long, a read-only or full file
+system, a missing folder, ``/proc``), a damaged SQLite file, running out of memory,
+a file that is not valid text. Control characters of names and paths in a message
+are escaped (one line, nothing sent to the terminal as a command).
 """
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -30,22 +37,59 @@ from .zoo import zoo_group
 __all__ = ["cli", "main"]
 
 
+def _environment_message(e: BaseException) -> str | None:
+    """One line for a failure of the environment (not a bug of shiftbench), or None."""
+    import errno
+
+    if isinstance(e, OSError):
+        what = e.strerror or str(e) or type(e).__name__
+        if e.errno == errno.ENAMETOOLONG:
+            what = "file name too long (the system allows 255 bytes per name)"
+        names = [str(n) for n in (e.filename, getattr(e, "filename2", None)) if n is not None]
+        where = f" ({' -> '.join(repr(n) for n in names)})" if names else ""
+        return f"{what}{where}"
+    if isinstance(e, sqlite3.Error):
+        return f"an SQLite file could not be used (damaged, locked or not a database): {e}"
+    if isinstance(e, MemoryError):
+        return "not enough memory for this input (use smaller images or batches)"
+    if isinstance(e, UnicodeError):
+        return f"a file is not valid UTF-8 text: {e}"
+    return None
+
+
 class _Group(click.Group):
-    """Turns shiftbench's typed errors into one clear line and exit code 2."""
+    """Turns shiftbench's typed errors (and failures of the environment) into one clear line and exit code 2 or 1."""
 
     def invoke(self, ctx: click.Context) -> object:
+        from ._output import one_line
+
         try:
             return super().invoke(ctx)
         except ShiftbenchError as e:
-            err = click.ClickException(str(e))
+            err = click.ClickException(one_line(str(e)))
             err.exit_code = 2 if isinstance(e, (InvalidArgumentError, ImageTypeError)) else 1
             raise err from e
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except (OSError, MemoryError, UnicodeError, sqlite3.Error) as e:
+            msg = _environment_message(e)
+            err = click.ClickException(one_line(msg or str(e)))
+            err.exit_code = 1
+            raise err from e
+
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="shiftbench")
-def cli() -> None:
+@click.option("--trust-cache", is_flag=True, default=False,
+              help="Use cached zoo weights even when their checksum differs from the published one "
+              "(default: refused, naming both digests and the file). Also SHIFTBENCH_TRUST_CACHE=1.")
+def cli(trust_cache: bool) -> None:
     """shiftbench: measure how image classifiers hold up under distribution shift."""
+    if trust_cache:
+        import os
+
+        os.environ["SHIFTBENCH_TRUST_CACHE"] = "1"
 
 
 @list_cmd.command("benchmarks")

@@ -19,7 +19,7 @@ from ..progress import progress_for
 from ..errors import InvalidArgumentError
 from ..evaluation.protocol import Report
 
-__all__ = ["FORMATS", "TABLE_WIDTH", "check_results_file", "emit", "emit_table", "emit_text", "progress", "stdout_console", "UserError"]
+__all__ = ["FORMATS", "TABLE_WIDTH", "check_results_file", "emit", "emit_table", "emit_text", "progress", "stdout_console", "UserError", "one_line", "safe_markup", "SafeConsole", "printable"]
 
 FORMATS = ("table", "json", "csv")
 TABLE_WIDTH = 160
@@ -32,11 +32,45 @@ class UserError(click.UsageError):
         click.echo(f"Error: {self.format_message()}", err=True)
 
 
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with every control or format character (escape sequences, BEL, bidi overrides, ...) except those in
+    ``keep`` written as a Python escape (``\\x1b``): it sends nothing to a terminal but characters."""
+    return "".join(ch if ch.isprintable() or ch == " " or ch in keep else repr(ch)[1:-1] for ch in str(text))
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line: newlines and every other control character escaped (:func:`printable`)."""
+    return printable(text)
+
+
+class SafeConsole(Console):
+    """The command line's rich console: text is never read as markup (a stored name ``[red]`` or ``[/]`` prints as
+    typed) and control characters other than newlines and tabs are escaped (no terminal escape sequences from a
+    store, a file name or user input)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("markup", False)
+        kwargs.setdefault("emoji", False)
+        super().__init__(*args, **kwargs)
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs["markup"] = False
+        return super().render_str(printable(text, "\n\t"), **kwargs)
+
+
+def safe_markup(value: Any) -> str:
+    """A value from a store, a file name or user input made safe for rich: control characters escaped
+    (:func:`one_line`) and markup brackets escaped, so ``[red]`` or ``[link=...]`` print as typed."""
+    from rich.markup import escape
+
+    return escape(one_line(str(value)))
+
+
 def stdout_console() -> Console:
     """A console on stdout, at least :data:`TABLE_WIDTH` wide when not a terminal."""
-    c = Console()
+    c = SafeConsole()
     if not c.is_terminal or c.width < TABLE_WIDTH:
-        c = Console(width=max(TABLE_WIDTH, c.width) if not c.is_terminal else c.width)
+        c = SafeConsole(width=max(TABLE_WIDTH, c.width) if not c.is_terminal else c.width)
     return c
 
 
@@ -66,13 +100,22 @@ def emit_text(text: str, results_file: str | None) -> None:
     if results_file:
         _write(results_file, text)
     else:
-        click.echo(text, nl=False)
+        click.echo(printable(text, "\n\t\r") if _stdout_is_terminal() else text, nl=False)
+
+
+def _stdout_is_terminal() -> bool:
+    import sys
+
+    try:
+        return bool(sys.stdout.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def emit(report: Report, fmt: str, results_file: str | None) -> None:
     """Write a report in ``fmt`` (table, json, csv) to stdout or ``results_file``."""
     for line in report.status:
-        click.echo(line, err=True)
+        click.echo(printable(line, "\n\t"), err=True)
     if fmt == "json":
         emit_text(report.json(), results_file)
     elif fmt == "csv":
@@ -87,11 +130,11 @@ def emit_table(draw: Any, results_file: str | None) -> None:
         draw(stdout_console())
         return
     with open(os.devnull, "w", encoding="utf-8") as sink:
-        c = Console(record=True, width=TABLE_WIDTH, file=sink)
+        c = SafeConsole(record=True, width=TABLE_WIDTH, file=sink)
         draw(c)
     _write(results_file, c.export_text())
 
 
 def progress(noun: str = "images", unit: str = "img") -> Any:
     """The one progress display: a rich bar with rate and ETA on a terminal, lines about every 10 % otherwise."""
-    return progress_for(Console(stderr=True), noun, unit)
+    return progress_for(SafeConsole(stderr=True), noun, unit)

@@ -227,6 +227,70 @@ def generate_imagenet_c(
         raise SystemExit(1)
 
 
+@generate_group.command("imagenet-p")
+@click.option("--src", required=True, type=click.Path(path_type=Path), help="ImageFolder of clean photos, or CIFAR arrays (.npy/.npz/CIFAR python batch) for edition 32.")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Output folder (created with its parents).")
+@click.option("--edition", default="224", show_default=True,
+              help="224 (ImageNet-P), 299, 64 (Tiny-ImageNet-P), 64x64 (ImageNet 64x64-P: photos squashed) or 32 (CIFAR-P, .npy).")
+@click.option("--perturbations", multiple=True, help="Names, wildcards or test/validation/noise/temporal, comma separated (default: all 14).")
+@click.option("--difficulties", multiple=True, help="Comma-separated difficulties of the noise perturbations (default: 1,2,3; temporal ones have difficulty-1 data only).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--workers", type=int, default=0, show_default=True, help="Worker processes (0: one per CPU core).")
+@click.option("--batch-size", type=int, default=4, show_default=True, help="Photos per task.")
+@click.option("--preset", default="veryslow", show_default=True, help="x264 preset (the reference's is veryslow; faster ones change the compressed pixels).")
+@click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Labels .npy for a .npy image array.")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
+              help="Run the tasks on Ray (pip install 'shiftbench[ray]'), as for generate imagenet-c. Same files as without --ray.")
+def generate_imagenet_p_cmd(
+    src: Path,
+    out: Path,
+    edition: str,
+    perturbations: tuple[str, ...],
+    difficulties: tuple[str, ...],
+    seed: int,
+    workers: int,
+    batch_size: int,
+    preset: str,
+    labels: Path | None,
+    ray_address: str | None,
+) -> None:
+    """Write ImageNet-P (or Tiny / 64x64 / 299 / CIFAR-P) from clean photos; resumable.
+
+    MP4 per photo and sequence in <out>/<perturbation>[_<d>]/<class>/ as the reference scripts
+    (Hendrycks & Dietterich, 2019) wrote them; CIFAR-P as <out>/<perturbation>[_<d>].npy.
+    """
+    from ..perturbations.generate import PGenerateConfig, generate_imagenet_p
+
+    diffs = []
+    for item in _split_list(difficulties):
+        try:
+            diffs.append(int(item))
+        except ValueError:
+            raise InvalidArgumentError("--difficulties", item, "integers in 1..3, comma separated") from None
+    config = PGenerateConfig(
+        src=str(src), out=str(out), edition=edition,
+        perturbations=_nonempty("--perturbations", perturbations, _split_list(perturbations)),
+        difficulties=_nonempty("--difficulties", difficulties, diffs) or [1, 2, 3],
+        seed=seed, workers=workers, batch_size=batch_size, preset=preset,
+        labels=str(labels) if labels else None, ray=ray_address,
+    )
+    try:
+        report = generate_imagenet_p(config)
+    except KeyboardInterrupt:
+        click.echo(f"\nInterrupted. Finished files are kept; rerun the same command to complete {out}.", err=True)
+        raise SystemExit(130) from None
+    if report.cluster:
+        click.echo(f"ran on {report.cluster}", err=True)
+    click.echo(
+        f"{report.layout} layout in {out}: {report.written} files written, {report.already_done} videos already done, "
+        f"{len(report.failed)} source images failed, {report.seconds:.1f} s"
+    )
+    if report.failed:
+        for f, why in report.failed[:20]:
+            click.echo(f"  skipped {f}: {why}", err=True)
+        raise SystemExit(1)
+
+
 def register(cli: click.Group) -> None:
     """Attach the engine's commands to the root group."""
     cli.add_command(list_cmd)

@@ -9,7 +9,6 @@ benchmark does not accept is refused with one message shape:
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
@@ -101,8 +100,18 @@ def refuse_inapplicable(ctx: click.Context, bench: Any, kw: dict[str, Any]) -> N
 @click.option("--style-backend", default=None,
               help="imagenet-c-style: adain (the paper's method) or magenta-lite (default: SHIFTBENCH_STYLE_BACKEND).")
 @click.option("--holdout", default=None,
-              help="Structural benchmarks: the held-out part: a style (icons-50-style; 'all' = leave each out) or "
-              "k 1..3 (cifar-100-subclass).")
+              help="Structural benchmarks: the held-out part: a style (icons-50-style; 'all' = leave each out), "
+              "k 1..3 (cifar-100-subclass) or the subclass lists (imagenet-22k-subclass: authors, the default, or wordnet).")
+@click.option("--tta", default=None,
+              help="imagenet-c: test-time augmentation, ten-crop (Hendrycks & Dietterich, 2019, Appendix D: the mean "
+              "softmax of the 4 corner and centre crops and their mirrors).")
+@click.option("--preprocess", default=None,
+              help="imagenet-c: preprocessing of every input, clahe (contrast limited adaptive histogram equalization) "
+              "or nlm-denoise (non-local means at the estimated noise level), as Hendrycks & Dietterich, 2019, "
+              "Sections 3.4-3.5.")
+@click.option("--seen-data", type=click.Path(), default=None,
+              help="imagenet-22k-subclass: ImageNet-1K validation images of the seen subclasses (<wnid>/ folders) for "
+              "the seen accuracy, as the authors' script; without it, 10 %% of the seen images of --data.")
 @click.option("--recipe", default=None,
               help="Structural benchmarks without a --model checkpoint: the training recipe, NAME or "
               "NAME:key=value,... (e.g. icons50-wrn-16-4:arch=small_cnn,epochs=1); default: the paper's.")
@@ -167,9 +176,7 @@ def evaluate_cmd(ctx: click.Context, **kw: Any) -> None:
     settings = {k: v for k, v in kw.items() if bench.accepts(k)}
     shown = progress(*bench.items) if kw["progress"] else None
     try:
-        with model_threads(threads) as n:
-            if kw["progress"] and not sys.stderr.isatty():
-                click.echo(f"Model on {n} thread(s).", err=True)
+        with model_threads(threads):
             report = bench.evaluate(settings, shown)
     except KeyboardInterrupt:
         click.echo(

@@ -133,7 +133,8 @@ reproduce_cmd = click.Command(
     help="Evaluate a published table's zoo models on your data and print published and measured values side by "
     "side with the differences.\n\n"
     "TABLE: hendrycks2018:1, hendrycks2018:2 (ImageNet-C; also imagenet-c:table1, imagenet-c:table2), "
-    "laugros2020:3, laugros2020:4 (ImageNet-NOC), rusak2022:3 (ImageNet-D), hendrycks2019:P (ImageNet-P); "
+    "laugros2020:3, laugros2020:4 (ImageNet-NOC), laugros2021:1 (ImageNet-C, border and obstruction), "
+    "rusak2022:3 (ImageNet-D), hendrycks2019:P (ImageNet-P); "
     "`shiftbench zoo table` lists them with their papers. Takes the options of `shiftbench evaluate` (forwarded to the table's "
     "benchmarks unchanged); a rerun skips the evaluations already finished.\n\n"
     "\b\nExample:\n  shiftbench reproduce imagenet-c:table1 --data /data/imagenet/val --models resnet18,resnet50",

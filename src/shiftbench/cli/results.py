@@ -64,7 +64,9 @@ def results_cmd(
     """List and compare stored evaluations of every benchmark: leaderboards by mCE, mFR, mDE."""
     check_results_file(results_file)
     check_results_file(export, "--export")
-    with ResultsStore(store, create=False) as db:  # opens (and upgrades) the store, or says why not
+    with ResultsStore(store, create=False) as db:  # opens read-only (upgraded in memory), or says why not
+        if evaluation is not None:
+            db.evaluation(evaluation)  # an id that is not stored: an error, not an empty listing
         if export:
             n = db.export(export, table=table, evaluation_id=evaluation)
             click.echo(f"Exported {n} {table} record(s) to {export}", err=True)

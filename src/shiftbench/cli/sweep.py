@@ -14,7 +14,6 @@ benchmark from the stored predictions. ``--rerun`` ignores the markers.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,8 +31,8 @@ from ..evaluation.model_sources import (
     parse_model_args,
     split_model_spec,
 )
-from ..evaluation.protocol import Benchmark, Progress, Report
-from ..evaluation.store import ResultsStore, check_store_path, records_to_csv
+from ..evaluation.protocol import Benchmark, Progress, Report, is_fraction_key
+from ..evaluation.store import ResultsStore, check_store_path, marker_key, records_to_csv
 from ..evaluation.threads import model_threads
 from ._output import check_results_file, emit, progress
 from .evaluate import evaluate_cmd, given_options, refuse_given
@@ -47,6 +46,7 @@ NOT_RESULT_OPTIONS = frozenset(
 
 UNITS = ("values as each benchmark stores them (shiftbench results --results-format json): errors, accuracies, "
          "CE, mCE, FR and mFR as fractions (1.0 = 100 %), mDE in %")
+TABLE_UNITS = "% (errors, accuracies, CE, mCE, FR and mFR; mDE is a percentage too)"
 
 
 @dataclass
@@ -125,7 +125,7 @@ class SweepResult:
                       title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
             t.add_column("Model", no_wrap=True)
             for b, k in cols:
-                t.add_column(f"{b}\n{k}", justify="right")
+                t.add_column(f"{b}\n{k}" + (" (%)" if is_fraction_key(k) else ""), justify="right")
             by = {(c.model, c.benchmark): c for c in self.cells}
             for m in self.models:
                 cells = []
@@ -136,10 +136,11 @@ class SweepResult:
                     if c is not None and c.error is not None:
                         cells.append("failed")
                     else:
-                        cells.append("–" if v is None else f"{v:.4f}".rstrip("0").rstrip(".") + star)
+                        shown = None if v is None else (f"{100 * v:.2f}" if is_fraction_key(k) else f"{v:.2f}")
+                        cells.append("–" if shown is None else shown + star)
                 t.add_row(m, *cells)
             console.print(t)
-            console.print(f"• Units: {UNITS}.", highlight=False)
+            console.print(f"• Units: {TABLE_UNITS} (JSON and CSV: {UNITS}).", highlight=False)
             console.print(f"• Stored in {self.store} (`shiftbench results --store {self.store}` for the details).",
                           highlight=False)
             if any(c.partial for c in self.cells):
@@ -195,8 +196,8 @@ def headline_of(bench: Benchmark, records: Sequence[Mapping[str, Any]]) -> dict[
 
 def _marker_key(bench: Benchmark, model: str, settings: Mapping[str, Any]) -> str:
     what = {k: v for k, v in sorted(settings.items()) if k not in NOT_RESULT_OPTIONS and v is not None}
-    text = json.dumps({"benchmark": bench.name, "model": model, "settings": what}, sort_keys=True, default=str)
-    return "sweep:" + hashlib.sha256(text.encode()).hexdigest()
+    # keyed by content: weights, data folders and other files named by an option are digested with their names
+    return marker_key("sweep", {"benchmark": bench.name, "model": model, "settings": what})
 
 
 def _records(bench: Benchmark, store: Path, settings: Mapping[str, Any], ids: list[int]) -> list[dict[str, Any]]:

@@ -77,6 +77,9 @@ def _gaussian_matrix_np(n: int, sigma: float, mode: str, truncate: float) -> np.
 
 def gaussian_matrix(n: int, sigma: float, mode: str = "nearest", truncate: float = 4.0) -> np.ndarray:
     """n x n matrix M with ``M @ v == scipy.ndimage.gaussian_filter1d(v, sigma, mode=mode, truncate=truncate)``."""
+    from .._images import require_memory
+
+    require_memory(3 * 8 * int(n) ** 2, f"a side of {int(n)} px (a {int(n)} x {int(n)} filter matrix)")
     return _gaussian_matrix_np(int(n), float(sigma), str(mode), float(truncate))
 
 

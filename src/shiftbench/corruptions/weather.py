@@ -112,7 +112,10 @@ def fog_mapsize(edition: str, height: int, width: int) -> int:
 
 
 def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
+    from .._images import require_memory
+
     size = fog_mapsize(ctx.edition, ctx.height, ctx.width)
+    require_memory(3 * 8 * size * size, f"{ctx.height}x{ctx.width} (HxW; fog draws a {size} x {size} plasma map)")
     generator = getattr(draws, "generator", None)
     if isinstance(generator, np.random.Generator):
         # FastDraws: compiled, on 32-bit uniforms (see _fog_cpu); the window as float32
@@ -211,11 +214,19 @@ def frost_texture(index: int, edition: str = "224", height: int | None = None, w
     return _frost_fitted(int(index), scale, int(height), int(width))
 
 
-_FROST_TENSORS: dict[tuple[int, str, torch.device], torch.Tensor] = {}
+_FROST_TENSORS: dict[tuple[int, float | None, tuple[int, ...], str], torch.Tensor] = {}
 
 
-def _frost_tensor(tex: np.ndarray, device: torch.device) -> torch.Tensor:
-    key = (id(tex), str(device), device)
+def _frost_tensor(index: int, edition: str, height: int, width: int, device: torch.device) -> torch.Tensor:
+    """:func:`frost_texture` as a C x H x W tensor on ``device``, cached.
+
+    The key holds everything the texture depends on: the file, the edition's scale and the fitted texture's shape
+    (an enlarged texture is ``cv2.resize`` of the edition's texture to that shape, so the shape determines it) and
+    the device. Never an ``id()``: the fitted arrays live in a bounded cache, and a freed array's id is reused.
+    """
+    scale = get_edition(edition).frost_scale
+    tex = frost_texture(index, edition, height, width)
+    key = (int(index), scale, tuple(tex.shape), str(device))
     t = _FROST_TENSORS.get(key)
     if t is None:
         if len(_FROST_TENSORS) > 64:
@@ -250,7 +261,7 @@ def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], c
         out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
         for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
             require_within("index", i, 0, len(FROST_FILES) - 1)
-            tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device).numpy()
+            tex = _frost_tensor(int(i), ctx.edition, h, w, x.device).numpy()
             require_within("top", t, 0, tex.shape[1] - h)
             require_within("left", l, 0, tex.shape[2] - w)
             blend_crop(xa[n], tex, int(t), int(l), float(c[0]), float(c[1]), out[n])
@@ -259,7 +270,7 @@ def frost(x: torch.Tensor, c: tuple[float, float], d: dict[str, torch.Tensor], c
         x = x.to(torch.float64)
     layer = torch.empty_like(x)
     for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
-        tex = _frost_tensor(frost_texture(int(i), ctx.edition, h, w), x.device)
+        tex = _frost_tensor(int(i), ctx.edition, h, w, x.device)
         layer[n].copy_(tex[:, t : t + h, l : l + w])
     layer *= c[1]
     layer += x * c[0]
@@ -449,12 +460,17 @@ def spatter(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], c
         tex = np.stack([_water_texture(a) for a in level_np])
         m = level.to(torch.float32) * torch.from_numpy(tex).to(x.device)
         peak = torch.amax(m, dim=(1, 2), keepdim=True)
-        # an empty liquid layer has no outline: add no water (the reference divides by zero)
+        # an empty liquid layer has no outline: add no water (the reference divides by zero). With
+        # ctx.extra["empty_layer"] == "black" the image is black instead, as the reference's 0 / 0 = NaN
+        # becomes 0 in np.uint8 (ImageNet-P's spatter sequences, whose layer runs off the image)
         m = torch.where(peak > 0, m / torch.where(peak > 0, peak, torch.ones_like(peak)), torch.zeros_like(m))
         m = m * float(np.float32(c[4]))
         color = torch.tensor(_WATER, dtype=torch.float32, device=x.device).view(1, 3, 1, 1)
         x += m[:, None] * color
-        return x.clamp_(0, 1).mul_(255)
+        x = x.clamp_(0, 1).mul_(255)
+        if ctx.extra.get("empty_layer") == "black":
+            x = torch.where(peak[:, None] > 0, x, torch.zeros_like(x))
+        return x
     mask = (layer > c[3]).to(torch.float32)
     mask = _gaussian_f32(mask, float(c[4]))
     mask = torch.where(mask < 0.8, torch.zeros_like(mask), mask)[:, None]

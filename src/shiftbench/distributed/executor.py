@@ -290,6 +290,7 @@ class RayExecutor:
                                              f"The cluster has {res.get('GPU', 0):g} GPUs; each worker asks for {num_gpus:g}.")
         self.slots = max(1, int(slots))
         self.retried = 0  # work items run again because their worker or node died
+        self._final_health: str | None = None
         self._nodes_at_start = {str(n.get("NodeID")): str(n.get("NodeManagerAddress", "")) for n in self.nodes()}
         self.max_in_flight = max_in_flight or 2 * self.slots
         self._task = ray.remote(run_task)
@@ -314,8 +315,16 @@ class RayExecutor:
         return [f"{addr or '?'} ({nid[:12]})" for nid, addr in sorted(self._nodes_at_start.items()) if nid not in alive]
 
     def health(self) -> str:
-        """One sentence for a run's summary: the nodes lost and the work items (shards) run again."""
-        lost = self.lost_nodes()
+        """One sentence for a run's summary: the nodes lost and the work items (shards) run again.
+
+        After :meth:`close` (the run's summary is written once the executor is closed), the state read when it
+        closed."""
+        if self._final_health is not None and not self.ray.is_initialized():
+            return self._final_health
+        try:
+            lost = self.lost_nodes()
+        except Exception:  # noqa: BLE001 - Ray stopped or unreachable: say what is known
+            return f"nodes not readable; {self.retried} shard(s) retried" if self.retried else "nodes not readable"
         parts = [f"{len(lost)} node(s) lost: {', '.join(lost[:8])}{' ...' if len(lost) > 8 else ''}" if lost
                  else "no node lost",
                  f"{self.retried} shard(s) retried after a worker or node died" if self.retried else "no shard retried"]
@@ -488,6 +497,8 @@ class RayExecutor:
 
     def close(self) -> None:
         """Disconnect (and stop Ray when this executor started it here)."""
+        if self.ray.is_initialized():
+            self._final_health = self.health()  # for the summary written after the run
         if self._owns and self.ray.is_initialized():
             self.ray.shutdown()
         self._owns = False

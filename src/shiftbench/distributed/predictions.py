@@ -82,8 +82,9 @@ class RayPredictions:
         return self.executor.describe()
 
     def health(self) -> str:
-        """Nodes lost and shards retried so far (:meth:`RayExecutor.health`)."""
-        return self.executor.health()
+        """Nodes lost and shards retried so far (:meth:`RayExecutor.health`; an executor without it: not reported)."""
+        read = getattr(self.executor, "health", None)
+        return read() if callable(read) else "nodes lost and shards retried not reported"
 
     def run(self, clf: Classifier, space: LabelSpace, work: Sequence[Work], *, batch_size: int, seed: int,
             release: bool, stop: threading.Event) -> Iterator[Scored]:

@@ -258,8 +258,10 @@ class DomainNetDataset:
             missing: list[str] = []
             disk_sets = {c: set(v) for c, v in on_disk.items()}
             for lf in lists:
-                with open(lf, encoding="utf-8") as fh:
+                with open(lf, encoding="utf-8", errors="surrogateescape") as fh:
                     for n, line in enumerate(fh, 1):
+                        if any("\udc80" <= ch <= "\udcff" for ch in line):
+                            raise ListFileError(str(lf), n, "the line is not valid UTF-8 text")
                         if not line.strip():
                             continue
                         parts = line.split()

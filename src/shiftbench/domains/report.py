@@ -144,7 +144,8 @@ def result_notes(result: ImageNetDResult, store: str | Path | None, details: boo
             f"Predictions stored as ImageNet-D evaluation {result.evaluation_id} in {store} (tables imagenet_d_*)."
         )
         if details:
-            chart = Path(store).parent / f"imagenet-d-eval{result.evaluation_id}-top-predictions.png"
+            # named after the store too: two stores in one folder each keep their own chart
+            chart = Path(store).parent / f"{Path(store).stem}-imagenet-d-eval{result.evaluation_id}-top-predictions.png"
             if importlib.util.find_spec("matplotlib") is not None:
                 from .plot import plot_error_analysis
 

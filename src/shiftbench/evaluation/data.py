@@ -603,7 +603,11 @@ class ReleasedArraySource(Source):
             raise DataError(f"{str(lab_path)!r}: {n_total} labels; expected 5 severities x n images")
         self.n = n_total // 5
         for c in corruptions:
-            a = np.load(self.root / f"{c}.npy", mmap_mode="r")
+            try:
+                a = np.load(self.root / f"{c}.npy", mmap_mode="r", allow_pickle=False)
+            except (ValueError, OSError, EOFError) as e:
+                raise DataError(f"{str(self.root / (c + '.npy'))!r}: not a readable .npy of uint8 images "
+                                f"(object arrays are never unpickled): {e}") from None  # fmt: skip
             if a.dtype != np.uint8 or a.ndim != 4 or a.shape[-1] != 3:
                 raise DataError(
                     f"{str(self.root / (c + '.npy'))!r}: expected uint8 N x H x W x 3, got {a.dtype} {a.shape}"

@@ -47,6 +47,7 @@ from PIL import Image
 
 from ..checks import suggest
 from ..errors import InvalidArgumentError, MissingDependencyError, UnknownNameError
+from ..io import image_rgb
 from .errors import MissingPackageError, ModelOutputError
 from .model_sources import (
     Built,
@@ -177,7 +178,7 @@ class InputTransform:
         """
         if self.size is None:
             raise InvalidArgumentError("size", None, "an input size to prepare raw images")
-        img = image.convert("RGB")
+        img = image_rgb(image, "image")
         w, h = img.size
         side = int(self.crop_fraction * min(w, h))
         left, top = (w - side + 1) // 2, (h - side + 1) // 2

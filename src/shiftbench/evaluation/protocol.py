@@ -12,6 +12,7 @@ where it goes, the same way for every benchmark.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = [
+    "is_fraction_key",
     "COMMON_OPTIONS",
     "BENCHMARK_OPTIONS",
     "Benchmark",
@@ -63,6 +65,9 @@ BENCHMARK_OPTIONS: tuple[str, ...] = (
     "style_backend",
     "holdout",
     "recipe",
+    "seen_data",
+    "tta",
+    "preprocess",
     "ray",
     "ray_cpus_per_worker",
     "ray_gpus_per_worker",
@@ -73,6 +78,18 @@ BENCHMARK_OPTIONS: tuple[str, ...] = (
 cluster) go to every benchmark whose evaluation runs through
 :func:`~shiftbench.evaluation.runner.run_conditions`; it lists them and passes
 ``shiftbench.distributed.ray_predictions(settings)`` as the loop's executor."""
+
+
+_FRACTION = re.compile(
+    r"(?:^|[._])(?:clean_error|error|errors|top1_error|ce|mce|relative_mce|relative_ce|mfr|mt5d|fr|t5d|fp|mean_fp|"
+    r"accuracy|heldout_accuracy|seen_accuracy|gap)(?:$|[._])"
+)
+"""Record keys the benchmarks store as fractions of 1 (reports and tables show them in %); mDE is stored in % already."""
+
+
+def is_fraction_key(key: str) -> bool:
+    """A record key whose values are fractions of 1 (errors, CE, mCE, FR, accuracies): the report shows them in %."""
+    return bool(_FRACTION.search(key)) and not key.endswith(("_ci", "_complete"))
 
 
 class Progress(Protocol):

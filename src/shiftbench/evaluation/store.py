@@ -1,6 +1,6 @@
 """The results store: an embedded SQLite database of every benchmark's evaluations and per-item records.
 
-Layout (schema version 3)::
+Layout (schema version 4)::
 
     meta(key, value)                          schema_version, created_by
     models(id, name, identity, checksum, details)       UNIQUE(identity, checksum)
@@ -49,7 +49,15 @@ in the same file. Version 3 moves all of them into ``evaluations``/``runs``/
 ``records`` and drops the old tables (ImageNet-D's records of version 2 keep
 ``correct`` NULL: it is scored with the mapping on reading; ImageNet-NOC's keep
 only ``correct``, and its model identity was not recorded, so a new run does not
-resume them).
+resume them). Version 4 stores ``evaluations.seed`` as decimal text, so that every seed
+of 0..2**64-1 (and -1: none) is kept exactly (SQLite's integers stop at 2**63-1).
+
+Opening checks that the file is what this module wrote (:meth:`ResultsStore.check_schema`): the
+tables with their columns (a view in place of a table is refused), no triggers (shiftbench creates
+none; a trigger could rewrite every record written), valid JSON and integers in the typed columns.
+Stores opened for reading (``create=False``: ``results``, ``report``, ``select``) are opened
+read-only (SQLite ``mode=ro``): they are never created, upgraded on disk or otherwise changed (an
+older schema is upgraded in a copy in memory).
 """
 
 from __future__ import annotations
@@ -81,11 +89,13 @@ __all__ = [
     "EXPORT_TABLES",
     "LOCK_WAIT_S",
     "check_store_path",
+    "content_identity",
+    "marker_key",
     "encode_top5",
     "decode_top5",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DEFAULT_STORE = Path("shiftbench-workspace") / "results.sqlite"
 EXPORT_TABLES = ("runs", "predictions", "p_runs", "p_videos")
 
@@ -119,6 +129,87 @@ def check_store_path(path: str | Path, option: str = "--store") -> None:
         raise InvalidArgumentError(
             option, str(path), "a path in a folder this user can write", f"{str(anc)!r} is not writable."
         )
+
+
+_CONTENT_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def content_identity(value: Any) -> str | None:
+    """What a path-valued option holds, for resume markers: None if ``value`` names no existing file or folder.
+
+    A file: ``sha256:<digest of its bytes>`` (cached per process by path, size and modification time). A folder:
+    ``tree:<digest>`` of every file below it (relative path, size, modification time in ns), so adding, removing,
+    renaming or rewriting a file changes it without reading a dataset's bytes. Weights overwritten with other
+    weights, or images added to a data folder, therefore give another marker, and the work is done again.
+    """
+    import hashlib
+    import os
+
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        return None
+    p = Path(value).expanduser()
+    try:
+        st = p.stat()
+    except (OSError, ValueError):
+        return None
+    if p.is_file():
+        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+        if key not in _CONTENT_CACHE:
+            h = hashlib.sha256()
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            _CONTENT_CACHE[key] = "sha256:" + h.hexdigest()
+        return _CONTENT_CACHE[key]
+    if p.is_dir():
+        h = hashlib.sha256()
+        for root, dirs, files in os.walk(p):
+            dirs.sort()
+            for name in sorted(files):
+                f = Path(root) / name
+                try:
+                    fs = f.stat()
+                except OSError:
+                    continue
+                rel = f.relative_to(p).as_posix()
+                h.update(f"{rel}\0{fs.st_size}\0{fs.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+        return "tree:" + h.hexdigest()
+    return None
+
+
+def marker_key(prefix: str, identity: dict[str, Any]) -> str:
+    """A resume marker's key: ``prefix:`` + SHA-256 of ``identity`` (JSON) with the content of every value that
+    names a file or folder (:func:`content_identity`) beside the name; the key changes when the content does."""
+    import hashlib
+
+    def with_content(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): with_content(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [with_content(x) for x in v]
+        c = content_identity(v) if isinstance(v, (str, Path)) else None
+        return v if c is None else {"path": str(v), "content": c}
+
+    text = json.dumps(with_content(identity), sort_keys=True, default=str)
+    return f"{prefix}:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+_CHECKED_FILES: set[tuple[Any, ...]] = set()
+
+
+def _file_state(path: Path) -> tuple[Any, ...] | None:
+    """What identifies a store file's content without reading it: path, inode, size and modification time of the file
+    and of its WAL (None: unknown, e.g. in memory)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    try:
+        wal = Path(str(path) + "-wal").stat()
+        wal_state: tuple[int, int] = (wal.st_size, wal.st_mtime_ns)
+    except OSError:
+        wal_state = (-1, -1)
+    return (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, *wal_state)
 
 
 def _lock_wait() -> float:
@@ -231,7 +322,56 @@ CREATE TABLE IF NOT EXISTS records(
 ) WITHOUT ROWID;
 """
 
+# Version 4: seeds as decimal text (0..2**64-1, or -1: none), kept exactly.
+_SCHEMA_V4_EVALUATIONS = """
+CREATE TABLE IF NOT EXISTS evaluations(
+    id INTEGER PRIMARY KEY,
+    model_id INTEGER NOT NULL REFERENCES models(id),
+    source_id INTEGER NOT NULL REFERENCES sources(id),
+    benchmark TEXT NOT NULL,
+    edition TEXT NOT NULL,
+    seed TEXT NOT NULL,
+    release INTEGER NOT NULL,
+    label_space_id INTEGER NOT NULL REFERENCES label_spaces(id),
+    options TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL,
+    UNIQUE(model_id, source_id, benchmark, edition, seed, release, label_space_id, options)
+);
+"""
+
 CLEAN_NAME = "clean"
+_EXPECTED_COLUMNS: dict[str, list[tuple[str, str]]] = {}
+
+SEED_MAX = 2**64 - 1
+"""The largest seed a store holds (seeds are 0..2**64-1; -1 records "no seed")."""
+
+
+def _seed_text(seed: Any) -> str:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not (-1 <= int(seed) <= SEED_MAX):
+        raise InvalidArgumentError("seed", seed, f"an integer in 0..{SEED_MAX} (or -1: no seed)")
+    return str(int(seed))
+
+
+# What check_schema verifies beyond the tables' columns: JSON columns, and integer columns of the small tables
+_JSON_COLUMNS = (("models", "details"), ("sources", "classes"), ("sources", "details"), ("label_spaces", "classes"),
+                 ("evaluations", "options"), ("runs", "versions"))  # fmt: skip
+_INT_COLUMNS = (("evaluations", "model_id"), ("evaluations", "source_id"), ("evaluations", "release"),
+                ("evaluations", "label_space_id"), ("runs", "evaluation_id"), ("runs", "source_id"), ("runs", "level"),
+                ("runs", "frames"), ("runs", "n_expected"), ("records", "run_id"), ("records", "label"),
+                ("records", "top1"), ("records", "top2"), ("records", "top3"), ("records", "top4"), ("records", "top5"),
+                ("records", "correct"))  # fmt: skip
+_REAL_COLUMNS = (("models", "created"), ("evaluations", "created"), ("runs", "created"), ("runs", "updated"),
+                 ("runs", "finished"))  # fmt: skip
+
+
+def _expected_columns() -> dict[str, list[tuple[str, str]]]:
+    """Each table of a current store with its (column, declared type) list, from the schema scripts themselves."""
+    mem = sqlite3.connect(":memory:")
+    try:
+        _script(_SCHEMA + _SCHEMA_V4_EVALUATIONS + _SCHEMA_V3_RESULTS)(mem)
+        return {t: [(r[1], r[2]) for r in mem.execute(f"PRAGMA table_info({t})")] for t in sorted(_tables(mem))}
+    finally:
+        mem.close()
 
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
@@ -400,11 +540,27 @@ def _import_companions(db: sqlite3.Connection) -> None:
             db.execute(f"DROP TABLE {t}")
 
 
+def _migrate_3_to_4(db: sqlite3.Connection) -> None:
+    """Version 4: ``evaluations.seed`` as decimal text (seeds up to 2**64-1 kept exactly); rows unchanged."""
+    # SQLite's table rebuild: new table, copy, drop, rename (runs' REFERENCES evaluations(id) then names the new one)
+    _script(_SCHEMA_V4_EVALUATIONS.replace("EXISTS evaluations(", "EXISTS v4_evaluations("))(db)
+    db.execute(
+        "INSERT INTO v4_evaluations(id, model_id, source_id, benchmark, edition, seed, release, label_space_id, "
+        "options, created) SELECT id, model_id, source_id, benchmark, edition, CAST(seed AS TEXT), release, "
+        "label_space_id, options, created FROM evaluations"
+    )
+    db.execute("DROP TABLE evaluations")
+    db.execute("ALTER TABLE v4_evaluations RENAME TO evaluations")
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _script(_SCHEMA_V2),
     2: _migrate_2_to_3,
+    3: _migrate_3_to_4,
 }
 """``MIGRATIONS[k]`` brings a store from schema version k to k + 1 (run in one transaction, in order)."""
+
+_EXPECTED_COLUMNS.update(_expected_columns())
 
 
 
@@ -519,9 +675,12 @@ class ResultsStore:
     Args:
         path: the database file; created with its folder unless ``create`` is False.
         create: create a missing store (False: a missing file is an error).
+        readonly: open the file read-only (SQLite ``mode=ro``): nothing on disk changes, an older schema is
+            upgraded in a copy in memory. Default: read-only exactly when ``create`` is False.
 
     Raises:
-        StoreError: the file is not a shiftbench store, or cannot be opened.
+        StoreError: the file is not a shiftbench store, fails the schema check (:meth:`check_schema`), is damaged,
+            or cannot be opened.
         StoreSchemaError: the store was written by a newer schema.
 
     Example:
@@ -530,41 +689,159 @@ class ResultsStore:
         ...         print(ev.model, store.runs(ev.id))
     """
 
-    def __init__(self, path: str | Path = DEFAULT_STORE, *, create: bool = True) -> None:
+    def __init__(self, path: str | Path = DEFAULT_STORE, *, create: bool = True, readonly: bool | None = None) -> None:
         self.path = Path(path)
+        self.readonly = (not create) if readonly is None else bool(readonly)
         if self.path.exists() and self.path.is_dir():
             raise InvalidArgumentError("store", str(self.path), "a database file path, not a folder")
         if not self.path.exists():
-            if not create:
+            if not create or self.readonly:
                 raise StoreError(f"--store {str(self.path)!r} does not exist (no results have been stored there yet)")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"--store {str(self.path)!r}: its folder cannot be created ({e.strerror or e})") from None
         try:
-            self._db = sqlite3.connect(str(self.path), timeout=1.0, isolation_level=None)
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._check_and_create()
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.DatabaseError as e:
+            if self.readonly:
+                self._open_readonly()
+            else:
+                self._db = sqlite3.connect(str(self.path), timeout=1.0, isolation_level=None)
+                self._db.text_factory = self._text
+                self._db.execute("PRAGMA foreign_keys=ON")
+                self._check_and_create()
+                self.check_schema()
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            if self.readonly:
+                self.check_schema()
+        except UnicodeDecodeError as e:
+            self._db.close()
+            raise StoreError(f"--store {str(self.path)!r} holds text that is not UTF-8 (a damaged file?): {e}") from None
+        except (sqlite3.DatabaseError, StoreError) as e:
             if hasattr(self, "_db"):
                 self._db.close()
-            raise StoreError(f"--store {str(self.path)!r} is not a usable SQLite results store: {e}") from e
+            if isinstance(e, StoreError):
+                raise
+            raise StoreError(f"--store {str(self.path)!r} is not a usable SQLite results store: {e}") from None
+
+    def _open_readonly(self) -> None:
+        """Open the file with ``mode=ro``; an older schema is copied into memory and upgraded there.
+
+        A store at rest (no writer connected: no ``-wal`` file beside it) is opened ``immutable``, so that reading
+        it leaves no WAL files behind either (SQLite creates them for any reader of a WAL-mode file, and a read-only
+        reader cannot remove them); with a writer connected, the reader shares its WAL.
+        """
+        from urllib.parse import quote
+
+        uri = "file:" + quote(str(self.path.absolute()))
+        at_rest = not Path(str(self.path) + "-wal").exists()
+        try:
+            self._db = sqlite3.connect(uri + ("?mode=ro&immutable=1" if at_rest else "?mode=ro"), uri=True,
+                                       timeout=1.0, isolation_level=None)  # fmt: skip
+            tables = _tables(self._db)
+        except sqlite3.OperationalError:
+            if hasattr(self, "_db"):
+                self._db.close()
+            self._db = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=1.0, isolation_level=None)
+            tables = _tables(self._db)
+        self._db.text_factory = self._text
+        if not tables:
+            raise StoreError(f"--store {str(self.path)!r} is empty: no results have been stored there yet")
+        if "meta" not in tables or self._schema_version() < SCHEMA_VERSION:
+            # an older schema (or tables ImageNet-D/-NOC wrote alone): upgraded in a copy in memory, the file unchanged
+            mem = sqlite3.connect(":memory:", isolation_level=None)
+            mem.text_factory = self._text
+            self._db.backup(mem)
+            self._db.close()
+            self._db = mem
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._check_and_create()
+        self._db.execute("PRAGMA query_only=ON")
+
+    def _text(self, raw: bytes) -> str:
+        """SQLite text as str; text that is not UTF-8 (a damaged file) is a :class:`StoreError`, not a traceback."""
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise StoreError(f"--store {str(self.path)!r} holds text that is not UTF-8 ({bytes(raw[:40])!r}...): "
+                             "a damaged file") from None  # fmt: skip
+
+    def _schema_version(self) -> int:
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            raise StoreError(f"--store {str(self.path)!r} has no schema version: not a shiftbench results store")
+        try:
+            found = int(row[0])
+        except (TypeError, ValueError):
+            raise StoreError(f"--store {str(self.path)!r} has a malformed schema version {row[0]!r}") from None
+        if found > SCHEMA_VERSION:
+            raise StoreSchemaError(str(self.path), found, SCHEMA_VERSION)
+        if found < 1:
+            raise StoreError(f"--store {str(self.path)!r} has an unknown schema version {found}")
+        return found
+
+    def check_schema(self) -> None:
+        """Refuse a store that is not exactly what this module writes (it could report wrong numbers).
+
+        Checked: every table of the current schema is a table (not a view) with its columns; no triggers (an
+        ``AFTER INSERT`` trigger could mark every record correct); JSON in the JSON columns; integers and numbers in
+        the typed columns (SQLite accepts text in any column).
+
+        Raises:
+            StoreError: naming the file and the first problem found.
+        """
+        where = f"--store {str(self.path)!r}"
+        state = _file_state(self.path)
+        master = {(r[0], r[1]): r[2] for r in self._db.execute("SELECT type, name, tbl_name FROM sqlite_master")}
+        triggers = sorted(name for kind, name in master if kind == "trigger")
+        if triggers:
+            raise StoreError(f"{where} holds trigger(s) {', '.join(map(repr, triggers[:5]))}, which shiftbench never "
+                             "creates (they could change what is stored): not used. Drop them or pass another --store")  # fmt: skip
+        for table, columns in _EXPECTED_COLUMNS.items():
+            kinds = [kind for kind, name in master if name == table]
+            if kinds != ["table"]:
+                what = "is missing" if not kinds else f"is a {kinds[0]}, not a table"
+                raise StoreError(f"{where}: {table!r} {what}; not a store shiftbench wrote")
+            got = [(r[1], r[2]) for r in self._db.execute(f"PRAGMA table_info({table})")]
+            if got != columns:
+                raise StoreError(f"{where}: table {table!r} has the columns {[c for c, _ in got]} of types "
+                                 f"{[t for _, t in got]}; expected {[c for c, _ in columns]} of types "
+                                 f"{[t for _, t in columns]}")  # fmt: skip
+        for table, col in _JSON_COLUMNS:
+            row = self._db.execute(f"SELECT rowid, {col} FROM {table} WHERE typeof({col}) != 'text' OR "
+                                   f"json_valid({col}) = 0 LIMIT 1").fetchone()  # fmt: skip
+            if row is not None:
+                raise StoreError(f"{where}: {table}.{col} of row {row[0]} is not JSON ({str(row[1])[:60]!r})")
+        if state is not None and state in _CHECKED_FILES:
+            return  # the typed columns of this very file (same size, times, inode and WAL) were checked in this process
+        # one scan per table (records can hold millions of rows), then the offending column named
+        for table in dict.fromkeys(t for t, _ in _INT_COLUMNS + _REAL_COLUMNS):
+            ints = [c for t, c in _INT_COLUMNS if t == table]
+            reals = [c for t, c in _REAL_COLUMNS if t == table]
+            conds = [f"({c} IS NOT NULL AND typeof({c}) != 'integer')" for c in ints]
+            conds += [f"({c} IS NOT NULL AND typeof({c}) NOT IN ('real', 'integer'))" for c in reals]
+            row = self._db.execute(f"SELECT {', '.join(ints + reals)} FROM {table} WHERE {' OR '.join(conds)} "
+                                   "LIMIT 1").fetchone()  # fmt: skip
+            if row is None:
+                continue
+            for c, v in zip(ints + reals, row, strict=True):
+                if v is not None and (isinstance(v, (str, bytes)) or (c in ints and isinstance(v, float))):
+                    kind = "an integer" if c in ints else "a number"
+                    raise StoreError(f"{where}: {table}.{c} holds {str(v)[:60]!r}, not {kind}")
+            raise StoreError(f"{where}: table {table!r} holds a value of the wrong type")
+        row = self._db.execute("SELECT seed FROM evaluations WHERE typeof(seed) != 'text' OR NOT (seed = '-1' OR "
+                               "(seed != '' AND length(seed) <= 20 AND seed NOT GLOB '*[^0-9]*')) LIMIT 1").fetchone()  # fmt: skip
+        if row is not None:
+            raise StoreError(f"{where}: evaluations.seed holds {str(row[0])[:60]!r}, not a seed")
+        if state is not None:
+            _CHECKED_FILES.add(state)
 
     def _check_and_create(self) -> None:
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if tables == {"meta"} and self._db.execute("SELECT COUNT(*) FROM meta").fetchone()[0] == 0:
             tables = set()  # an empty meta table and nothing else: a store whose creation never finished
         if "meta" in tables:
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                raise StoreError(f"--store {str(self.path)!r} has no schema version: not a shiftbench results store")
-            try:
-                found = int(row[0])
-            except ValueError as e:
-                raise StoreError(f"--store {str(self.path)!r} has a malformed schema version {row[0]!r}") from e
-            if found > SCHEMA_VERSION:
-                raise StoreSchemaError(str(self.path), found, SCHEMA_VERSION)
-            if found < 1:
-                raise StoreError(f"--store {str(self.path)!r} has an unknown schema version {found}")
+            found = self._schema_version()
             if found < SCHEMA_VERSION:
                 self._migrate()
             return
@@ -577,7 +854,7 @@ class ResultsStore:
             )
         self._begin()
         try:
-            _script(_SCHEMA + _SCHEMA_V3_RESULTS)(self._db)
+            _script(_SCHEMA + _SCHEMA_V4_EVALUATIONS + _SCHEMA_V3_RESULTS)(self._db)
             _import_companions(self._db)  # a file ImageNet-D or ImageNet-NOC wrote before schema 3
             self._db.execute("INSERT OR IGNORE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES('created_by', 'shiftbench')")
@@ -597,6 +874,9 @@ class ResultsStore:
                 self._db.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as e:
+                if "readonly" in str(e) or "read-only" in str(e):
+                    raise StoreError(f"--store {str(self.path)!r} was opened read-only (a command that only reads "
+                                     "results); nothing is written to it") from None  # fmt: skip
                 if "locked" not in str(e) and "busy" not in str(e):
                     raise
                 if not told:
@@ -740,7 +1020,8 @@ class ResultsStore:
         may use other data (its own ``source_id`` is stored with the run).
         ``options``: benchmark-specific identity (JSON; part of the evaluation's key).
         """
-        key = (model_id, source_id, benchmark, edition, seed, int(release), label_space_id, _json(options or {}))
+        key = (model_id, source_id, benchmark, edition, _seed_text(seed), int(release), label_space_id,
+               _json(options or {}))  # fmt: skip
         return self._get_or_insert(
             "SELECT id FROM evaluations WHERE model_id=? AND source_id=? AND benchmark=? "
             "AND edition=? AND seed=? AND release=? AND label_space_id=? AND options=?",

@@ -352,7 +352,7 @@ def select_cmd(
     else:
         if not Path(str(store)).is_file():
             raise InvalidArgumentError("store", store, "an existing overlap.sqlite of a study")
-        db = OverlapStore(str(store))
+        db = OverlapStore(str(store), readonly=not save_name)  # only --save writes to the store
         studies = db.studies()
         if study is None:
             if len(studies) != 1:

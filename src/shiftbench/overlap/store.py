@@ -74,14 +74,61 @@ CREATE TABLE IF NOT EXISTS overlap_benchmarks (
 class OverlapStore:
     """The overlap study's tables in one SQLite file."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        """Open (and, unless ``readonly``, create) the study tables in ``path``.
+
+        ``readonly``: the file must exist and hold the study tables; it is opened with SQLite's ``mode=ro`` and
+        never changed (``select`` without ``--save``, ``report --study``).
+
+        Raises:
+            DataError: not an SQLite file, damaged, a trigger or a view among the study tables, or (read-only) no
+                study tables.
+        """
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
         try:
-            self.db = sqlite3.connect(str(self.path), timeout=60)
-            self.db.executescript(_SCHEMA)
+            if readonly:
+                from urllib.parse import quote
+
+                if not self.path.is_file():
+                    raise DataError(f"{str(self.path)!r} does not exist: expected the overlap.sqlite of a study")
+                uri = "file:" + quote(str(self.path.absolute()))
+                # at rest (no -wal: no writer connected) immutable, so that reading leaves no WAL files behind
+                at_rest = not Path(str(self.path) + "-wal").exists()
+                try:
+                    self.db = sqlite3.connect(uri + ("?mode=ro&immutable=1" if at_rest else "?mode=ro"), uri=True,
+                                              timeout=60)  # fmt: skip
+                    self.db.execute("SELECT 1 FROM sqlite_master").fetchall()
+                except sqlite3.OperationalError:
+                    self.db = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=60)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.db = sqlite3.connect(str(self.path), timeout=60)
+            self._check(readonly)
+            if not readonly:
+                self.db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as e:
-            raise DataError(f"{str(self.path)!r} is not a usable SQLite store: {e}") from e
+            if hasattr(self, "db"):
+                self.db.close()
+            raise DataError(f"{str(self.path)!r} is not a usable SQLite store: {e}") from None
+        except DataError:
+            if hasattr(self, "db"):
+                self.db.close()
+            raise
+
+    def _check(self, readonly: bool) -> None:
+        """Refuse triggers, views in place of the study tables and (read-only) a file without them."""
+        master = self.db.execute("SELECT type, name FROM sqlite_master").fetchall()
+        triggers = sorted(n for t, n in master if t == "trigger")
+        if triggers:
+            raise DataError(f"{str(self.path)!r} holds trigger(s) {', '.join(map(repr, triggers[:5]))}, which "
+                            "shiftbench never creates: not used")  # fmt: skip
+        views = sorted(n for t, n in master if t == "view" and n.startswith("overlap_"))
+        if views:
+            raise DataError(f"{str(self.path)!r}: {views[0]!r} is a view, not a table; not a store shiftbench wrote")
+        if readonly and not any(t == "table" and n == "overlap_studies" for t, n in master):
+            raise DataError(f"{str(self.path)!r} holds no overlap study tables (overlap_studies): not the "
+                            "overlap.sqlite of a study")  # fmt: skip
 
     def close(self) -> None:
         self.db.close()

@@ -340,10 +340,8 @@ def apply_at_value(images: torch.Tensor, name: str, value: float, *, seed: int, 
     """Corrupt every image with one fixed parameter value (severity calibration).
 
     ``name`` is a candidate corruption (the value is its range's parameter, e.g. the number of
-    rain drops; integer candidates are floored and kept inside their range) or a user corruption.
+    rain drops; integer candidates are floored and kept inside their range) or a user corruption. The value may lie outside the published range (calibration searches beyond it).
     """
-    from ..api import corrupt
-
     keys = list(keys)
     ks = _keys(images.shape[0], keys)
     sc = resolve(name, where="corruption")
@@ -358,8 +356,7 @@ def apply_at_value(images: torch.Tensor, name: str, value: float, *, seed: int, 
         raise InvalidArgumentError(
             "corruption", name, "a candidate corruption (noc_*, border, obstruction) or a user corruption with a range"
         )
-    from ..corruptions import to_batch
-    from ..corruptions import SampleContext, get_corruption
+    from ..corruptions import ApplyContext, SampleContext, get_corruption, to_batch
     from ..seeding import FastDraws
 
     reg = get_corruption(sc.base)
@@ -367,6 +364,32 @@ def apply_at_value(images: torch.Tensor, name: str, value: float, *, seed: int, 
     b = to_batch(images, "images")
     h, w = b.size
     ctx = SampleContext(params=(v, v), height=h, width=w, edition="224", severity=0)
-    # the candidate's own sampler, with a range of one value: its other draws (positions, signs...) stay random
+    # the candidate's own sampler, with a range of one value: its other draws (positions, signs...) stay random.
+    # The value is the calibration's own, not a draw a user replays: it may lie outside the published range
+    # (003 Appendix A searches beyond it), so it goes to the corruption's apply directly rather than through
+    # corrupt(..., draws=...), which accepts only values its sampler can produce.
     draws = [reg.sample(FastDraws(derive_generator(seed, k, f"{sc.base}:value", 0)), ctx) for k in ks]
-    return corrupt(images, sc.base, 1, seed=seed, keys=keys, draws=draws, edition="224")
+    dev = b.raw.device
+    stacked = {k: torch.from_numpy(np.stack([np.asarray(d[k]) for d in draws])).to(dev) for k in draws[0]}
+    y = reg.apply(b.rgb(0, b.n, reg.dtype), ctx.params, stacked, ApplyContext(edition="224", severity=1))
+    return _like_input(y, images)
+
+
+def _like_input(y: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+    """A B x 3 x H x W result in 0..255 back in the form of ``images`` (B x C x H x W, uint8 or float in [0, 1]),
+    as :func:`shiftbench.corrupt` returns it: 8-bit levels truncated, gray images as ITU-R 601 luma (PIL's 'L')."""
+    y = y.clamp(0, 255)
+    c = int(images.shape[1])
+    if images.dtype == torch.uint8:
+        y = y.to(torch.uint8).to(torch.int32)
+        if c in (1, 2):
+            y = (y[:, 0:1] * 19595 + y[:, 1:2] * 38470 + y[:, 2:3] * 7471 + 0x8000) >> 16
+        out = y.to(torch.uint8)
+    else:
+        y = y / 255.0
+        if c in (1, 2):
+            y = (y[:, 0:1] * 0.299 + y[:, 1:2] * 0.587 + y[:, 2:3] * 0.114).clamp(0, 1)
+        out = y.to(images.dtype)
+    if c in (2, 4):  # alpha kept as it was
+        out = torch.cat([out, images[:, c - 1 :].to(out.dtype)], 1)
+    return out

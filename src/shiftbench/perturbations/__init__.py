@@ -46,7 +46,7 @@ from .metrics import (
     top5_from_logits,
     unnormalized_top5_distance,
 )
-from .sequences import perturb, perturb_chunks
+from .sequences import perturb, perturb_chunks, sample_sequence_draws
 from .video import (
     ImageNetPVideos,
     open_imagenet_p,
@@ -82,6 +82,7 @@ __all__ = [
     "PreparedImages",
     "prepare",
     "perturb",
+    "sample_sequence_draws",
     "perturb_chunks",
     "evaluate_sequences",
     "evaluate_released",

@@ -3,14 +3,26 @@
 Each edition of the reference generator starts from a *source* photo and
 derives two images from it:
 
-======  =============================================  =====================================
-name    base (canvas of the geometric perturbations)   crop (the edition-size clean frame)
-======  =============================================  =====================================
-224     shorter side resized to 256 (PIL bilinear)     CenterCrop(224) of the base
-299     the source itself                              central 87.5 % crop, squashed to 299
-64      shorter side resized to 64 (PIL bilinear)      CenterCrop(64) of the base
-32      the image (other sizes squashed to 32 x 32)    the same image
-======  =============================================  =====================================
+=======  =============================================  =====================================
+name     base (canvas of the geometric perturbations)   crop (the edition-size clean frame)
+=======  =============================================  =====================================
+224      shorter side resized to 256 (PIL bilinear)     CenterCrop(224) of the base
+299      the source itself                              central 87.5 % crop, squashed to 299
+64       shorter side resized to 64 (PIL bilinear)      CenterCrop(64) of the base
+64x64    the photo squashed to 64 x 64 (PIL bilinear)   the same image
+32       the image (other sizes squashed to 32 x 32)    the same image
+=======  =============================================  =====================================
+
+``64`` is Tiny-ImageNet-P's recipe (``make_tinyimagenet_p.py``); ``64x64`` is ImageNet 64x64-P's
+(``make_imagenet_64_p.py``: ``Resize((64, 64))`` of the full photo, so geometric perturbations fill
+black at the borders). Both use the 64 schedules; ``64x64`` is a preparation of edition ``64``
+(:attr:`PreparedImages.recipe`).
+
+Every resize is shiftbench's own emulation of Pillow's fixed-point BILINEAR resize as Pillow <= 12
+ran it (:func:`~shiftbench.perturbations._warp.pil_resize`: the horizontal pass first), the same
+code that squashes the 299 edition's perturbed frames. The clean crop therefore matches frame 0 of
+translate and rotate whatever Pillow is installed (Pillow 13 changed the order of the two passes,
+which moves the 299 crop of portrait photos by one level at about 15 % of its pixels).
 
 With ``preprocessed=True`` the inputs are taken as edition-size crops with no
 surrounding context (source = base = crop): geometric perturbations then fill
@@ -31,13 +43,32 @@ from PIL import Image
 
 from ..errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
 from ..seeding import image_key, key_to_int
-from ..io import load_image_rgb
+from ..io import image_rgb, load_image_rgb
 from ._spec import resolve_p_edition
+from ._warp import pil_resize
 
 __all__ = ["PreparedImages", "prepare", "center_window", "resized_crop_window", "resize_short_size"]
 
 _SIZES = {"224": 224, "299": 299, "64": 64, "32": 32}
 _BASE_SHORT = {"224": 256, "64": 64}
+SQUASHED_64 = "64x64"
+"""The ImageNet 64x64-P preparation of edition 64 (the photo squashed to 64 x 64)."""
+_RECIPE_NAMES = {"64x64": SQUASHED_64, "imagenet-64x64": SQUASHED_64, "imagenet64x64": SQUASHED_64, "64-squash": SQUASHED_64}
+
+
+def resolve_recipe(edition: Any) -> tuple[str, str]:
+    """``(edition, recipe)``: ``"64x64"`` (and its aliases) is edition ``64`` with the squashed recipe."""
+    if isinstance(edition, str) and edition.strip().lower() in _RECIPE_NAMES:
+        return "64", SQUASHED_64
+    return resolve_p_edition(edition), ""
+
+
+def resize_levels(a: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Pillow <= 12's ``Image.resize((width, height), BILINEAR)`` of an H x W x 3 uint8 array (shiftbench's emulation)."""
+    if a.shape[:2] == (height, width):
+        return a
+    t = torch.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1)))
+    return np.ascontiguousarray(pil_resize(t, height, width).to(torch.uint8).numpy().transpose(1, 2, 0))
 
 
 def resize_short_size(height: int, width: int, size: int) -> tuple[int, int]:
@@ -49,13 +80,11 @@ def resize_short_size(height: int, width: int, size: int) -> tuple[int, int]:
     return size, int(size * width / height)
 
 
-def _resize_short(img: Image.Image, size: int) -> Image.Image:
-    """torchvision ``Resize(size)`` of a PIL image (PIL bilinear)."""
-    w, h = img.size
+def _resize_short(a: np.ndarray, size: int) -> np.ndarray:
+    """torchvision ``Resize(size)`` of an H x W x 3 uint8 image (Pillow bilinear, see the module docstring)."""
+    h, w = a.shape[:2]
     rh, rw = resize_short_size(h, w, size)
-    if (rh, rw) == (h, w):
-        return img
-    return img.resize((rw, rh), Image.BILINEAR)
+    return resize_levels(a, rh, rw)
 
 
 def center_window(height: int, width: int, th: int, tw: int) -> tuple[int, int, int, int]:
@@ -85,6 +114,7 @@ class PreparedImages:
         crops: N x 3 x S x S uint8 tensor (CPU): the clean frames.
         keys: per image, the 64-bit key of its draws (pixel digest of the crop unless given).
         preprocessed: whether the inputs were taken as crops without context.
+        recipe: ``""`` (the edition's own preparation) or ``"64x64"`` (ImageNet 64x64-P: squashed).
     """
 
     edition: str
@@ -94,6 +124,7 @@ class PreparedImages:
     crops: torch.Tensor
     keys: list[int]
     preprocessed: bool = False
+    recipe: str = ""
     _tensors: dict[tuple[str, int, str], torch.Tensor] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
@@ -109,6 +140,7 @@ class PreparedImages:
             self.crops[start:end],
             self.keys[start:end],
             self.preprocessed,
+            self.recipe,
         )
 
     def canvas(self, which: str, i: int, device: torch.device) -> torch.Tensor:
@@ -150,7 +182,7 @@ def _hwc_from_array(a: np.ndarray, argument: str) -> np.ndarray:
 
 def _to_hwc_list(images: Any, argument: str) -> list[np.ndarray]:
     if isinstance(images, Image.Image):
-        return [np.asarray(images.convert("RGB"))]
+        return [np.asarray(image_rgb(images, argument))]
     if isinstance(images, (str, Path)):
         return [np.asarray(load_image_rgb(Path(images)))]
     if isinstance(images, torch.Tensor):
@@ -191,8 +223,8 @@ def prepare(
             array, a B x C x H x W tensor, or a list of these; or a
             :class:`PreparedImages` (returned unchanged when it matches).
         edition: ``"224"`` (ImageNet-P, the default), ``"299"``, ``"64"``
-            (Tiny-ImageNet-P) or ``"32"`` (CIFAR-P); aliases such as ``"tiny"``
-            and ``"cifar"`` work. ``None`` keeps a :class:`PreparedImages`' own edition.
+            (Tiny-ImageNet-P), ``"64x64"`` (ImageNet 64x64-P: edition 64, squashed)
+            or ``"32"`` (CIFAR-P); aliases such as ``"tiny"`` and ``"cifar"`` work. ``None`` keeps a :class:`PreparedImages`' own edition.
         preprocessed: the inputs are already edition-size crops (no context).
         keys: one key (int, str or bytes) per image for the random draws;
             default: a digest of the crop's pixels.
@@ -210,11 +242,12 @@ def prepare(
             raise InvalidArgumentError("keys", "keys for PreparedImages", "keys passed to prepare() with the raw images")
         if edition is None:
             return images
-        ed = resolve_p_edition(edition)
-        if images.edition != ed:
-            raise InvalidArgumentError("images", f"images prepared for edition {images.edition}", f"edition {ed}")
+        ed, recipe = resolve_recipe(edition)
+        if images.edition != ed or (recipe and images.recipe != recipe):
+            got = images.recipe or images.edition
+            raise InvalidArgumentError("images", f"images prepared for edition {got}", f"edition {recipe or ed}")
         return images
-    ed = resolve_p_edition("224" if edition is None else edition)
+    ed, recipe = resolve_recipe("224" if edition is None else edition)
     size = _SIZES[ed]
     arrays = _to_hwc_list(images, "images")
     if not arrays:
@@ -235,18 +268,18 @@ def prepare(
             bases.append(a)
             crops.append(a)
             continue
-        img = Image.fromarray(a)
-        if ed in _BASE_SHORT:
-            base = np.asarray(_resize_short(img, _BASE_SHORT[ed]))
+        if recipe == SQUASHED_64:
+            base = crop = resize_levels(a, size, size)
+        elif ed in _BASE_SHORT:
+            base = _resize_short(a, _BASE_SHORT[ed])
             crop = _crop(base, center_window(base.shape[0], base.shape[1], size, size))
             if crop.shape[:2] != (size, size):
                 raise ImageShapeError(f"images[{k}]", (h, w), f"an image whose resized base covers {size} x {size}")
         elif ed == "299":
             base = a
-            crop = np.asarray(Image.fromarray(_crop(a, resized_crop_window(h, w))).resize((size, size), Image.BILINEAR))
+            crop = resize_levels(_crop(a, resized_crop_window(h, w)), size, size)
         else:
-            base = a if (h, w) == (size, size) else np.asarray(img.resize((size, size), Image.BILINEAR))
-            crop = base
+            base = crop = resize_levels(a, size, size)
         sources.append(a)
         bases.append(np.ascontiguousarray(base))
         crops.append(np.ascontiguousarray(crop))
@@ -258,4 +291,4 @@ def prepare(
         key_ints = [key_to_int(k) for k in keys]
     else:
         key_ints = [image_key(c.numpy()) for c in crop_t]
-    return PreparedImages(ed, size, sources, bases, crop_t, key_ints, preprocessed)
+    return PreparedImages(ed, size, sources, bases, crop_t, key_ints, preprocessed, recipe)

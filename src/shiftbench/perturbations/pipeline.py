@@ -36,6 +36,7 @@ import torch
 
 from ..editions import get_edition
 from ..io import DECODE_ERRORS, load_image_rgb
+from ..checks import check_seed
 from ..errors import DataError, InvalidArgumentError, UnknownNameError
 from ..evaluation.data import (
     BAD_IMAGE_POLICIES,
@@ -847,7 +848,7 @@ def evaluate_p(
             complete unless all its videos are stored).
         KeyboardInterrupt: on Ctrl-C; stored videos stay, the call can be repeated to resume.
     """
-    seed = _check_int("seed", seed, 0)
+    seed = check_seed(seed)
     bs = _check_int("batch_size", batch_size, 1)
     if limit is not None:
         _check_int("limit", limit, 1)

@@ -43,13 +43,14 @@ import torch
 from ..corruptions import ApplyContext, Corruption, SampleContext, get_corruption
 from ..corruptions.kernels import fdiv, gaussian_filter2d
 from ..corruptions.kernels import motion_blur as im_motion_blur
+from ..checks import check_seed
 from ..errors import InvalidArgumentError
 from ..seeding import Draws, FastDraws, derive_generator
 from ._source import PreparedImages, center_window, prepare, resize_short_size, resized_crop_window
 from ._spec import Perturbation, check_difficulty, get_perturbation
 from ._warp import affine_matrix_tv021, cv_warp_perspective, pil_affine, pil_resize, tilt_homography
 
-__all__ = ["perturb", "perturb_chunks", "sequence_draws_name", "DEFAULT_CHUNK_VALUES"]
+__all__ = ["perturb", "perturb_chunks", "sample_sequence_draws", "sequence_draws_name", "DEFAULT_CHUNK_VALUES"]
 
 DEFAULT_CHUNK_VALUES = 1 << 24
 """Budget of one chunk in values (B x t x 3 x S x S, and per-image canvases): 128 MiB of float64."""
@@ -69,6 +70,7 @@ class _Job:
     draws: list[Draws]
     device: torch.device
     chunk: int
+    given: list[dict[str, np.ndarray]] | None = None  # per image, replayed draws (sample_sequence_draws)
 
     @property
     def n(self) -> int:
@@ -135,9 +137,13 @@ def _noise(job: _Job) -> Iterator[torch.Tensor]:
             first = 1
         t = b - first
         if t > 0:
-            per_frame = [cspec.sample(job.draws[i], ctxs[i]) for i in range(job.n) for _ in range(t)]
-            stacked = {k: torch.from_numpy(np.stack([np.asarray(d[k]) for d in per_frame])).to(job.device)
-                       for k in per_frame[0]}
+            if job.given is not None:  # frame f's draws are row f - 1 of each key
+                stacked = {k: torch.from_numpy(np.concatenate([g[k][first - 1 : b - 1] for g in job.given])).to(job.device)
+                           for k in job.given[0]}
+            else:
+                per_frame = [cspec.sample(job.draws[i], ctxs[i]) for i in range(job.n) for _ in range(t)]
+                stacked = {k: torch.from_numpy(np.stack([np.asarray(d[k]) for d in per_frame])).to(job.device)
+                           for k in per_frame[0]}
             y = cspec.apply(_repeat_frames(x, t), level, stacked, job.apply_ctx(cspec, x))
             out[:, first - a :] = _split(_to_uint8(y), job.n, t)
         yield out
@@ -180,9 +186,7 @@ def _snow(job: _Job) -> Iterator[torch.Tensor]:
     p = job.params
     s = job.size
     c = (p["loc"], p["scale"], p["zoom"], p["threshold"], p["radius"], p["sigma"], p["blend"])
-    layers = torch.from_numpy(
-        np.stack([np.asarray(d.normal(size=(s, s), loc=p["loc"], scale=p["scale"]), dtype=np.float64) for d in job.draws])
-    ).to(job.device)
+    layers = torch.from_numpy(np.stack([g["layer"] for g in _layer_draws(job)])).to(job.device)
     x = job.crops(cspec.dtype)
     for a, b in job.ranges():
         t = b - a
@@ -207,6 +211,14 @@ def _gaussian_blur(job: _Job) -> Iterator[torch.Tensor]:
             _to_uint8(255.0 * gaussian_filter2d(x, float(job.params["sigma"][f]), "nearest", trunc)) for f in range(a, b)
         ]
         yield torch.stack(frames, dim=1)
+
+
+def _layer_draws(job: _Job) -> list[dict[str, np.ndarray]]:
+    """Per image, the one random layer of snow and spatter: N(loc, scale) at S x S (float64)."""
+    if job.given is not None:
+        return job.given
+    p, s = job.params, job.size
+    return [{"layer": np.asarray(d.normal(size=(s, s), loc=p["loc"], scale=p["scale"]), dtype=np.float64)} for d in job.draws]
 
 
 def run_down(layer: torch.Tensor, kernel: Sequence[float]) -> torch.Tensor:
@@ -238,19 +250,20 @@ def _spatter(job: _Job) -> Iterator[torch.Tensor]:
     cspec = get_corruption("spatter")
     p = job.params
     s = job.size
-    raw = torch.from_numpy(
-        np.stack([np.asarray(d.normal(size=(s, s), loc=p["loc"], scale=p["scale"]), dtype=np.float64) for d in job.draws])
-    ).to(job.device)
+    raw = torch.from_numpy(np.stack([g["layer"] for g in _layer_draws(job)])).to(job.device)
     layer = gaussian_filter2d(raw, float(p["smoothing"]), "nearest", 4.0)
     layer = torch.where(layer < p["threshold"], torch.zeros_like(layer), layer)
     # the layer handed to the functional is already smoothed and thresholded:
     # its own smoothing (sigma 0 = identity) and threshold (0) are switched off
     c = (p["loc"], p["scale"], 0.0, 0.0, p["mask_scale"], 0)
     x = job.crops(cspec.dtype)
+    ctx = job.apply_ctx(cspec, x)
+    # once the layer has run off (no outline left), the reference divides 0 by 0 and writes a black frame
+    ctx.extra["empty_layer"] = "black"
     for a, b in job.ranges():
         frames = []
         for _ in range(a, b):
-            frames.append(_to_uint8(cspec.apply(x, c, {"layer": layer}, job.apply_ctx(cspec, x))))
+            frames.append(_to_uint8(cspec.apply(x, c, {"layer": layer}, ctx)))
             layer = run_down(layer, p["kernel"])
         yield torch.stack(frames, dim=1)
 
@@ -373,9 +386,8 @@ _GENERATORS: dict[str, Callable[[_Job], Iterator[torch.Tensor]]] = {
 
 
 def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
-        raise InvalidArgumentError("seed", seed, "a non-negative integer")
-    return int(seed)
+    """Seeds as for corrupt(): integers in 0..2**64-1 (the generators take 64 bits; 2**64 would alias 0)."""
+    return check_seed(seed)
 
 
 def perturb_chunks(
@@ -389,6 +401,7 @@ def perturb_chunks(
     device: torch.device | str | None = None,
     preprocessed: bool = False,
     chunk_frames: int | None = None,
+    draws: Sequence[Mapping[str, Any]] | None = None,
 ) -> Iterator[tuple[int, torch.Tensor]]:
     """Generate ImageNet-P sequences chunk by chunk (bounded memory).
 
@@ -417,12 +430,101 @@ def perturb_chunks(
         chunk = int(chunk_frames)
     level = spec.generation_level(d)
     name = sequence_draws_name(spec.name)
-    draws: list[Draws] = [FastDraws(derive_generator(seed, k, name, level)) for k in prep.keys]
-    job = _Job(spec, params, prep, d, draws, dev, chunk)
+    gens: list[Draws] = [FastDraws(derive_generator(seed, k, name, level)) for k in prep.keys]
+    job = _Job(spec, params, prep, d, gens, dev, chunk)
+    if draws is not None:
+        job.given = _check_draws(draws, _sample_all(_Job(spec, params, prep.subset(0, 1), d,
+                                                         [FastDraws(derive_generator(0, 0, name, level))], dev, chunk))[0], len(prep))
     start = 0
     for block in _GENERATORS[spec.name](job):
         yield start, block
         start += int(block.shape[1])
+
+
+_LAYER = ("snow", "spatter")
+
+
+def _sample_all(job: _Job) -> list[dict[str, np.ndarray]]:
+    """Every random draw of each image's sequence, as the generators consume them from the image's stream."""
+    if job.spec.name in _NOISE_KEYS:
+        cspec = get_corruption(job.spec.name)
+        assert cspec.sample is not None
+        level = job.params[_NOISE_KEYS[job.spec.name]][job.difficulty - 1]
+        s, t = job.size, job.frames - 1
+        out = []
+        for i in range(job.n):
+            a = np.ascontiguousarray(job.prepared.crops[i].permute(1, 2, 0).numpy())
+            ctx = SampleContext(params=level, height=s, width=s, edition=job.prepared.edition, severity=job.difficulty,
+                                _levels=(lambda a=a: a))
+            frames = [cspec.sample(job.draws[i], ctx) for _ in range(t)]
+            out.append({k: np.stack([np.asarray(f[k]) for f in frames]) for k in frames[0]})
+        return out
+    if job.spec.name in _LAYER:
+        return _layer_draws(job)
+    return [{} for _ in range(job.n)]
+
+
+def _check_draws(draws: Any, like: Mapping[str, np.ndarray], n: int) -> list[dict[str, np.ndarray]]:
+    """Given draws (one mapping per image) checked against the keys, shapes and dtypes sampling gives."""
+    if isinstance(draws, (str, bytes, Mapping)) or not isinstance(draws, Sequence):
+        raise InvalidArgumentError("draws", type(draws).__name__, f"a list of {n} dicts (one per image, see sample_sequence_draws)")
+    if len(draws) != n:
+        raise InvalidArgumentError("draws", f"{len(draws)} dicts", f"exactly one dict per image ({n})")
+    out = []
+    for i, d in enumerate(draws):
+        if not isinstance(d, Mapping) or sorted(d) != sorted(like):
+            got = sorted(d) if isinstance(d, Mapping) else type(d).__name__
+            raise InvalidArgumentError(f"draws[{i}]", got, f"a dict with the keys {sorted(like)} (see sample_sequence_draws)")
+        conv = {}
+        for k, ref in like.items():
+            v = d[k]
+            a = v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+            arg = f"draws[{i}][{k!r}]"
+            if a.shape != ref.shape:
+                raise InvalidArgumentError(arg, f"shape {a.shape}", f"shape {ref.shape} (what sampling gives for this edition)")
+            if ref.dtype.kind == "f":
+                if a.dtype.kind not in "fiu" or not np.isfinite(a).all():
+                    raise InvalidArgumentError(arg, f"{a.dtype} array", "finite numbers")
+            elif a.dtype.kind not in ref.dtype.kind + ("iu" if ref.dtype.kind in "iu" else ""):
+                raise InvalidArgumentError(arg, f"{a.dtype} array", f"a {ref.dtype} array")
+            conv[k] = np.ascontiguousarray(a.astype(ref.dtype, copy=False))
+        out.append(conv)
+    return out
+
+
+def sample_sequence_draws(
+    images: Any,
+    perturbation: str,
+    difficulty: int = 1,
+    *,
+    seed: int = 0,
+    edition: str | int | None = None,
+    keys: Sequence[Any] | None = None,
+    preprocessed: bool = False,
+) -> list[dict[str, np.ndarray]]:
+    """The random draws of each image's sequence, one dict per image; :func:`perturb` ``(..., draws=...)`` replays them.
+
+    ==================================  ====================================================================
+    perturbation                        draws of one image
+    ==================================  ====================================================================
+    gaussian, shot, speckle noise       the ImageNet-C sampler's keys, each with a leading axis of T - 1
+                                        (row f - 1 makes frame f; frame 0 is the clean crop)
+    snow, spatter                       ``layer``: the S x S normal layer (N(loc, scale), before zoom or
+                                        smoothing)
+    the others                          nothing (``{}``): the frames follow from the schedule alone
+    ==================================  ====================================================================
+
+    Arguments are those of :func:`perturb`. Draws given in place of these (e.g. the reference
+    scripts' own NumPy draws) make the frames the reference would make from them.
+    """
+    spec = get_perturbation(perturbation)
+    d = check_difficulty(difficulty)
+    seed = _check_seed(seed)
+    prep = prepare(images, edition, preprocessed=preprocessed, keys=keys)
+    params = spec.edition_params(prep.edition)
+    name = sequence_draws_name(spec.name)
+    gens: list[Draws] = [FastDraws(derive_generator(seed, k, name, spec.generation_level(d))) for k in prep.keys]
+    return _sample_all(_Job(spec, params, prep, d, gens, torch.device("cpu"), 1))
 
 
 def perturb(
@@ -435,6 +537,7 @@ def perturb(
     keys: Sequence[Any] | None = None,
     device: torch.device | str | None = None,
     preprocessed: bool = False,
+    draws: Sequence[Mapping[str, Any]] | None = None,
 ) -> torch.Tensor:
     """ImageNet-P sequences of one perturbation for a batch of images, in memory.
 
@@ -446,11 +549,14 @@ def perturb(
             temporal sequences: the frames are the same for every difficulty
             (the difficulty is the comparison stride of the metrics).
         seed: experiment seed; with the image key it fixes every random draw.
-        edition: ``"224"`` (default), ``"299"``, ``"64"`` or ``"32"`` (aliases
-            allowed); ``None`` keeps the edition of :class:`PreparedImages`.
+        edition: ``"224"`` (default), ``"299"``, ``"64"``, ``"64x64"`` (edition 64
+            squashed, ImageNet 64x64-P) or ``"32"`` (aliases allowed); ``None`` keeps the
+            edition of :class:`PreparedImages`.
         keys: one key per image instead of the crop's pixel digest.
         device: where to compute and return the frames (default CPU).
         preprocessed: the inputs are edition-size crops without context.
+        draws: replay given draws instead of sampling them (one dict per image, see
+            :func:`sample_sequence_draws`); ``seed`` and ``keys`` then do not matter.
 
     Returns:
         B x T x 3 x S x S uint8 tensor (T from the perturbation and edition).
@@ -462,6 +568,6 @@ def perturb(
     """
     chunks = [c for _, c in perturb_chunks(
         images, perturbation, difficulty, seed=seed, edition=edition, keys=keys, device=device,
-        preprocessed=preprocessed,
+        preprocessed=preprocessed, draws=draws,
     )]
     return torch.cat(chunks, dim=1)

@@ -20,6 +20,7 @@ way), BGR converted to RGB.
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -38,6 +39,8 @@ from ._spec import Perturbation, check_difficulty, get_perturbation, resolve_p_e
 from .sequences import perturb_chunks
 
 __all__ = [
+    "encode_video",
+    "video_settings",
     "write_video",
     "read_video",
     "folder_name",
@@ -54,7 +57,7 @@ __all__ = [
 _SIZES = {"224": 224, "299": 299, "64": 64, "32": 32}
 
 
-def _require_av() -> Any:
+def require_av() -> Any:
     try:
         import av
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -95,35 +98,49 @@ def write_video(path: str | Path, frames: Any, *, noise: bool = False, preset: s
     Raises:
         MissingDependencyError: PyAV is not installed (``pip install 'shiftbench[video]'``).
     """
-    av = _require_av()
-    arr = _frames_thwc(frames)
-    _, h, w, _ = arr.shape
+    data = encode_video(frames, noise=noise, preset=preset)
     out_path = Path(path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(suffix=".mp4", dir=str(out_path.parent), prefix=".tmp-")
-    os.close(fd)
     try:
-        with av.open(tmp_name, mode="w", format="mp4") as container:
-            stream = container.add_stream("libx264", rate=1)
-            stream.width = int(w)
-            stream.height = int(h)
-            stream.pix_fmt = "yuv444p"
-            opts = {"preset": preset}
-            if noise:
-                opts["tune"] = "grain"
-            else:
-                opts["crf"] = "20"
-            stream.options = opts
-            for f in arr:
-                for packet in stream.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
-                    container.mux(packet)
-            for packet in stream.encode():
-                container.mux(packet)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp_name, out_path)
     finally:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
     return out_path
+
+
+def video_settings(noise: bool, preset: str = "veryslow") -> dict[str, Any]:
+    """The encoder settings of one video (as the reference generator's ffmpeg call): for manifests."""
+    return {"codec": "libx264", "fps": 1, "pix_fmt": "yuv444p", "preset": preset,
+            **({"tune": "grain"} if noise else {"crf": 20})}
+
+
+def encode_video(frames: Any, *, noise: bool = False, preset: str = "veryslow") -> bytes:
+    """The MP4 file :func:`write_video` writes, as bytes (same settings; the same frames give the same bytes)."""
+    av = require_av()
+    arr = _frames_thwc(frames)
+    _, h, w, _ = arr.shape
+    buf = io.BytesIO()
+    with av.open(buf, mode="w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=1)
+        stream.width = int(w)
+        stream.height = int(h)
+        stream.pix_fmt = "yuv444p"
+        opts = {"preset": preset}
+        if noise:
+            opts["tune"] = "grain"
+        else:
+            opts["crf"] = "20"
+        stream.options = opts
+        for f in arr:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return buf.getvalue()
 
 
 def read_video(
@@ -231,7 +248,7 @@ def save_imagenet_p(
         raise InvalidDifficultyError(
             "difficulty", difficulty, f"1 for {spec.name}: temporal difficulties reuse the difficulty-1 videos"
         )
-    _require_av()
+    require_av()
     prep = prepare(images, edition, keys=keys)
     n = len(prep)
     if len(names) != n or len(wnids) != n:

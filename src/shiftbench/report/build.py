@@ -24,7 +24,7 @@ from .. import __version__
 from ..benchmarks import get_benchmark, list_benchmarks
 from ..errors import InvalidArgumentError
 from ..evaluation.errors import MissingPackageError
-from ..evaluation.protocol import Benchmark, Section
+from ..evaluation.protocol import Benchmark, Section, is_fraction_key
 from ..evaluation.store import ResultsStore
 from .figures import ReportFigure, png_bytes, png_data_uri, pyplot, svg_text
 from .intervals import EvaluationFacts, data_label, scrub_paths, store_facts
@@ -41,18 +41,6 @@ __all__ = [
 ]
 
 LONG_TEXT = 60
-
-_FRACTION = re.compile(
-    r"(?:^|[._])(?:clean_error|error|errors|top1_error|ce|mce|relative_mce|relative_ce|mfr|mt5d|fr|t5d|fp|mean_fp|"
-    r"accuracy|heldout_accuracy|seen_accuracy|gap)(?:$|[._])"
-)
-"""Record keys the benchmarks store as fractions (shown in %); mDE is stored in % already."""
-
-
-def is_fraction_key(key: str) -> bool:
-    """A record key whose values are fractions of 1 (errors, CE, mCE, FR, accuracies): the report shows them in %."""
-    return bool(_FRACTION.search(key)) and not key.endswith(("_ci", "_complete"))
-
 
 def _pct_cell(v: Any, ci: tuple[float, float] | None = None) -> tuple[str, str, str]:
     """A fraction as a percent cell, with its 95 % interval when known."""
@@ -270,7 +258,7 @@ def study_figures(study: Path) -> list[ReportFigure]:
     from .figures import heatmap
 
     out: list[ReportFigure] = []
-    with OverlapStore(study) as st:
+    with OverlapStore(study, readonly=True) as st:
         for sid, sname in st.studies():
             try:
                 m = overlap_matrix(st.accuracy_matrix(sid), on_undefined="nan")
@@ -328,22 +316,28 @@ def build_report(
     n = 0
     by_name = {p.name: p for p in parts}
     extra: list[BenchmarkPart] = []
-    for bname, flist in figs.items():
-        part = by_name.get(bname)
-        if part is None:
-            part = BenchmarkPart(bname, "Overlap study", "Overlapping scores between corruptions", None, "")
-            extra.append(part)
-        for f in flist:
-            entry = {"title": f.title, "caption": f.caption, "uri": "", "name": f.name}
-            if f.figure is not None:
-                entry["uri"] = png_data_uri(f.figure)
-                n += 1
-                if fig_dir is not None:
-                    stem = f"{_slug(bname)}_{_slug(f.name)}"
-                    written += [_atomic_write(fig_dir / f"{stem}.png", png_bytes(f.figure, dpi=150)),
-                                _atomic_write(fig_dir / f"{stem}.svg", svg_text(f.figure).encode("utf-8"))]
-                plt.close(f.figure)
-            part.figures.append(entry)
+    try:
+        for bname, flist in figs.items():
+            part = by_name.get(bname)
+            if part is None:
+                part = BenchmarkPart(bname, "Overlap study", "Overlapping scores between corruptions", None, "")
+                extra.append(part)
+            for f in flist:
+                entry = {"title": f.title, "caption": f.caption, "uri": "", "name": f.name}
+                if f.figure is not None:
+                    entry["uri"] = png_data_uri(f.figure)
+                    n += 1
+                    if fig_dir is not None:
+                        stem = f"{_slug(bname)}_{_slug(f.name)}"
+                        written += [_atomic_write(fig_dir / f"{stem}.png", png_bytes(f.figure, dpi=150)),
+                                    _atomic_write(fig_dir / f"{stem}.svg", svg_text(f.figure).encode("utf-8"))]
+                    plt.close(f.figure)
+                part.figures.append(entry)
+    finally:  # a failed write (no space, read-only folder) leaves no figure open
+        for flist in figs.values():
+            for f in flist:
+                if f.figure is not None:
+                    plt.close(f.figure)
     columns, model_rows, per_model = compare_models(sections)
     gal: list[Any] = []
     gal_note = "Left out (--no-gallery)."

@@ -89,6 +89,15 @@ def png_data_uri(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(png_bytes(fig)).decode("ascii")
 
 
+def text_label(name: Any) -> str:
+    """A name (a model, a corruption, a study) as matplotlib text that shows exactly as written: ``$`` escaped
+    (no mathtext: ``$\\frac{1}{$`` would not parse), a leading ``_`` kept visible (matplotlib leaves labels
+    starting with ``_`` out of legends) and control characters escaped."""
+    text = "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in str(name))
+    text = text.replace("$", r"\$")
+    return " " + text if text.startswith("_") else text
+
+
 def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -128,10 +137,10 @@ def published_scatter(
     if pub:
         ax.scatter([p[1] for p in pub], [p[2] for p in pub], color=PUBLISHED_COLOR, s=28, label="published", zorder=2)
         for n, x, y in pub:
-            ax.annotate(n, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7, color="#555555")
+            ax.annotate(text_label(n), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7, color="#555555")
     for i, (n, x, y) in enumerate(m for m in measured if _finite(m[1]) and _finite(m[2])):
         colour = USER_COLORS[i % len(USER_COLORS)]
-        ax.scatter([x], [y], color=colour, marker="*", s=140, label=n, zorder=3)
+        ax.scatter([x], [y], color=colour, marker="*", s=140, label=text_label(n), zorder=3)
         xi, yi = (intervals or {}).get(n, (None, None))
         if xi is not None or yi is not None:
             ax.errorbar([x], [y], xerr=None if xi is None else [[x - xi[0]], [xi[1] - x]],
@@ -170,7 +179,7 @@ def _lines(ax: Any, series: Mapping[str, Mapping[Any, float | None]], dashed: Se
         xs = [x for x in pts if _finite(pts[x])]
         if xs:
             style, size = ("--o", 4) if name in dashed else ("-o", 5)
-            ax.plot(xs, [pts[x] for x in xs], style, color=col[name], label=name, markersize=size)
+            ax.plot(xs, [pts[x] for x in xs], style, color=col[name], label=text_label(name), markersize=size)
 
 
 def small_multiples(
@@ -193,7 +202,7 @@ def small_multiples(
     colours = _colours([n for series in panels.values() for n in series], dashed)
     for ax, (title, series) in zip(axes.flat, panels.items(), strict=False):
         _lines(ax, series, dashed, colours)
-        ax.set_title(title, fontsize=9)
+        ax.set_title(text_label(title), fontsize=9)
         ax.grid(alpha=0.3)
     for ax in axes[:, 0]:
         ax.set_ylabel(ylabel, fontsize=8)
@@ -235,10 +244,10 @@ def bar_chart(
         else:
             color, hatch = USER_COLORS[k % len(USER_COLORS)], None
             k += 1
-        ax.bar(x + (i - (n - 1) / 2) * width, ys, width, label=name, color=color, hatch=hatch, edgecolor="white")
+        ax.bar(x + (i - (n - 1) / 2) * width, ys, width, label=text_label(name), color=color, hatch=hatch, edgecolor="white")
     if reference is not None:
         ax.axhline(reference, color="#777777", linestyle="--", linewidth=1)
-    ax.set_xticks(x, [c.removeprefix("noc_") for c in categories], rotation=45, ha="right", fontsize=8)
+    ax.set_xticks(x, [text_label(c.removeprefix("noc_")) for c in categories], rotation=45, ha="right", fontsize=8)
     return _finish(fig, ax, "", ylabel, title, grid="y")
 
 
@@ -251,8 +260,8 @@ def heatmap(values: Any, rows: Sequence[str], cols: Sequence[str], *, title: str
     v = np.asarray(values, dtype=float)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * len(cols) + 2.0), max(3.4, 0.5 * len(rows) + 1.6)))
     im = ax.imshow(np.ma.masked_invalid(v), vmin=vmin, vmax=vmax, cmap="viridis")
-    ax.set_xticks(range(len(cols)), [c.removeprefix("noc_") for c in cols], rotation=60, ha="right", fontsize=8)
-    ax.set_yticks(range(len(rows)), [r.removeprefix("noc_") for r in rows], fontsize=8)
+    ax.set_xticks(range(len(cols)), [text_label(c.removeprefix("noc_")) for c in cols], rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)), [text_label(r.removeprefix("noc_")) for r in rows], fontsize=8)
     for i in range(v.shape[0]):
         for j in range(v.shape[1]):
             val = v[i, j]

@@ -11,6 +11,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import InvalidArgumentError
+from ..io import load_image_rgb
 
 __all__ = ["GalleryImage", "gallery", "default_gallery_photo"]
 
@@ -54,9 +55,8 @@ def gallery(photo: str | Path, corruptions: list[str], *, seed: int = 0, thumb: 
     from ..editions import preprocess
 
     try:
-        with Image.open(photo) as im:
-            rgb = im.convert("RGB")
-    except (OSError, ValueError) as e:
+        rgb = load_image_rgb(photo)
+    except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as e:
         raise InvalidArgumentError("--gallery-image", str(photo), "a readable photo (JPEG, PNG...)", str(e)) from e
     clean = np.asarray(preprocess(rgb, "224"))
     out = [GalleryImage("clean", 0, _uri(clean, thumb))]

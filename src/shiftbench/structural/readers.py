@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import safe_pickle
 from ..errors import DataError, InvalidArgumentError
+from ..io import check_cifar100_labels, image_array, image_rgb, label_array
 
 __all__ = [
     "LabelledImages",
@@ -86,7 +87,7 @@ CIFAR100_FINE: tuple[str, ...] = (
     "woman", "worm",
 )  # fmt: skip
 
-_IMG_EXT = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
+_IMG_EXT = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pgm", ".tif", ".tiff"}  # torchvision's, and gif
 
 
 @dataclass(frozen=True)
@@ -206,31 +207,30 @@ def read_icons50_npy(path: str | Path) -> LabelledImages:
     missing = [k for k in ("class", "style", "image", "subtype") if k not in d]
     if missing:
         raise DataError(f"{src}: the ICONS-50 dict lacks {missing} (has {sorted(map(str, d))})")
-    img = np.asarray(d["image"])
-    if img.ndim != 4 or img.shape[1] != 3:
-        raise DataError(f"{src}: 'image' must be N x 3 x H x W, got shape {img.shape}")
-    if img.dtype != np.uint8:
-        if np.issubdtype(img.dtype, np.floating) and img.size and float(img.max()) <= 1.0:
-            img = img * 255.0
-        img = np.clip(np.rint(img), 0, 255).astype(np.uint8)
-    cls = np.asarray(d["class"])
-    if cls.dtype.kind in "iu":
-        classes = ICONS50_CLASSES if cls.size == 0 or cls.max() < len(ICONS50_CLASSES) else tuple(
-            str(i) for i in range(int(cls.max()) + 1)
+    img = image_array(np.asarray(d["image"]) if isinstance(d["image"], np.ndarray) else d["image"], f"{src} 'image'",
+                      layout="NCHW")  # fmt: skip
+    n = len(img)
+    cls = d["class"]
+    if isinstance(cls, np.ndarray) and cls.dtype.kind in "iuf" or isinstance(cls, (list, tuple)) and cls and all(
+        isinstance(v, (int, float, np.integer, np.floating)) for v in cls
+    ):
+        labels = label_array(cls, n, f"{src} 'class'")
+        classes = ICONS50_CLASSES if labels.size == 0 or labels.max() < len(ICONS50_CLASSES) else tuple(
+            str(i) for i in range(int(labels.max()) + 1)
         )
-        labels = cls.astype(np.int64)
     else:
         names = _str_array(cls, src, "class")
+        if len(names) != n:
+            raise DataError(f"{src}: {len(names)} 'class' entries for {n} images; allowed: one per image")
         classes = tuple(sorted(set(names.tolist())))
         labels = np.searchsorted(np.array(classes), names).astype(np.int64)
-    n = len(img)
     extra: dict[str, np.ndarray] = {}
     if "rendition" in d:
         extra["rendition"] = np.array([str(r) for r in d["rendition"]], dtype=str)
     return LabelledImages(
         f"ICONS-50 {p.name}",
         np.ascontiguousarray(img.transpose(0, 2, 3, 1)),
-        labels[:n] if len(labels) >= n else labels,
+        labels,
         classes,
         _str_array(d["subtype"], src, "subtype"),
         _str_array(d["style"], src, "style"),
@@ -254,7 +254,7 @@ def _decode(path: Path, size: int | None) -> np.ndarray:
             if im.mode == "RGBA":  # icons with transparency: composite on white, as rendered icons are shown
                 bg = Image.new("RGBA", im.size, (255, 255, 255, 255))
                 im = Image.alpha_composite(bg, im)
-            rgb = im.convert("RGB")
+            rgb = image_rgb(im, repr(str(path)))
             if size is not None and rgb.size != (size, size):
                 rgb = rgb.resize((size, size), Image.BILINEAR)
             return np.asarray(rgb, dtype=np.uint8)
@@ -263,7 +263,15 @@ def _decode(path: Path, size: int | None) -> np.ndarray:
 
 
 def read_icons50_folder(root: str | Path, *, image_size: int = 32) -> LabelledImages:
-    """The ICONS-50 folder release: ``<root>/<class>/<style>_<subtype>[_<rendition>].<ext>``.
+    """The ICONS-50 folder release, read as the authors' script reads it: ``<root>/<class>/<file>``.
+
+    ``old/Icons-50/train.py`` opens the release with torchvision's ``ImageFolder`` (one folder per class,
+    any file name) and selects images by substrings of their paths: the test style (``'microsoft' in
+    path``), the held-out subtypes, ``'_2'`` for a second rendition. So every image file of a class
+    folder is read here too (dot-files and dot-folders aside), and ``extra["file"]`` keeps its path
+    (``<class folder>/<file>``) for those substring matches (``match="paper"`` of the splits).
+    A file named ``<style>_<subtype>[_<rendition>]`` also gets its style, subtype and rendition,
+    which the exact-match splits use; other names get style ``""`` and their stem as the subtype.
 
     Class folders are matched to the Appendix E names ignoring case, ``_`` and ``-``
     (``emotion_face`` -> ``Emotion Face``); other folder names are kept as they are.
@@ -281,17 +289,15 @@ def read_icons50_folder(root: str | Path, *, image_size: int = 32) -> LabelledIm
     imgs, labels, styles, subtypes, rend, files = [], [], [], [], [], []
     for d, cname in zip(folders, names):
         for f in sorted(d.iterdir()):
-            if f.suffix.lower() not in _IMG_EXT:
+            if f.suffix.lower() not in _IMG_EXT or f.name.startswith(".") or not f.is_file():
                 continue
             m = _ICON_NAME.match(f.stem)
-            if m is None:
-                raise DataError(f"{str(f)!r}: file name is not <style>_<subtype>[_<rendition>] (ICONS-50 folder release)")
             imgs.append(_decode(f, image_size))
             labels.append(classes.index(cname))
-            styles.append(m["style"].lower())
-            subtypes.append(m["subtype"])
-            rend.append(m["rendition"] or "")
-            files.append(str(f.relative_to(r)))
+            styles.append(m["style"].lower() if m else "")
+            subtypes.append(m["subtype"] if m else f.stem)
+            rend.append((m["rendition"] or "") if m else "")
+            files.append(f.relative_to(r).as_posix())
     if not imgs:
         raise DataError(f"root={str(r)!r}: the class folders hold no images ({', '.join(sorted(_IMG_EXT))})")
     return LabelledImages(
@@ -342,13 +348,17 @@ def read_emoji_styles(path: str | Path, *, size: int = 32) -> LabelledImages:
     missing = [k for k in need if k not in cols]
     if missing:
         raise DataError(f"{str(p)!r}: lacks the arrays {missing} (has {sorted(cols)})")
-    names = cols["class"].astype(str)
+    images = image_array(cols["images"], f"{str(p)!r} 'images'")
+    for k in ("class", "subtype", "style"):
+        if cols[k].ndim != 1 or len(cols[k]) != len(images):
+            raise DataError(f"{str(p)!r}: {k!r} of shape {cols[k].shape} for {len(images)} images; allowed: one per image")
+    names = _str_array(cols["class"], repr(str(p)), "class")
     classes = tuple(sorted(set(names.tolist())))
     labels = np.searchsorted(np.array(classes), names).astype(np.int64)
     extra = {k: v.astype(str) for k, v in cols.items() if k not in (*need,) and v.ndim == 1}
     return LabelledImages(
         f"emoji-styles {p.name}",
-        np.ascontiguousarray(cols["images"]),
+        images,
         labels,
         classes,
         cols["subtype"].astype(str),
@@ -386,12 +396,9 @@ def read_cifar100(root: str | Path, part: str = "train") -> LabelledImages:
     data = np.asarray(d["data"])
     if data.ndim != 2 or data.shape[1] != 3072 or data.dtype != np.uint8:
         raise DataError(f"{src}: 'data' must be N x 3072 uint8 (32x32 RGB planes), got {data.shape} {data.dtype}")
-    fine = np.asarray(d["fine_labels"], dtype=np.int64)
-    coarse = np.asarray(d["coarse_labels"], dtype=np.int64)
-    if len(fine) != len(data) or len(coarse) != len(data):
-        raise DataError(f"{src}: {len(data)} images but {len(fine)} fine and {len(coarse)} coarse labels")
-    if len(fine) and (fine.min() < 0 or fine.max() > 99 or coarse.min() < 0 or coarse.max() > 19):
-        raise DataError(f"{src}: fine labels must be in 0..99 and coarse labels in 0..19")
+    fine = label_array(d["fine_labels"], len(data), f"{src} fine_labels", classes=100)
+    coarse = label_array(d["coarse_labels"], len(data), f"{src} coarse_labels", classes=20)
+    check_cifar100_labels(fine, coarse, src)
     return LabelledImages(
         f"CIFAR-100 {part} {r}",
         np.ascontiguousarray(data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)),

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgumentError, UnknownNameError
+from ..io import CIFAR100_COARSE_TO_FINE
 from .readers import CIFAR100_COARSE, CIFAR100_FINE, LabelledImages
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "paper_subtypes_for",
     "cifar100_held_out",
     "cifar100_subclass_split",
+    "IMAGENET22K_SPLITS",
     "imagenet22k_superclasses",
     "imagenet22k_wnids",
 ]
@@ -64,14 +66,8 @@ PAPER_HELD_OUT_SUBTYPES: tuple[str, ...] = (
 # script (hendrycks/robustness, old/auxiliary/CIFAR100/train.py: the order in which each
 # fine class first appears in the training set). Holding out k subclasses per superclass
 # takes the first k of each list ("original" order); the script shows k = 1 (index 0 held
-# out), and k = 2, 3 extend it to the first two and three.
-CIFAR100_COARSE_TO_FINE: dict[int, tuple[int, ...]] = {
-    0: (72, 4, 95, 30, 55), 1: (73, 32, 67, 91, 1), 2: (92, 70, 82, 54, 62), 3: (16, 61, 9, 10, 28),
-    4: (51, 0, 53, 57, 83), 5: (40, 39, 22, 87, 86), 6: (20, 25, 94, 84, 5), 7: (14, 24, 6, 7, 18),
-    8: (43, 97, 42, 3, 88), 9: (37, 17, 76, 12, 68), 10: (49, 33, 71, 23, 60), 11: (15, 21, 19, 31, 38),
-    12: (75, 63, 66, 64, 34), 13: (77, 26, 45, 99, 79), 14: (11, 2, 35, 46, 98), 15: (29, 93, 27, 78, 44),
-    16: (65, 50, 74, 36, 80), 17: (56, 52, 47, 59, 96), 18: (8, 58, 90, 13, 48), 19: (81, 69, 41, 89, 85),
-}  # fmt: skip
+# out), and k = 2, 3 extend it to the first two and three. The readers check labels against it,
+# so it lives with them in shiftbench.io.
 
 _DEFAULT_STYLES = ("microsoft", "fluent-emoji-high-contrast")
 
@@ -367,18 +363,43 @@ def cifar100_subclass_split(
     )
 
 
-def imagenet22k_superclasses() -> list[dict[str, Any]]:
+IMAGENET22K_SPLITS = {
+    "authors": "imagenet22k_authors.json",
+    "wordnet": "imagenet22k_subclasses.json",
+}
+"""The ImageNet-22K subclass splits: ``authors`` (the default: the lists of Hendrycks & Dietterich's own
+scripts, ``old/auxiliary/ImageNet22K/train.py`` and ``test.py``, shipped by
+``tools/build_imagenet22k_authors_split.py``) and ``wordnet`` (built from WordNet 3.0 by
+``tools/build_imagenet22k_split.py``: the synsets strictly below each superclass; 24 of 25 seen lists equal, the
+unseen lists lack the superclass synsets the authors include and add 53 synsets theirs lack)."""
+
+
+def _check_22k_split(split: str) -> str:
+    if split not in IMAGENET22K_SPLITS:
+        raise InvalidArgumentError("split", split, f"one of {', '.join(IMAGENET22K_SPLITS)} (authors: Hendrycks & Dietterich's lists)")
+    return split
+
+
+def imagenet22k_superclasses(split: str = "authors") -> list[dict[str, Any]]:
     """The 25 ImageNet-22K superclasses (Appendix G) with their ``seen`` (ImageNet-1K) and ``unseen``
-    (ImageNet-22K only) subclass wnids, as built from WordNet 3.0 by ``tools/build_imagenet22k_split.py``."""
+    (ImageNet-22K only) subclass wnids, in the order of :data:`IMAGENET22K_SPLITS` ``[split]``."""
     import json
     from importlib import resources
 
-    doc = json.loads(resources.files("shiftbench").joinpath("data", "imagenet22k_subclasses.json").read_text(encoding="utf-8"))
+    name = IMAGENET22K_SPLITS[_check_22k_split(split)]
+    doc = json.loads(resources.files("shiftbench").joinpath("data", name).read_text(encoding="utf-8"))
     return list(doc["superclasses"])
 
 
-def imagenet22k_wnids(part: str) -> dict[str, str]:
-    """Subclass wnid -> superclass name for ``part`` ``"seen"`` or ``"unseen"`` (for :func:`read_wnid_tree`)."""
+def imagenet22k_wnids(part: str, split: str = "authors") -> dict[str, str]:
+    """Subclass wnid -> superclass name for ``part`` ``"seen"`` or ``"unseen"`` (for :func:`read_wnid_tree`).
+
+    A wnid listed under two superclasses belongs to the first, as the authors' scripts assign it.
+    """
     if part not in ("seen", "unseen"):
         raise InvalidArgumentError("part", part, "'seen' (ImageNet-1K subclasses) or 'unseen' (ImageNet-22K only)")
-    return {w: s["name"] for s in imagenet22k_superclasses() for w in s[part]}
+    out: dict[str, str] = {}
+    for s in imagenet22k_superclasses(split):
+        for w in s[part]:
+            out.setdefault(w, s["name"])
+    return out

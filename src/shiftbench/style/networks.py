@@ -178,6 +178,8 @@ def load_state_dict(
         want = required.get(k, optional.get(k))
         if tuple(v.shape) != want:
             raise WeightsFormatError(argument, p, f"{k} has shape {tuple(v.shape)}, the published layout has {want}")
+        if v.is_floating_point() and not bool(torch.isfinite(v).all()):
+            raise WeightsFormatError(argument, p, f"{k} holds NaN or infinite values (a damaged or diverged file)")
     return {k: v.to(torch.float32) for k, v in state.items() if k in required}
 
 

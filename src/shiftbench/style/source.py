@@ -13,6 +13,7 @@ import torch
 from PIL import Image, UnidentifiedImageError
 
 from ..errors import InvalidArgumentError
+from ..io import image_rgb
 
 __all__ = ["StyleSource", "STYLE_EXTENSIONS"]
 
@@ -57,7 +58,8 @@ class StyleSource:
                     im.load()
                     if min(im.size) < 1:
                         raise OSError("empty image")
-            except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
+                    image_rgb(im, repr(rel))  # a mode read exactly (16-bit and float scaled) or refused now
+            except (OSError, ValueError, SyntaxError, EOFError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
                 raise InvalidArgumentError(
                     "styles", str(folder), "a folder whose image files all decode", f"{rel} cannot be read: {exc}"
                 ) from None
@@ -84,8 +86,9 @@ class StyleSource:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        with Image.open(self.files[key[0]]) as im:
-            im = im.convert("RGB")
+        with Image.open(self.files[key[0]]) as opened:
+            opened.load()
+            im = image_rgb(opened, repr(str(self.files[key[0]])))
             w, h = im.size
             s = short_side / min(w, h)
             size = (max(short_side, round(w * s)), max(short_side, round(h * s)))

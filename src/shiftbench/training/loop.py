@@ -42,10 +42,14 @@ __all__ = [
     "load_checkpoint",
     "tensor_batches",
     "random_crop",
+    "crop_at",
+    "stability_loss",
     "normaliser",
+    "MIXES",
 ]
 
 SCHEDULES = ("step", "cosine", "constant")
+MIXES = ("", "beta")
 
 Batches = Callable[[np.ndarray], Iterable[tuple[np.ndarray, torch.Tensor, torch.Tensor]]]
 
@@ -64,6 +68,20 @@ class Recipe:
         crop_padding: random crops of the original size from the image zero-padded by
             this many pixels (4 in the papers; 0: no crops).
         mean, std: per-channel input normalisation of [0, 1] images.
+        crop_size: random crops of this side from the (larger) training images, without padding,
+            as torchvision's ``RandomCrop(crop_size)`` after ``Resize``; 0: none. Drawn from their
+            own stream (the other draws of an epoch are those of a recipe without it).
+        mix: ``""`` or ``"beta"``: every training image is mixed with another image of its batch,
+            ``t x + (1 - t) x[perm]`` with ``t ~ Beta(1, 1)`` per image, and the loss is
+            ``mean(t CE(y)) + mean((1 - t) CE(y[perm]))``, as the authors' CIFAR-100 script
+            (``old/auxiliary/CIFAR100/train.py``); drawn from their own stream.
+        preprocess: ``""`` or a preprocessing of :mod:`shiftbench.evaluation.testtime` (``"clahe"``,
+            ``"nlm-denoise"``) applied to every 8-bit training batch (after flips and crops); evaluate the
+            model with the same ``--preprocess``.
+        stability: ``(noise, weight)``: stability training (Zheng et al., 2016, as Hendrycks & Dietterich
+            fine-tune with it): the loss adds ``weight`` times the cross-entropy from the clean image's
+            softmax to that of the image with uniform noise in ``[-noise, noise]`` (in [0, 1] units) added;
+            the noise is drawn from its own stream.
     """
 
     epochs: int = 50
@@ -80,6 +98,10 @@ class Recipe:
     crop_padding: int = 4
     mean: tuple[float, float, float] = (0.5, 0.5, 0.5)
     std: tuple[float, float, float] = (0.25, 0.25, 0.25)
+    crop_size: int = 0
+    mix: str = ""
+    preprocess: str = ""
+    stability: tuple[float, float] | None = None
 
     def check(self, where: str = "recipe") -> Recipe:
         for k in ("epochs", "batch_size"):
@@ -92,6 +114,17 @@ class Recipe:
             raise InvalidArgumentError(f"{where}.lr", self.lr, "a number > 0")
         if isinstance(self.crop_padding, bool) or not isinstance(self.crop_padding, int) or self.crop_padding < 0:
             raise InvalidArgumentError(f"{where}.crop_padding", self.crop_padding, "an integer >= 0")
+        if isinstance(self.crop_size, bool) or not isinstance(self.crop_size, int) or self.crop_size < 0:
+            raise InvalidArgumentError(f"{where}.crop_size", self.crop_size, "an integer >= 0 (0: no random crops)")
+        if self.mix not in MIXES:
+            raise InvalidArgumentError(f"{where}.mix", self.mix, "'' (none) or 'beta' (the authors' CIFAR-100 input mixing)")
+        if self.preprocess not in ("", "clahe", "nlm-denoise"):
+            raise InvalidArgumentError(f"{where}.preprocess", self.preprocess, "'', 'clahe' or 'nlm-denoise'")
+        if self.stability is not None:
+            st = tuple(self.stability)
+            if len(st) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in st):
+                raise InvalidArgumentError(f"{where}.stability", self.stability, "None or (noise > 0, weight > 0)")
+            self.stability = (float(st[0]), float(st[1]))
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,6 +222,37 @@ def random_crop(xb: torch.Tensor, offsets: np.ndarray, padding: int) -> torch.Te
     return torch.stack([p[i, :, dy : dy + h, dx : dx + w] for i, (dy, dx) in enumerate(offsets.tolist())])
 
 
+def stability_loss(clean_logits: torch.Tensor, noisy_logits: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy from the clean softmax to the noisy one, ``-sum p_clean log p_noisy`` (stability training)."""
+    return -(torch.softmax(clean_logits, 1) * torch.log_softmax(noisy_logits, 1)).sum(1).mean()
+
+
+def _preprocessor(name: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    if not name:
+        return None
+    from ..evaluation import testtime
+
+    fn = {"clahe": testtime.clahe, "nlm-denoise": testtime.nlm_denoise}[name]
+
+    def run(xb: torch.Tensor) -> torch.Tensor:
+        if xb.dtype != torch.uint8:
+            raise InvalidArgumentError("recipe.preprocess", name, "8-bit training images (the preprocessing works on levels)")
+        return fn(xb)
+
+    return run
+
+
+def crop_at(xb: torch.Tensor, where: np.ndarray, size: int) -> torch.Tensor:
+    """``size`` x ``size`` crops of every image of ``xb`` at ``where[i] = (u, v)`` in [0, 1): offsets
+    ``floor(u * (H - size + 1))``, ``floor(v * (W - size + 1))`` (a uniform choice, as ``RandomCrop``)."""
+    h, w = int(xb.shape[-2]), int(xb.shape[-1])
+    if size > min(h, w):
+        raise InvalidArgumentError("crop_size", size, f"at most the training images' side ({min(h, w)})")
+    dys = np.floor(where[:, 0] * (h - size + 1)).astype(np.int64)
+    dxs = np.floor(where[:, 1] * (w - size + 1)).astype(np.int64)
+    return torch.stack([xb[i, :, dy : dy + size, dx : dx + size] for i, (dy, dx) in enumerate(zip(dys.tolist(), dxs.tolist()))])
+
+
 def normaliser(mean: Iterable[float], std: Iterable[float]) -> Callable[[torch.Tensor], torch.Tensor]:
     """uint8 or [0, 1] images -> ``(x - mean) / std`` per channel (one value for all channels on 1-channel data)."""
     m = torch.tensor(list(mean), dtype=torch.float32).view(1, -1, 1, 1)
@@ -266,6 +330,11 @@ def fit(
         order = rng.permutation(n_train)
         flips = rng.random(n_train) < 0.5
         offsets = rng.integers(0, 2 * recipe.crop_padding + 1, size=(n_train, 2)) if recipe.crop_padding else None
+        # draws of the newer options come from streams of their own, so the draws above stay as they were
+        crops = np.random.default_rng([int(seed), epoch, int(stream), 2]).random((n_train, 2)) if recipe.crop_size else None
+        mixer = np.random.default_rng([int(seed), epoch, int(stream), 3]) if recipe.mix else None
+        jitter = np.random.default_rng([int(seed), epoch, int(stream), 4]) if recipe.stability else None
+        prep = _preprocessor(recipe.preprocess)
         tot_loss, tot_ok, tot_n = 0.0, 0, 0
         lr = lr_at(recipe, epoch, 0, steps)
         for step, (idx, xb, yb) in enumerate(batches(order)):
@@ -278,10 +347,30 @@ def fit(
                 xb = torch.where(f.view(-1, 1, 1, 1), xb.flip(-1), xb)
             if offsets is not None:
                 xb = random_crop(xb, offsets[idx], recipe.crop_padding)
+            if crops is not None:
+                xb = crop_at(xb, crops[idx], recipe.crop_size)
             if batch_hook is not None:
                 xb = batch_hook(idx, xb, epoch)
-            logits = net(norm(xb))
-            loss = F.cross_entropy(logits, yb)
+            if prep is not None:
+                xb = prep(xb)
+            xn = norm(xb)
+            if mixer is not None:
+                t = torch.from_numpy(mixer.beta(1.0, 1.0, size=len(idx)).astype(np.float32)).to(dev)
+                perm = torch.from_numpy(mixer.permutation(len(idx))).to(dev)
+                logits = net(t.view(-1, 1, 1, 1) * xn + (1 - t.view(-1, 1, 1, 1)) * xn[perm])
+                loss = (t * F.cross_entropy(logits, yb, reduction="none")).mean() + (
+                    (1 - t) * F.cross_entropy(logits, yb[perm], reduction="none")
+                ).mean()
+            else:
+                logits = net(xn)
+                loss = F.cross_entropy(logits, yb)
+            if jitter is not None:
+                assert recipe.stability is not None
+                noise, weight = recipe.stability
+                u = torch.from_numpy(jitter.uniform(-noise, noise, size=tuple(xb.shape)).astype(np.float32)).to(dev)
+                x01 = xb.to(torch.float32) / 255.0 if xb.dtype == torch.uint8 else xb.to(torch.float32)
+                noisy = net(norm((x01 + u).clamp(0, 1)))
+                loss = loss + weight * stability_loss(logits, noisy)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

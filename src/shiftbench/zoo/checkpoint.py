@@ -60,6 +60,9 @@ def read_state_dict(
     state: dict[str, torch.Tensor] = {}
     patterns = [(re.compile(a), b) for a, b in remap]
     for name, tensor in obj.items():
+        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
+            raise InvalidArgumentError("weights", str(p), "weights with finite values",
+                                       f"{name} holds NaN or infinite values (a damaged or diverged file).")  # fmt: skip
         if strip_prefix and name.startswith(strip_prefix):
             name = name[len(strip_prefix) :]
         for rx, repl in patterns:

@@ -99,6 +99,14 @@ def _open(url: str, offset: int, timeout: float) -> tuple[object, int]:
     return resp, int(getattr(resp, "status", 200))
 
 
+def _range_start(header: object) -> int | None:
+    """The first byte of a ``Content-Range: bytes A-B/N`` header (None: missing or malformed)."""
+    import re
+
+    m = re.match(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", str(header or ""))
+    return int(m.group(1)) if m else None
+
+
 def download(
     url: str,
     dest: str | Path,
@@ -180,7 +188,15 @@ def _transfer(
                 url, final, "the server answered with a web page, not the file (a file host's confirmation page?)"
             )
         if status == 206:
-            mode = "ab"
+            start = _range_start(resp.headers.get("Content-Range"))  # type: ignore[attr-defined]
+            if start == offset:
+                mode = "ab"
+            elif start == 0:  # the server sent the file from byte 0 after all: start again, never append it
+                offset, mode = 0, "wb"
+            else:
+                raise DownloadError(url, final, f"asked for bytes from {offset}, the server answered "
+                                    f"Content-Range {resp.headers.get('Content-Range')!r}; delete {part} to start "  # type: ignore[attr-defined]
+                                    "again")  # fmt: skip
         else:  # 200: the server ignored the range (or there was none): start from byte 0
             offset, mode = 0, "wb"
         length = resp.headers.get("Content-Length")  # type: ignore[attr-defined]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import InvalidArgumentError, ShiftbenchError
 
-__all__ = ["DownloadError", "OfflineError", "ChecksumMismatchError", "NotACheckpointError", "UnsafeCheckpointError"]
+__all__ = ["DownloadError", "OfflineError", "ChecksumMismatchError", "CachedChecksumError", "NotACheckpointError", "UnsafeCheckpointError"]
 
 
 class DownloadError(ShiftbenchError, OSError):
@@ -45,6 +45,23 @@ class ChecksumMismatchError(DownloadError):
             path,
             f"checksum mismatch: published {expected}, downloaded file has {actual}; "
             "the file was deleted (a truncated, altered or replaced file)",
+        )
+
+
+class CachedChecksumError(ChecksumMismatchError):
+    """A weights file already in the cache (or given as a local copy) whose SHA-256 differs from the published one:
+    it is not used (other weights would be evaluated under the entry's name); the file is left where it is."""
+
+    def __init__(self, url: str, path: str | Path, expected: str, actual: str) -> None:
+        self.expected = expected
+        self.actual = actual
+        DownloadError.__init__(
+            self,
+            url,
+            path,
+            f"the cached file's checksum differs from the published one: published {expected}, the file has "
+            f"{actual}; not used. Delete it to download it again, or pass --trust-cache (SHIFTBENCH_TRUST_CACHE=1) "
+            "to use it anyway",
         )
 
 

@@ -10,8 +10,7 @@ from ..errors import InvalidArgumentError
 from ..evaluation.models import Classifier, InputTransform, load_model, module_checksum
 from .checkpoint import read_state_dict
 from .download import ProgressCallback, sha256_of
-from .errors import ChecksumMismatchError
-from .registry import ZooEntry, fetch, get
+from .registry import ZooEntry, fetch, get, verify_cached
 
 __all__ = ["load_zoo_model", "transform_of"]
 
@@ -27,6 +26,7 @@ def load_zoo_model(
     *,
     weights: str | Path | None = None,
     progress: ProgressCallback | None | bool = True,
+    trust_cache: bool | None = None,
 ) -> Classifier:
     """Load ``zoo:<name>``: download its weights on first use (verified), build it, load them.
 
@@ -35,6 +35,8 @@ def load_zoo_model(
         weights: a local copy of the entry's file to use instead of the cache
             (checked against the published checksum when there is one).
         progress: see :func:`shiftbench.zoo.fetch`.
+        trust_cache: use a cached file whose checksum differs from the published one (default:
+            ``SHIFTBENCH_TRUST_CACHE``); otherwise it is refused with both digests and its path.
 
     Raises:
         UnknownNameError: no such entry.
@@ -44,15 +46,12 @@ def load_zoo_model(
     """
     entry = get(name) if isinstance(name, str) else name
     if weights is None:
-        path = fetch(entry, progress=progress)
+        path = fetch(entry, progress=progress, trust_cache=trust_cache)
     else:
         path = Path(weights).expanduser()
         if not path.is_file():
             raise InvalidArgumentError("weights", str(weights), f"a local copy of {entry.cache_name}")
-        if entry.sha256_prefix and not sha256_of(path).startswith(entry.sha256_prefix):
-            raise ChecksumMismatchError(
-                entry.url, path, f"sha256 {entry.sha256_prefix}...", f"sha256 {sha256_of(path)}"
-            )
+        verify_cached(entry, path, trust_cache=trust_cache)
     clf = load_model(entry.arch, weights="none")
     module = clf.forward
     if not isinstance(module, torch.nn.Module):  # every arch name builds a module

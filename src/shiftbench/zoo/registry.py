@@ -19,7 +19,8 @@ from urllib.parse import urlparse
 
 from ..checks import suggest
 from ..errors import InvalidArgumentError, UnknownNameError
-from .download import ProgressCallback, cache_dir, default_progress, download
+from .download import ProgressCallback, cache_dir, default_progress, download, sha256_of
+from .errors import CachedChecksumError
 
 __all__ = ["Preprocessing", "ZooEntry", "entries", "get", "register", "weights_path", "fetch"]
 
@@ -184,18 +185,55 @@ def weights_path(entry: ZooEntry | str) -> Path:
     return cache_dir() / e.name / e.cache_name
 
 
-def fetch(entry: ZooEntry | str, *, progress: ProgressCallback | None | bool = True) -> Path:
+def trust_cache_default() -> bool:
+    """``SHIFTBENCH_TRUST_CACHE=1`` (or true/yes): use cached files whose checksum differs from the published one."""
+    import os
+
+    return os.environ.get("SHIFTBENCH_TRUST_CACHE", "").strip().lower() in ("1", "true", "yes")
+
+
+_VERIFIED: dict[tuple[str, int, int], str] = {}
+
+
+def verify_cached(e: ZooEntry, path: Path, *, trust_cache: bool | None = None) -> Path:
+    """Check a file already on disk against the entry's published SHA-256 (prefix) and size.
+
+    Raises:
+        CachedChecksumError: it differs (naming both digests and the path), unless ``trust_cache``
+            (default: :func:`trust_cache_default`).
+    """
+    trust = trust_cache_default() if trust_cache is None else trust_cache
+    if trust or (not e.sha256_prefix and e.size_bytes is None):
+        return path
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    digest = _VERIFIED.get(key) or sha256_of(path)
+    if e.size_bytes is not None and st.st_size != e.size_bytes:
+        raise CachedChecksumError(e.url, path, f"{e.size_bytes} bytes", f"{st.st_size} bytes (sha256 {digest})")
+    if e.sha256_prefix and not digest.startswith(e.sha256_prefix.lower()):
+        raise CachedChecksumError(e.url, path, f"sha256 {e.sha256_prefix}...", f"sha256 {digest}")
+    _VERIFIED[key] = digest
+    return path
+
+
+def fetch(
+    entry: ZooEntry | str, *, progress: ProgressCallback | None | bool = True, trust_cache: bool | None = None
+) -> Path:
     """Make sure the entry's weights are in the cache (download, verify); return their path.
+
+    A file already in the cache is checked against the published checksum too (:func:`verify_cached`): one that
+    differs is refused unless ``trust_cache``.
 
     Args:
         entry: a :class:`ZooEntry` or its name.
         progress: True: a rich bar on a terminal; False/None: silent; or a callback
             ``(bytes_done, bytes_total)``.
+        trust_cache: use a cached file whatever its checksum (default: ``SHIFTBENCH_TRUST_CACHE``).
     """
     e = get(entry) if isinstance(entry, str) else entry
     dest = weights_path(e)
     if dest.is_file():
-        return dest
+        return verify_cached(e, dest, trust_cache=trust_cache)
     stop = None
     if progress is True:
         cb, stop = default_progress(f"zoo:{e.name}")

@@ -48,6 +48,11 @@ __all__ = [
 
 FORMATS = ("table", "json", "csv")
 
+CE_SET1 = ("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur", "zoom_blur", "pixelate")
+"""The ImageNet-C corruptions that overlap the most (Laugros, Caplier & Ospici, 2021, Section 4.2: noises, blurs, pixelate)."""
+CE_SET2 = ("snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "jpeg_compression")
+"""The other seven ImageNet-C corruptions (the same paper's second set)."""
+
 
 METRICS = {
     "error": "top-1 error",
@@ -260,6 +265,10 @@ def measured_from_report(report: Mapping[str, Any], table_id: str) -> dict[str, 
         got["mce"] = got["imagenet_c_mce"] = mce
         for name, sc in (row.get("corruptions") or {}).items():
             got[name] = sc.get("relative_ce" if relative else "ce")
+        for key, group in (("imagenet_c_mce_set1", CE_SET1), ("imagenet_c_mce_set2", CE_SET2)):
+            vals = [got.get(c) for c in group]
+            if all(_finite(v) for v in vals):  # the mean over the set (Laugros, Caplier & Ospici, 2021, Table 1)
+                got[key] = sum(float(v) for v in vals) / len(group)  # type: ignore[arg-type]
         metrics = {k: round(100 * float(v), 4) for k, v in got.items() if k in keys and v is not None}
         if metrics:
             out[str(row.get("model"))] = metrics
@@ -274,7 +283,8 @@ def measured_from_records(table_id: str, benchmark: str, records: Any) -> dict[s
     """The metrics of a table's columns from a benchmark's stored records (``shiftbench results`` JSON), in %.
 
     ``imagenet-c``: as :func:`measured_from_report` (its records are that report's rows).
-    ``imagenet-noc``: clean error, CE per corruption, mCE (``imagenet_noc_mce``, only when complete).
+    ``imagenet-noc``: clean error, CE per corruption, mCE (``imagenet_noc_mce``, only when complete), from
+    the evaluations of ImageNet-NOC itself. ``border-obstruction``: the CE of border and obstruction.
     ``imagenet-d``: error per domain and mDE. ``imagenet-p``: mFR and mT5D (only over all ten test
     perturbations). Other benchmarks give nothing. Models are keyed by their stored name
     (``zoo:resnet50``); a later record of a model overrides an earlier one.
@@ -290,9 +300,11 @@ def measured_from_records(table_id: str, benchmark: str, records: Any) -> dict[s
         if not isinstance(r, Mapping) or r.get("reference"):
             continue
         got: dict[str, Any] = {}
-        if benchmark == "imagenet-noc":
+        if benchmark in ("imagenet-noc", "border-obstruction"):
+            if r.get("benchmark") not in (None, benchmark):
+                continue  # another selection of candidates (a saved benchmark, border and obstruction)
             got = {c: 100 * v for c, v in (r.get("ce") or {}).items() if _finite(v)}
-            if _finite(r.get("mce")):
+            if _finite(r.get("mce")) and benchmark == "imagenet-noc":
                 got["imagenet_noc_mce"] = 100 * r["mce"]
         elif benchmark == "imagenet-d":
             if r.get("benchmark") not in (None, "imagenet-d"):
