@@ -47,7 +47,8 @@ from shiftbench.evaluation.data import (
     foolbox_imagenet,
 )
 from shiftbench.evaluation.models import load_model
-from shiftbench.evaluation.runner import _prefetch, package_versions, parse_severities
+from shiftbench.benchmarks.imagenet_c import parse_severities
+from shiftbench.evaluation.runner import _prefetch, package_versions
 
 Batch = tuple[str, int, list[str], torch.Tensor]
 

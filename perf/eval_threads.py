@@ -53,15 +53,15 @@ def _data(root: Path, n: int) -> Path:
 def one_run(data: Path, threads: int | str) -> tuple[float, int]:
     import torch
 
-    from shiftbench.evaluation import evaluate
+    import shiftbench
     from shiftbench.evaluation.threads import resolve_model_threads
 
     n = resolve_model_threads(threads)
     torch.set_num_threads(n)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        evaluate("efficientnet-lite0", data=data, corruptions="contrast,fog", severities="3",
-                 store=Path(tmp) / "s.sqlite", batch_size=8)
+        shiftbench.evaluate("efficientnet-lite0", "imagenet-c", data=data, corruptions="contrast,fog", severities="3",
+                            store=Path(tmp) / "s.sqlite", batch_size=8)
         return time.perf_counter() - t0, n
 
 

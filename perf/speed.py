@@ -9,6 +9,8 @@ fastest pass, which filters out interference from other load on the machine.
     python perf/speed.py                       # full comparison, 2 processes
     python perf/speed.py --only shiftbench     # just shiftbench
     python perf/speed.py --device cuda         # shiftbench on a GPU (batched)
+    python perf/speed.py --only shiftbench --baseline-src /tmp/base/src --baseline-label 1a2b3c4
+                                               # before/after: another checkout's src/ in the same run
 
 Reports per-corruption rates (corrupted images per second of one core) and the
 overall wall-clock rate of the whole 15 x 5 pass, with ratios to the reference,
@@ -27,6 +29,7 @@ import tempfile
 import time
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,8 +50,9 @@ def machine() -> dict[str, object]:
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
 
 
-def _ours_worker(args: tuple[np.ndarray, list[str], list[int], int, str, int]) -> dict[str, dict[str, float]]:
-    images, names, sevs, batch, device, repeat = args
+def _ours_worker(args: tuple[np.ndarray, list[str], list[int], int, str, int, str]) -> dict[str, dict[str, float]]:
+    images, names, sevs, batch, device, repeat, clock_name = args
+    clock = time.process_time if clock_name == "cpu" else time.perf_counter
     import torch
 
     torch.set_num_threads(1)
@@ -59,14 +63,14 @@ def _ours_worker(args: tuple[np.ndarray, list[str], list[int], int, str, int]) -
 
     x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous().to(device)
     shiftbench.corrupt(x[:2], "contrast", 1)  # warm-up (imports, numba compilation happen below per corruption)
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, float]] = {"_source": {"path": str(Path(shiftbench.__file__).parent)}}
     for n in names:
         for s in sevs:  # warm-up: JIT compilation and per-severity tables (one-off per process) outside the timing
             shiftbench.corrupt(x[:2], n, s, seed=99)
         for _ in range(repeat):
             if device != "cpu":
                 torch.cuda.synchronize()
-            t0 = time.perf_counter()
+            t0 = clock()
             cnt = 0
             for s in sevs:
                 for a in range(0, len(x), batch):
@@ -74,24 +78,39 @@ def _ours_worker(args: tuple[np.ndarray, list[str], list[int], int, str, int]) -
                     cnt += len(x[a : a + batch])
             if device != "cpu":
                 torch.cuda.synchronize()
-            out.setdefault(n, {"images": cnt, "passes": []})["passes"].append(time.perf_counter() - t0)
+            out.setdefault(n, {"images": cnt, "passes": []})["passes"].append(clock() - t0)
     return out
 
 
-def run_ours(images: np.ndarray, names: list[str], sevs: list[int], procs: int, batch: int, device: str, repeat: int = 1) -> dict[str, object]:
+def run_ours(
+    images: np.ndarray, names: list[str], sevs: list[int], procs: int, batch: int, device: str, repeat: int = 1, src: str | None = None,
+    clock: str = "wall",
+) -> dict[str, object]:
+    """shiftbench's pass; with ``src`` the workers import shiftbench from that source folder
+    (spawned processes start with this process's ``sys.path``, ``src`` put first)."""
     parts = [images[i::procs] for i in range(procs)] if device == "cpu" else [images]
     t0 = time.perf_counter()
-    if len(parts) == 1:
-        results = [_ours_worker((parts[0], names, sevs, batch, device, repeat))]
+    if len(parts) == 1 and src is None:
+        results = [_ours_worker((parts[0], names, sevs, batch, device, repeat, clock))]
     else:
-        with get_context("spawn").Pool(procs) as pool:
-            results = pool.map(_ours_worker, [(p, names, sevs, batch, device, repeat) for p in parts])
+        saved = list(sys.path)
+        if src is not None:
+            sys.path.insert(0, str(Path(src).resolve()))
+        try:
+            with get_context("spawn").Pool(len(parts)) as pool:
+                results = pool.map(_ours_worker, [(p, names, sevs, batch, device, repeat, clock) for p in parts])
+        finally:
+            sys.path[:] = saved
+    source = results[0].pop("_source")["path"]
+    for r in results[1:]:
+        r.pop("_source")
     wall = time.perf_counter() - t0
     per = {n: {"images": sum(r[n]["images"] for r in results), "cpu_seconds": sum(min(r[n]["passes"]) for r in results)} for n in names}
     busy = max(sum(min(r[n]["passes"]) for n in names) for r in results)
     busy_median = max(sum(float(np.median(r[n]["passes"])) for n in names) for r in results)
     return {
         "library": "shiftbench",
+        "source": source,
         "processes": len(parts),
         "wall_seconds": wall,
         "busy_seconds": busy,
@@ -115,6 +134,16 @@ def run_peer(lib: str, images: np.ndarray, names: list[str], sevs: list[int], pr
         return json.loads(outp.read_text())
 
 
+def _fastest_round(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result from several rounds of the same code: per corruption and for the whole pass the fastest round."""
+    best = dict(runs[0])
+    best["per_corruption"] = {n: min((r["per_corruption"][n] for r in runs), key=lambda e: e["cpu_seconds"]) for n in runs[0]["per_corruption"]}
+    for k in ("wall_seconds", "busy_seconds", "busy_seconds_median_pass"):
+        best[k] = min(r[k] for r in runs)
+    best["rounds"] = len(runs)
+    return best
+
+
 def rate(entry: dict[str, float]) -> float | None:
     if "error" in entry or not entry.get("cpu_seconds"):
         return None
@@ -132,6 +161,11 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None, help="subset of: shiftbench imagenet_c imagecorruptions albumentations")
     ap.add_argument("--corruptions", nargs="*", default=None)
     ap.add_argument("--out", default=None, help="JSON output path")
+    ap.add_argument("--baseline-src", default=None, help="src/ folder of another shiftbench checkout, timed in the same run (before/after)")
+    ap.add_argument("--baseline-label", default=None, help="what the baseline is (a commit), stored with the results")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="shiftbench's passes timed by the wall clock or by each worker's CPU time (on a machine shared with other jobs)")
+    ap.add_argument("--rounds", type=int, default=2, help="with --baseline-src: baseline and current code alternate this many times; each keeps its fastest")
     args = ap.parse_args()
 
     import shiftbench
@@ -142,25 +176,39 @@ def main() -> None:
     imgs = load_sample_224(max(args.images, args.peer_images))
     if len(imgs) < args.images:  # more images than photos (large GPU batches): the photos again, in order
         imgs = np.concatenate([imgs] * -(-args.images // len(imgs)))[: args.images]
-    libs = args.only or ["shiftbench", "imagenet_c", "imagecorruptions", "albumentations"]
+    libs = list(args.only or ["shiftbench", "imagenet_c", "imagecorruptions", "albumentations"])
+    if args.baseline_src and "shiftbench" in libs:
+        libs.insert(libs.index("shiftbench") + 1, "shiftbench-baseline")
+    load_start = [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else None
     results = {}
     for lib in libs:
+        if lib == "shiftbench-baseline":
+            continue
         print(f"running {lib} ...", file=sys.stderr, flush=True)
+        if lib == "shiftbench" and args.baseline_src:
+            rounds: dict[str, list[dict[str, Any]]] = {"shiftbench": [], "shiftbench-baseline": []}
+            for _ in range(max(1, args.rounds)):  # alternate, so that both see the same load on a shared machine
+                for key, src in (("shiftbench-baseline", args.baseline_src), ("shiftbench", str(REPO / "src"))):
+                    rounds[key].append(run_ours(imgs[: args.images], names, sevs, args.processes, args.batch_size, args.device, args.repeat, src, args.clock))
+            for key, runs in rounds.items():
+                results[key] = _fastest_round(runs)
+            results["shiftbench-baseline"]["label"] = args.baseline_label
+            continue
         if lib == "shiftbench":
-            results[lib] = run_ours(imgs[: args.images], names, sevs, args.processes, args.batch_size, args.device, args.repeat)
+            results[lib] = run_ours(imgs[: args.images], names, sevs, args.processes, args.batch_size, args.device, args.repeat, clock=args.clock)
         else:
             n = args.peer_images if lib != "albumentations" else min(args.images, 32)
             results[lib] = run_peer(lib, imgs[:n], names, sevs, args.processes, args.repeat)
 
     ref = results.get("imagenet_c", {}).get("per_corruption", {})
-    header = f"{'corruption':20s}" + "".join(f"{lib:>18s}" for lib in libs) + "   shiftbench/reference"
+    header = f"{'corruption':20s}" + "".join(f"{lib:>21s}" for lib in libs) + "   shiftbench/reference"
     lines = ["per-corruption rate, corrupted 224 images per second of one core", header]
     for n in names:
         row = f"{n:20s}"
         for lib in libs:
             e = results[lib].get("per_corruption", {}).get(n, {"error": results[lib].get("error", "")})
             r = rate(e)
-            row += f"{(f'{r:.1f}' if r else 'fails'):>18s}"
+            row += f"{(f'{r:.1f}' if r else 'fails'):>21s}"
         ro, rr = rate(results.get("shiftbench", {}).get("per_corruption", {}).get(n, {"error": 1})), rate(ref.get(n, {"error": 1}))
         row += f"   {ro / rr:8.1f}x" if ro and rr else "        -"
         lines.append(row)
@@ -183,11 +231,16 @@ def main() -> None:
         res["overall_rate"] = total / wall
         if med:
             res["overall_rate_median_pass"] = total / med
+    if "shiftbench-baseline" in results and "overall_rate" in results["shiftbench-baseline"]:
+        lines.append(f"  shiftbench / its baseline: {results['shiftbench']['overall_rate'] / results['shiftbench-baseline']['overall_rate']:.2f}x")
     if "shiftbench" in results and "imagenet_c" in results and "overall_rate" in results["imagenet_c"]:
         lines.append(f"  shiftbench / reference: {results['shiftbench']['overall_rate'] / results['imagenet_c']['overall_rate']:.1f}x")
     text = "\n".join(lines)
     print(text)
     meta = {"machine": machine(), "device": args.device, "args": vars(args), "shiftbench": shiftbench.__version__}
+    if hasattr(os, "getloadavg"):
+        meta["load_average_at_start"] = load_start
+        meta["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]
     import torch
 
     meta["torch"] = torch.__version__

@@ -5,6 +5,8 @@ process, with ``torch.set_num_threads(t)`` (which ``corrupt`` follows: its ``thr
 Three conditions: the machine as it is ("idle"), with one other process spinning on any core
 ("busy"), and with that process pinned to CPU 0 ("busy-pinned"). Each corruption's five severities
 are timed ``--repeat`` times and the fastest pass kept; the pass rate is 2,400 images over the sum.
+At more than one thread the pass runs twice: with ``corrupt``'s default (``threads=None``, which
+leaves out the CPUs that other runnable tasks hold) and "forced" (``threads=t`` on every call).
 The load average before and after each condition is recorded: on a shared machine the numbers
 need a rerun on an idle one when it is high.
 
@@ -40,23 +42,37 @@ def _load() -> list[float]:
     return [round(v, 2) for v in os.getloadavg()]
 
 
-def run_pass(x, names: list[str], threads: int, repeat: int) -> dict[str, object]:  # type: ignore[no-untyped-def]
+def run_pass(x, names: list[str], threads: int, repeat: int, forced: bool = False) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """The pass at ``torch.set_num_threads(threads)``: ``corrupt``'s default (``threads=None``), or
+    with ``forced`` every call split over ``threads`` threads (``threads=threads``, what the default
+    was before it looked at the other work on the machine)."""
     import torch
 
     import shiftbench
+    from shiftbench.corruptions._parallel import resolve_threads
 
     torch.set_num_threads(threads)
+    arg = threads if forced else None
     per: dict[str, float] = {}
+    chosen: list[int] = []
     for n in names:
         best = float("inf")
         for _ in range(repeat):
             t0 = time.perf_counter()
             for s in range(1, 6):
-                shiftbench.corrupt(x, n, s, seed=0)
+                chosen.append(resolve_threads(arg))
+                shiftbench.corrupt(x, n, s, seed=0, threads=arg)
             best = min(best, time.perf_counter() - t0)
         per[n] = best
     total = sum(per.values())
-    return {"threads": threads, "seconds": total, "rate": 5 * len(x) * len(names) / total, "per_corruption_seconds": per}
+    return {
+        "threads": threads,
+        "policy": "forced" if forced else "default",
+        "threads_used_mean": sum(chosen) / len(chosen),
+        "seconds": total,
+        "rate": 5 * len(x) * len(names) / total,
+        "per_corruption_seconds": per,
+    }
 
 
 def main() -> None:
@@ -91,21 +107,27 @@ def main() -> None:
             time.sleep(1.0)
         try:
             for t in args.threads:
-                before = _load()
-                r = run_pass(x, names, t, args.repeat)
-                r.update(condition=cond, load_before=before, load_after=_load())
-                runs.append(r)
-                print(f"{cond:12s} threads={t}: {r['rate']:7.1f} images/s  (load {before} -> {r['load_after']})", flush=True)
+                for forced in (False, True) if t > 1 else (False,):
+                    before = _load()
+                    r = run_pass(x, names, t, args.repeat, forced)
+                    r.update(condition=cond, load_before=before, load_after=_load())
+                    runs.append(r)
+                    print(
+                        f"{cond:12s} threads={t} {r['policy']:8s}: {r['rate']:7.1f} images/s, {r['threads_used_mean']:.2f} threads per call"
+                        f"  (load {before} -> {r['load_after']})",
+                        flush=True,
+                    )
         finally:
             if spinner is not None:
                 spinner.terminate()
                 spinner.join()
-    lines = [f"{'condition':12s} " + "".join(f"{f'threads={t}':>12s}" for t in args.threads) + "   speed-up"]
+    cols = [(t, "default") for t in args.threads] + [(t, "forced") for t in args.threads if t > 1]
+    lines = [f"{'condition':12s} " + "".join(f"{f'{t} {p}':>16s}" for t, p in cols) + "   speed-up over 1 thread"]
     for cond in args.conditions:
-        rates = {r["threads"]: r["rate"] for r in runs if r["condition"] == cond}
-        row = f"{cond:12s} " + "".join(f"{rates[t]:12.1f}" for t in args.threads)
-        if 1 in rates and len(rates) > 1:
-            row += "   " + " ".join(f"{rates[t] / rates[1]:.2f}x" for t in args.threads if t != 1)
+        rates = {(r["threads"], r["policy"]): r["rate"] for r in runs if r["condition"] == cond}
+        row = f"{cond:12s} " + "".join(f"{rates[c]:16.1f}" for c in cols)
+        if (1, "default") in rates and len(rates) > 1:
+            row += "   " + " ".join(f"{t} {p}: {rates[(t, p)] / rates[(1, 'default')]:.2f}x" for t, p in cols if t != 1)
         lines.append(row)
     text = "\n".join(lines)
     print(text)

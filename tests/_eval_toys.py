@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -74,3 +75,59 @@ def truncated_jpeg(path: Path) -> None:
     buf = io.BytesIO()
     Image.fromarray(np.full((300, 300, 3), 120, np.uint8)).save(buf, format="JPEG")
     path.write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+
+
+# -- one benchmark's summary through shiftbench.evaluate (the Python twin of `shiftbench evaluate`) -------------
+
+
+class _Callback:
+    """A ``callback(done, total[, label])`` as the driver's progress display (tests that count progress)."""
+
+    def __init__(self, callback: Any) -> None:
+        self.callback, self.done, self.total = callback, 0, 0
+
+    def start(self, total: int, description: str) -> None:
+        self.total = total
+
+    def advance(self, n: int, description: str) -> None:
+        self.done += n
+        try:
+            self.callback(self.done, self.total, description)
+        except TypeError:
+            self.callback(self.done, self.total)
+
+    def stop(self) -> None:
+        pass
+
+
+def summary_of(benchmark: str, model: Any, **kw: Any) -> Any:
+    """``shiftbench.evaluate(model, benchmark, **kw).summary`` (a ``progress`` callable becomes a Progress)."""
+    import shiftbench
+
+    p = kw.get("progress")
+    if p is not None and callable(p) and not hasattr(p, "start"):
+        kw["progress"] = _Callback(p)
+    return shiftbench.evaluate(model, benchmark, **kw).summary
+
+
+def evaluate_c(model: Any = "efficientnet-lite0", *, benchmark: str = "imagenet-c", **kw: Any) -> Any:
+    """ImageNet-C's summary (:class:`shiftbench.benchmarks.imagenet_c.EvaluationResult`)."""
+    return summary_of(benchmark, model, **kw)
+
+
+def evaluate_p(model: Any = "efficientnet-lite0", **kw: Any) -> Any:
+    """ImageNet-P's summary (:class:`shiftbench.perturbations.pipeline.PEvaluationResult`)."""
+    return summary_of("imagenet-p", model, **kw)
+
+
+def evaluate_noc(model: Any = "efficientnet-lite0", *, benchmark: Any = None, **kw: Any) -> Any:
+    """ImageNet-NOC's summary (a saved benchmark: ``benchmark=`` its file)."""
+    if benchmark is not None:
+        kw["corruptions"] = str(benchmark)
+    return summary_of("imagenet-noc", model, **kw)
+
+
+def evaluate_imagenet_d(model: Any, data: Any, **kw: Any) -> Any:
+    """ImageNet-D's summary (:class:`shiftbench.domains.ImageNetDResult`); no store unless given."""
+    kw.setdefault("store", None)
+    return summary_of("imagenet-d", model, data=data, **kw)

@@ -232,7 +232,7 @@ def test_imagenet_22k_subclass_as_the_authors_ran_it(tmp_path: Path, capsys: pyt
     --data (Resize(256) + random 224 crops), the seen accuracy on --seen-data; --holdout wordnet the variant."""
     import shutil
 
-    from shiftbench.benchmarks import imagenet_22k_subclass as mod
+    from shiftbench.evaluation import driver as mod  # the driver loads every model
     from shiftbench.evaluation.models import Classifier, InputTransform, imagenet_wnids
     from shiftbench.structural import imagenet22k_wnids
 

@@ -1,5 +1,6 @@
-"""The benchmark registry and the one command-line pattern: contracts generated from the registry, a toy
-benchmark added from this module through the public API and run end to end, hostile inputs."""
+"""The benchmark registry and the one command-line pattern: contracts generated from the registry, the toy
+benchmark of docs/adding-a-benchmark.md run end to end (command line, shiftbench.evaluate, results, report),
+hostile inputs."""
 
 from __future__ import annotations
 
@@ -10,125 +11,131 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from shiftbench.benchmarks import get_benchmark, list_benchmarks, register_benchmark
 from shiftbench.cli import main
+from shiftbench.cli.evaluate import declared_options
 from shiftbench.errors import InvalidArgumentError, UnknownNameError
-from shiftbench.evaluation.protocol import BENCHMARK_OPTIONS, Benchmark, Progress, Report, Section
-from shiftbench.evaluation.store import ResultsStore, StoreError, records_to_csv
+from shiftbench.evaluation.protocol import Benchmark, Settings
+from shiftbench.evaluation.store import ResultsStore, StoreError
 
-from ._eval_toys import toy_classifier
-
+REPO = Path(__file__).resolve().parents[1]
 FLAGS = {"release": ["--release"], "clean": ["--no-clean"]}
-VALUES = {"seed": "3", "severities": "2", "difficulties": "2", "edition": "64", "baseline": "none",
-          "ray_cpus_per_worker": "2", "ray_gpus_per_worker": "1"}
+VALUES = {"seed": "3", "severities": "2", "difficulties": "2", "edition": "64", "baseline": "none", "top": "3",
+          "contrast": "0.5"}
 
 
 def _given(option: str) -> list[str]:
     return FLAGS.get(option) or ["--" + option.replace("_", "-"), VALUES.get(option, "x")]
 
 
-# -- a toy benchmark: two held-out "splits" of random images, scored by top-1 error per split -----
+def doc_example() -> dict[str, Any]:
+    """The complete benchmark of docs/adding-a-benchmark.md (its first Python block), run as written."""
+    text = (REPO / "docs" / "adding-a-benchmark.md").read_text(encoding="utf-8")
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len([ln for ln in code.splitlines() if ln.strip()]) <= 32, "the doc's complete example grew past ~30 lines"
+    assert "._" not in code and "import _" not in code, "the doc's example uses private names"
+    import sys
+    import types
+
+    mod = types.ModuleType("toy_benchmark_doc")
+    sys.modules[mod.__name__] = mod  # dataclasses read their module's namespace
+    exec(compile(code, "docs/adding-a-benchmark.md", "exec"), mod.__dict__)  # noqa: S102 - the repository's own doc
+    return mod.__dict__
 
 
-class HeldOut(Benchmark):
-    name = "toy-held-out"
-    title = "Toy held-out splits"
-    measures = "Top-1 error per held-out split."
-    options = ("seed",)
-    conditions = "held-out split: a, b"
-    sources = ("random images drawn from --seed",)
-    records = "per image: label and top-5 classes"
-
-    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
-        clf = toy_classifier("toy-net", n_classes=10)
-        g = torch.Generator().manual_seed(int(settings.get("seed", 0)))
-        with ResultsStore(settings["store"]) as db:
-            mid = db.register_model(clf.name, "toy-net", "0" * 64, {})
-            sid = db.register_source("random", f"toy-{settings.get('seed', 0)}", "memory", clf.classes, {})
-            lid = db.register_label_space("toy10", "model", clf.classes)
-            eid = db.register_evaluation(mid, sid, self.name, "-", int(settings.get("seed", 0)), False, lid)
-            n = int(settings.get("limit") or 6)
-            if progress is not None:
-                progress.start(2 * n, "splits")
-            for split in ("a", "b"):
-                rid = db.register_run(eid, sid, split, 0, n, {})
-                x = torch.rand(n, 3, 8, 8, generator=g) * (0.5 if split == "a" else 1.0)
-                with torch.no_grad():
-                    top = clf.logits(x).topk(5, dim=1).indices.tolist()
-                db.write_batch(rid, [f"{split}{i}" for i in range(n)], [i % 10 for i in range(n)], top)
-                db.finish_run(rid)
-                if progress is not None:
-                    progress.advance(n, split)
-            if progress is not None:
-                progress.stop()
-            errs = {r.corruption: r.top1_error for r in db.runs(eid)}
-        rec = [{"split": k, "error": v} for k, v in errs.items()]
-        return Report(lambda: json.dumps({"errors": errs}) + "\n", lambda: records_to_csv(rec),
-                      lambda c: c.print(f"toy errors {errs}"))
-
-    def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
-        with ResultsStore(store, create=False) as db:
-            recs = [
-                {"evaluation": e.id, "model": e.model, **{f"error_{r.corruption}": r.top1_error for r in db.runs(e.id)}}
-                for e in db.evaluations(model)
-                if e.benchmark == self.name
-            ]
-        if not recs:
-            return None
-        return Section("toy_held_out", recs, lambda: records_to_csv(recs), lambda c: c.print(f"Toy held-out: {recs}"))
+# -- the documented toy benchmark, end to end ---------------------------------------------------------
 
 
 @pytest.fixture
 def toy_registered() -> Any:
-    register_benchmark(HeldOut, replace=True)
-    yield get_benchmark("toy-held-out")
-    from shiftbench import benchmarks
+    ns = doc_example()
+    yield get_benchmark("toy-held-out"), ns
+    from shiftbench.benchmarks import BENCHMARKS
 
-    benchmarks._BENCHMARKS.pop("toy-held-out", None)  # the registry's own test may reach inside
+    BENCHMARKS.unregister("toy-held-out")
 
 
-def test_toy_benchmark_end_to_end_through_the_command_line(
+def test_toy_benchmark_end_to_end_through_the_command_line_and_python(
     toy_registered: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import shiftbench
+
     store = str(tmp_path / "s.sqlite")
     assert "toy-held-out" in list_benchmarks()
     args = ["evaluate", "--benchmark", "toy-held-out", "--store", store, "--no-progress", "--limit", "4"]
     assert main([*args, "--results-format", "json"]) == 0
-    errs = json.loads(capsys.readouterr().out)["errors"]
-    assert set(errs) == {"a", "b"} and all(0.0 <= v <= 1.0 for v in errs.values())
+    errs = json.loads(capsys.readouterr().out)
+    assert set(errs) >= {"error_a", "error_b"} and all(0.0 <= errs[k] <= 1.0 for k in ("error_a", "error_b"))
     # the same numbers straight from the store, by plain SQL
     db = sqlite3.connect(store)
-    for split, err in errs.items():
+    for split in ("a", "b"):
         n, wrong = db.execute(
             "SELECT COUNT(*), SUM(p.top1 != p.label) FROM records p JOIN runs r ON r.id=p.run_id "
             "WHERE r.condition=? AND p.skipped IS NULL", (split,)
         ).fetchone()
-        assert n == 4 and wrong / n == pytest.approx(err)
+        assert n == 4 and wrong / n == pytest.approx(errs[f"error_{split}"])
     db.close()
+    # Python's one call gives the CLI's summary (resumed from the same store: nothing predicted again)
+    r = shiftbench.evaluate("efficientnet-lite0", benchmark="toy-held-out", store=store, limit=4)
+    assert r.headline() == {"error_a": errs["error_a"], "error_b": errs["error_b"]}
+    assert r.to_dict() == errs and json.loads(r.to_json()) == errs
+    assert list(r.records.columns)[:2] == ["error_a", "error_b"] and len(r.records) == 1
+    assert any("already complete" in line for line in r.status)
+    # its own option is accepted, validated, and refused for the others
+    assert main([*args, "--contrast", "0.1"]) == 0
+    assert main([*args, "--contrast", "-1"]) == 2 and "contrast" in capsys.readouterr().err
+    assert main(["evaluate", "--benchmark", "imagenet-c", "--contrast", "0.1", "--store", store]) == 2
+    assert "--contrast does not apply to imagenet-c" in capsys.readouterr().err
     # options it does not accept are refused by the one mechanism
     assert main([*args, "--severities", "3"]) == 2
-    assert "--severities does not apply to toy-held-out: it accepts --seed" in capsys.readouterr().err
-    # results lists it next to the built-in benchmarks, in every format
+    assert "--severities does not apply to toy-held-out: it accepts --seed, --contrast" in capsys.readouterr().err
+    # results lists it next to the built-in benchmarks, in every format; report draws it
     assert main(["results", "--store", store, "--results-format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["toy_held_out"][0]["error_a"] == pytest.approx(errs["a"])
+    assert doc["toy_held_out"][0]["error_a"] == pytest.approx(errs["error_a"])
     assert doc["rows"] == []  # the toy's evaluation is not an ImageNet-C one
     assert main(["results", "--store", store]) == 0
     assert "Toy held-out" in capsys.readouterr().out
+    assert main(["results", "--store", store, "--runs", "--results-format", "json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert {(r["benchmark"], r["condition"], r["status"]) for r in runs} == {
+        ("toy-held-out", "a", "complete"), ("toy-held-out", "b", "complete")}
+    assert main(["report", "--store", store, "--out", str(tmp_path / "r.html"), "--no-gallery"]) == 0
+    assert "Toy held-out" in (tmp_path / "r.html").read_text(encoding="utf-8")
     assert main(["list", "benchmarks", "--results-format", "json"]) == 0
     assert "toy-held-out" in [d["name"] for d in json.loads(capsys.readouterr().out)]
 
 
+def test_evaluate_help_for_one_benchmark_lists_its_options_only(
+    toy_registered: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["evaluate", "--benchmark", "toy-held-out", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--contrast" in out and "--seed" in out and "--severities" not in out and "--perturbations" not in out
+    assert "--store" in out and "--batch-size" in out
+    assert main(["evaluate", "--benchmark", "imagenet-p", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--perturbations" in out and "--contrast" not in out and "--severities" not in out
+    assert main(["evaluate", "--help"]) == 0  # every declared option, with the benchmarks declaring it
+    out = capsys.readouterr().out
+    assert "--contrast" in out and "--perturbations" in out and "--severities" in out
+
+
 def test_entry_points_are_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shiftbench import benchmarks
+    import importlib.metadata
+
+    from shiftbench.benchmarks import BENCHMARKS
+
+    ns = doc_example()
+    BENCHMARKS.unregister("toy-held-out")
 
     class EP:
         name = "toy-ep"
+        value = "toy:ToyEP"
 
         def load(self) -> Any:
-            return type("ToyEP", (HeldOut,), {"name": "toy-ep"})
+            return type("ToyEP", (ns["ToyHeldOut"],), {"name": "toy-ep"})
 
     seen: list[str] = []
 
@@ -136,25 +143,46 @@ def test_entry_points_are_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
         seen.append(group)
         return [EP()]
 
-    monkeypatch.setattr(benchmarks, "_entry_points_loaded", False)
-    monkeypatch.setattr(benchmarks.importlib.metadata, "entry_points", eps)
+    monkeypatch.setattr(BENCHMARKS, "_loaded", False)
+    monkeypatch.setattr(importlib.metadata, "entry_points", eps)
     try:
         assert "toy-ep" in list_benchmarks() and seen == ["shiftbench.benchmarks"]
     finally:
-        benchmarks._BENCHMARKS.pop("toy-ep", None)
+        BENCHMARKS.unregister("toy-ep")
 
 
 def test_register_benchmark_refuses_bad_declarations() -> None:
-    with pytest.raises(InvalidArgumentError, match="options"):
-        register_benchmark(type("Bad", (HeldOut,), {"name": "bad-opts", "options": ("colour",)}))
-    with pytest.raises(InvalidArgumentError, match="name"):
-        register_benchmark(type("Bad", (HeldOut,), {"name": "Has Space"}))
-    with pytest.raises(InvalidArgumentError):
-        register_benchmark(object())  # type: ignore[arg-type]
-    with pytest.raises(InvalidArgumentError, match="replace=True"):
-        register_benchmark(type("Other", (HeldOut,), {"name": "imagenet-c"}))
-    with pytest.raises(UnknownNameError, match="imagenet-d"):
-        get_benchmark("imagenet_d2")
+    ns = doc_example()
+    toy = ns["ToyHeldOut"]
+    try:
+        with pytest.raises(InvalidArgumentError, match="Settings"):
+            register_benchmark(type("Bad", (toy,), {"name": "bad-opts", "Settings": dict}))
+        with pytest.raises(InvalidArgumentError, match="name"):
+            register_benchmark(type("Bad", (toy,), {"name": "Has Space"}))
+        with pytest.raises(InvalidArgumentError):
+            register_benchmark(object())  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError, match="replace=True"):
+            register_benchmark(type("Other", (toy,), {"name": "imagenet-c"}))
+        with pytest.raises(UnknownNameError, match="imagenet-d"):
+            get_benchmark("imagenet_d2")
+    finally:
+        from shiftbench.benchmarks import BENCHMARKS
+
+        BENCHMARKS.unregister("toy-held-out")
+
+
+def test_settings_check_their_fields_and_refuse_undeclared_options() -> None:
+    s = get_benchmark("imagenet-c").settings(severities="1,3", seed=2)
+    assert (s.severities, s.seed, s.baseline, s.clean) == ("1,3", 2, "alexnet", True)
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        get_benchmark("imagenet-c").settings(seed=-1)
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        get_benchmark("imagenet-c").settings(seed=True)
+    with pytest.raises(InvalidArgumentError, match="bad_images"):
+        get_benchmark("imagenet-c").settings(bad_images="ignore")
+    with pytest.raises(InvalidArgumentError, match="perturbations") as e:
+        get_benchmark("imagenet-c").settings(perturbations="rotate")
+    assert "an option of imagenet-c" in str(e.value)
 
 
 # -- contracts generated from the registry ----------------------------------------------------------
@@ -165,13 +193,15 @@ def test_every_benchmark_declares_itself(name: str) -> None:
     b = get_benchmark(name)
     d = b.describe()
     assert d["name"] == name and all(d[k] for k in ("title", "measures", "conditions", "sources", "records"))
-    assert set(b.options) <= set(BENCHMARK_OPTIONS)
+    assert issubclass(b.Settings, Settings) and isinstance(b, Benchmark)
+    for spec in b.Settings.specs():  # every option has help and a default of its declared type
+        assert spec.help, (name, spec.name)
+        assert spec.check(spec.default) == spec.default, (name, spec.name)
 
 
 @pytest.mark.parametrize(
     ("name", "option"),
-    [(n, o) for n in list_benchmarks() for o in BENCHMARK_OPTIONS
-     if not get_benchmark(n).accepts(o)],
+    [(n, o) for n in list_benchmarks() for o in declared_options() if not get_benchmark(n).accepts(o)],
 )
 def test_inapplicable_options_are_refused_in_one_line_before_any_work(
     name: str, option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

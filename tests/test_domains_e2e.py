@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from shiftbench.cli import main
-from shiftbench.domains import DOMAINS, alexnet_errors, evaluate_imagenet_d, load_mapping, plot_error_analysis, stored_scores
+from shiftbench.domains import DOMAINS, alexnet_errors, load_mapping, plot_error_analysis, stored_scores
 from shiftbench.evaluation.store import ResultsStore
 from shiftbench.evaluation.errors import MissingPackageError
 from shiftbench.evaluation.models import imagenet_wnids
 
+from ._eval_toys import evaluate_imagenet_d
 from .conftest import SAMPLE_DIR
 
 pytest.importorskip("efficientnet_lite_pytorch", reason="needs the demo extra (EfficientNet-Lite0)")

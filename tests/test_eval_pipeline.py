@@ -12,7 +12,7 @@ import torch
 
 from shiftbench.cli import main
 from shiftbench.errors import DataError, InvalidArgumentError
-from shiftbench.evaluation import Classifier, evaluate, imagenet_wnids
+from shiftbench.evaluation import Classifier, imagenet_wnids
 from shiftbench.evaluation.data import (
     CLEAN,
     ImageFolderSource,
@@ -30,6 +30,7 @@ from shiftbench.evaluation.store import ResultsStore
 
 from ._eval_toys import (
     RAW,
+    evaluate_c as evaluate,
     ColourNet,
     image_folder,
     released_tree,
@@ -331,7 +332,7 @@ def test_cli_ctrl_c_says_how_to_resume(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(imagenet_c, "evaluate", interrupted)
+    monkeypatch.setattr(imagenet_c, "corruption_plan", interrupted)
     assert main(["evaluate", "--store", str(tmp_path / "s.sqlite"), "--no-progress"]) == 130
     assert "run the same command again to resume" in capsys.readouterr().err
 

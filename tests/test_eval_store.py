@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from shiftbench.errors import MissingDependencyError
-from shiftbench.evaluation import evaluate
+from tests._eval_toys import evaluate_c as evaluate
 from shiftbench.evaluation.errors import StoreError, StoreSchemaError
 from shiftbench.evaluation.store import SCHEMA_VERSION, ResultsStore
 
@@ -29,7 +29,7 @@ CHILD = textwrap.dedent(
     import sys, time
     sys.path.insert(0, {repo!r})
     from tests._eval_toys import toy_classifier
-    from shiftbench.evaluation import evaluate
+    from tests._eval_toys import evaluate_c as evaluate
 
     class Slow:
         # The toy model plus a short pause per batch, so that a kill can land anywhere in the run.

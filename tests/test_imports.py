@@ -158,7 +158,7 @@ def test_discovery_sees_every_package_and_the_lazy_names() -> None:
     # the harness (training) and evaluate_p (store) are loaded on first use, by design
     assert {"load_config", "run_study"} <= set(packages["shiftbench.overlap"]["lazy"])
     assert "harness" in packages["shiftbench.overlap"]["lazy_subs"]
-    assert "evaluate_p" in packages["shiftbench.perturbations"]["lazy"]
+    assert "p_plan" in packages["shiftbench.perturbations"]["lazy"]
 
 
 def test_runner_reports_a_failing_check() -> None:

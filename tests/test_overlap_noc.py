@@ -16,14 +16,13 @@ from shiftbench.overlap import (
     OverlapMatrix,
     alexnet_noc_baseline,
     benchmark_from_selection,
-    evaluate_noc,
     imagenet_noc,
     load_benchmark,
     save_benchmark,
     select_benchmark,
 )
 
-from ._eval_toys import toy_classifier
+from ._eval_toys import evaluate_noc, toy_classifier
 
 # The demo images ship in the foolbox wheel; shiftbench reads its data files and never imports it.
 pytestmark = pytest.mark.skipif(

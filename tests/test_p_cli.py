@@ -28,7 +28,7 @@ from shiftbench.evaluation.store import ResultsStore, decode_top5
 from shiftbench.perturbations import TEST_PERTURBATIONS, alexnet_p_baseline, evaluate_sequences, get_perturbation
 from shiftbench.perturbations import video as V
 
-from ._eval_toys import image_folder, toy_classifier
+from ._eval_toys import evaluate_p, image_folder, toy_classifier
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,8 +37,10 @@ REPO = Path(__file__).resolve().parents[1]
 def toy(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Every model name resolves to the toy classifier (weights fixed by its seed)."""
     clf = toy_classifier("toy-p")
-    real = PP.load_model
-    monkeypatch.setattr(PP, "load_model", lambda model, device=None: real(clf, device=device))
+    import shiftbench.evaluation.driver as driver
+
+    real = driver.load_model
+    monkeypatch.setattr(driver, "load_model", lambda model, weights=None, device=None: real(clf, device=device))
     return clf
 
 
@@ -151,7 +153,7 @@ def test_cli_end_to_end_stored_rows_recompute_the_printed_metrics(
 def test_difficulties_and_validation_perturbations(tmp_path: Path, toy: Any) -> None:
     root = _folder(tmp_path, n_classes=1)
     store = tmp_path / "s.sqlite"
-    r = PP.evaluate_p("toy", data=root, edition="64", perturbations="gaussian_noise,rotate,spatter",
+    r = evaluate_p("toy", data=root, edition="64", perturbations="gaussian_noise,rotate,spatter",
                       difficulties="1-3", store=store, batch_size=40)
     rows = _stored(store)
     # noise: one run per difficulty (stronger noise); temporal: one run, scored at strides 1..3
@@ -216,7 +218,7 @@ CHILD = textwrap.dedent(
     import sys, time
     sys.path.insert(0, {repo!r})
     from tests._eval_toys import toy_classifier
-    from shiftbench.perturbations.pipeline import evaluate_p
+    from tests._eval_toys import evaluate_p
 
     clf = toy_classifier("toy-kill")
     forward = clf.forward
@@ -278,7 +280,7 @@ def test_released_mp4_tree_and_cifar_p_arrays(tmp_path: Path, toy: Any, monkeypa
     for name in ("brightness", "rotate"):
         V.save_imagenet_p(tree, photos, name, names=names, wnids=wnids, edition="64", preset="ultrafast")
     store = tmp_path / "s.sqlite"
-    r = PP.evaluate_p("toy", released=tree, perturbations="brightness,rotate", difficulties="1,2", store=store,
+    r = evaluate_p("toy", released=tree, perturbations="brightness,rotate", difficulties="1,2", store=store,
                       batch_size=31)
     assert r.edition == "64" and r.seed is None and r.n_videos == 2 and not r.on_the_fly
     assert {k for k in r.scores} == {("brightness", 1), ("brightness", 2), ("rotate", 1), ("rotate", 2)}
@@ -287,14 +289,14 @@ def test_released_mp4_tree_and_cifar_p_arrays(tmp_path: Path, toy: Any, monkeypa
     # A corrupt video is skipped and counted (or fails with --bad-images fail); a wrong frame count always fails.
     bad = tree / "rotate" / wnids[0] / "broken.mp4"
     bad.write_bytes(b"not a video at all")
-    r2 = PP.evaluate_p("toy", released=tree, perturbations="rotate", store=tmp_path / "s2.sqlite", batch_size=31)
+    r2 = evaluate_p("toy", released=tree, perturbations="rotate", store=tmp_path / "s2.sqlite", batch_size=31)
     assert r2.skipped[("rotate", 1)] == 1 and r2.n_videos == 2 and any("could not be read" in n for n in r2.notes)
     with pytest.raises(V.CorruptVideoError, match="broken.mp4"):
-        PP.evaluate_p("toy", released=tree, perturbations="rotate", store=tmp_path / "s3.sqlite", bad_images="fail")
+        evaluate_p("toy", released=tree, perturbations="rotate", store=tmp_path / "s3.sqlite", bad_images="fail")
     bad.unlink()
     V.write_video(tree / "rotate" / wnids[0] / "short.mp4", np.zeros((20, 64, 64, 3), np.uint8), preset="ultrafast")
     with pytest.raises(V.VideoShapeError, match=r"short.mp4: frames is 20, expected 31"):
-        PP.evaluate_p("toy", released=tree, perturbations="rotate", store=tmp_path / "s4.sqlite")
+        evaluate_p("toy", released=tree, perturbations="rotate", store=tmp_path / "s4.sqlite")
 
     # CIFAR-P: N x T x 32 x 32 x 3 arrays without labels; a 10-class model.
     cifar = tmp_path / "CIFAR-10-P"
@@ -303,12 +305,14 @@ def test_released_mp4_tree_and_cifar_p_arrays(tmp_path: Path, toy: Any, monkeypa
     V.save_cifar_p(cifar / "shot_noise.npy", rng.integers(0, 256, (3, 31, 32, 32, 3), dtype=np.uint8))
     ten = toy_classifier("toy-cifar", n_classes=10)
     ten.classes = None
-    monkeypatch.setattr(PP, "load_model", lambda model, device=None: ten)
-    r3 = PP.evaluate_p("toy", released=cifar, perturbations="translate,shot_noise", store=store, batch_size=20)
+    import shiftbench.evaluation.driver as driver
+
+    monkeypatch.setattr(driver, "load_model", lambda model, weights=None, device=None: ten)
+    r3 = evaluate_p("toy", released=cifar, perturbations="translate,shot_noise", store=store, batch_size=20)
     assert r3.edition == "32" and r3.label_space == "identity (10 classes)"
     assert r3.scores[("translate", 1)].top5.shape == (3, 16, 5) and r3.scores[("translate", 1)].frame_accuracy is None
     with pytest.raises(PP.IncompleteDatasetError, match="rotate.npy"):
-        PP.evaluate_p("toy", released=cifar, perturbations="translate,rotate", store=store)
+        evaluate_p("toy", released=cifar, perturbations="translate,rotate", store=store)
 
 
 def test_top5_blob_round_trip() -> None:
@@ -359,7 +363,7 @@ def test_ctrl_c_says_how_to_resume(
 
     import shiftbench.benchmarks.imagenet_p as BP
 
-    monkeypatch.setattr(BP, "evaluate_p", interrupted)
+    monkeypatch.setattr(BP, "p_plan", interrupted)
     assert main(["evaluate", "--benchmark", "imagenet-p", "--store", str(tmp_path / "s.sqlite")]) == 130
     assert "run the same command again to resume" in capsys.readouterr().err
 

@@ -271,7 +271,7 @@ def test_executor_predicts_what_the_runner_stores(cluster: Any, tmp_path: Path) 
     import ray
 
     from shiftbench.distributed import ModelSpec, RayExecutor, work_items
-    from shiftbench.evaluation import evaluate
+    from ._eval_toys import evaluate_c as evaluate
     from shiftbench.evaluation.data import ImageFolderSource
     from shiftbench.evaluation.models import resolve_label_space
 

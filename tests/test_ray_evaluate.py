@@ -113,7 +113,7 @@ class InProcessCluster:
 @pytest.mark.parametrize("reverse", [False, True])
 def test_executor_hook_stores_the_rows_of_the_local_loop(tmp_path: Path, reverse: bool) -> None:
     from shiftbench.distributed.predictions import RayPredictions
-    from shiftbench.evaluation import evaluate
+    from ._eval_toys import evaluate_c as evaluate
 
     data = image_folder(tmp_path / "data", n_per_class=3, n_classes=2)
     (data / next(p.name for p in data.iterdir()) / "zz_broken.JPEG").write_bytes(b"not a jpeg")
@@ -138,7 +138,7 @@ def test_executor_hook_stores_the_rows_of_the_local_loop(tmp_path: Path, reverse
 def test_executor_hook_resumes_a_partial_store(tmp_path: Path) -> None:
     """Rows stored before an interruption are not predicted again; the rest are, to the same rows."""
     from shiftbench.distributed.predictions import RayPredictions
-    from shiftbench.evaluation import evaluate
+    from ._eval_toys import evaluate_c as evaluate
 
     data = image_folder(tmp_path / "data", n_per_class=4, n_classes=2)
     kw: dict[str, Any] = dict(data=data, corruptions="contrast", severities="2", batch_size=2, baseline="none")
@@ -157,7 +157,7 @@ def test_executor_hook_resumes_a_partial_store(tmp_path: Path) -> None:
 
 def test_noc_through_the_executor_hook(tmp_path: Path) -> None:
     from shiftbench.distributed.predictions import RayPredictions
-    from shiftbench.overlap.noc import evaluate_noc
+    from ._eval_toys import evaluate_noc
 
     data = image_folder(tmp_path / "data", n_per_class=2, n_classes=2)
     kw: dict[str, Any] = dict(data=data, corruptions=["quantization", "brightness"], batch_size=2, seed=1)
@@ -181,7 +181,7 @@ def test_imagenet_d_through_the_executor_hook(tmp_path: Path) -> None:
     import shutil
 
     from shiftbench.distributed.predictions import RayPredictions
-    from shiftbench.domains import evaluate_imagenet_d
+    from ._eval_toys import evaluate_imagenet_d
 
     photos = sample_paths()
     root = tmp_path / "DomainNet"
@@ -228,7 +228,8 @@ def _p_records(store: Path) -> dict[tuple[str, int, str], tuple[Any, ...]]:
 def test_imagenet_p_through_the_executor_hook(tmp_path: Path, reverse: bool) -> None:
     """Sequences generated on the workers from a shipped frame source: the same T x 5 records and scores."""
     from shiftbench.distributed.predictions import RayPredictions
-    from shiftbench.perturbations import evaluate_p, get_perturbation
+    from shiftbench.perturbations import get_perturbation
+    from ._eval_toys import evaluate_p
 
     data = image_folder(tmp_path / "data", n_per_class=2, n_classes=2)
     (data / next(p.name for p in data.iterdir()) / "zz_broken.JPEG").write_bytes(b"not a jpeg")
@@ -263,7 +264,7 @@ def test_cifar_p_arrays_are_not_shipped(tmp_path: Path) -> None:
     import numpy as np
 
     from shiftbench.distributed.predictions import RayPredictions
-    from shiftbench.perturbations import evaluate_p
+    from ._eval_toys import evaluate_p
     from shiftbench.perturbations import video as V
 
     cifar = tmp_path / "CIFAR-10-P"
@@ -287,7 +288,6 @@ def test_imagenet_c_style_through_the_executor_hook(tmp_path: Path, monkeypatch:
     from what the photo source carries, and stores the rows of a run without --ray."""
     from contextlib import contextmanager
 
-    import shiftbench.benchmarks.imagenet_c_style as ICS
     from shiftbench import style
     from shiftbench.benchmarks import get_benchmark
     from shiftbench.distributed.predictions import RayPredictions
@@ -305,7 +305,9 @@ def test_imagenet_c_style_through_the_executor_hook(tmp_path: Path, monkeypatch:
         seen.append(settings.get("ray"))
         yield ex if settings.get("ray") is not None else None
 
-    monkeypatch.setattr(ICS, "ray_predictions", fake_ray)
+    import shiftbench.benchmarks.front as front
+
+    monkeypatch.setattr(front, "ray_predictions", fake_ray)
     bench = get_benchmark("imagenet-c-style")
     assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
     base: dict[str, Any] = {"data": str(data), "classes": "data", "batch_size": 2, "styles": str(styles),
@@ -333,7 +335,6 @@ def test_structural_holdout_through_the_executor_hook(tmp_path: Path, monkeypatc
     """A split model trained here is sent to the workers with its parts' images: the rows of a run without --ray."""
     from contextlib import contextmanager
 
-    import shiftbench.benchmarks.icons_50_style as HB
     from shiftbench.benchmarks import get_benchmark
     from shiftbench.distributed.predictions import RayPredictions
 
@@ -349,7 +350,9 @@ def test_structural_holdout_through_the_executor_hook(tmp_path: Path, monkeypatc
         assert settings.get("model") is None  # the workers get the trained model, never a model name to load
         yield ex if settings.get("ray") is not None else None
 
-    monkeypatch.setattr(HB, "ray_predictions", fake_ray)
+    import shiftbench.benchmarks.front as front
+
+    monkeypatch.setattr(front, "ray_predictions", fake_ray)
     bench = get_benchmark(name)
     assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
     base: dict[str, Any] = {"data": str(EMOJI), "recipe": TINY, "limit": 20, "batch_size": 4,
@@ -389,7 +392,7 @@ def test_a_worker_with_other_style_images_is_refused(tmp_path: Path) -> None:
 def test_workers_with_other_weights_are_refused(tmp_path: Path) -> None:
     from shiftbench.distributed.executor import ModelSpec
     from shiftbench.distributed.predictions import RayPredictions
-    from shiftbench.evaluation import evaluate
+    from ._eval_toys import evaluate_c as evaluate
 
     data = image_folder(tmp_path / "data", n_per_class=1, n_classes=2)
     spec = ModelSpec(toy_classifier, {"seed": 1})  # the workers would load other weights than the driver's
@@ -590,7 +593,7 @@ def test_python_model_object_on_cluster(cluster: Any, tmp_path: Path) -> None:
     import ray
 
     from shiftbench.distributed import RayExecutor, RayPredictions
-    from shiftbench.evaluation import evaluate
+    from ._eval_toys import evaluate_c as evaluate
 
     data = image_folder(tmp_path / "data", n_per_class=3, n_classes=2)
     kw: dict[str, Any] = dict(data=data, corruptions="contrast,gaussian_noise", severities="1,3", batch_size=2,

@@ -29,7 +29,7 @@ pytest.importorskip("matplotlib")
 
 from shiftbench.benchmarks import get_benchmark, list_benchmarks  # noqa: E402
 from shiftbench.cli import main  # noqa: E402
-from shiftbench.evaluation import evaluate  # noqa: E402
+from ._eval_toys import evaluate_c as evaluate  # noqa: E402
 from shiftbench.report import build_report  # noqa: E402
 from shiftbench.zoo.tables import table  # noqa: E402
 
@@ -48,7 +48,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = image_folder(root / "data", n_per_class=2, n_classes=2)
     evaluate(toy_classifier("toy-b", seed=1), data=data, corruptions="gaussian_noise,contrast,fog",
              severities="1-5", store=path, batch_size=4)
-    from shiftbench.perturbations.pipeline import evaluate_p
+    from ._eval_toys import evaluate_p
 
     # an ImageNet-P evaluation with AlexNet-normalised mFR / mT5D (edition 224, all ten test perturbations, one
     # video each): 001 Fig. 4's points
@@ -368,7 +368,10 @@ def test_a_registered_benchmark_without_figures_gets_its_table_and_headline_colu
         title = "Icons <held-out> & styles"
         headline = ("error",)
 
-        def evaluate(self, settings, progress):  # type: ignore[no-untyped-def]
+        def plan(self, settings, ctx):  # type: ignore[no-untyped-def]
+            raise NotImplementedError("stored results only")
+
+        def score(self, store, evaluation):  # type: ignore[no-untyped-def]
             raise NotImplementedError("stored results only")
 
         def stored(self, store, *, model, baseline, evaluation):  # type: ignore[no-untyped-def]

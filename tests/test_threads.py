@@ -5,13 +5,15 @@ kept; errors and bad arguments."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 import shiftbench
-from shiftbench.corruptions._parallel import resolve_threads, run_in_threads, split
+from shiftbench.corruptions import _parallel
+from shiftbench.corruptions._parallel import free_cpus, resolve_threads, run_in_threads, split
 from shiftbench.errors import InvalidArgumentError
 
 from .conftest import photos
@@ -196,3 +198,28 @@ def test_concurrent_callers_share_the_pool() -> None:
     for c in callers:
         c.join()
     assert all(torch.equal(got[t], want[t]) for t in want)
+
+
+def test_free_cpus_leaves_out_other_runnable_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_parallel.os, "cpu_count", lambda: 4)
+    f = tmp_path / "loadavg"
+    for line, free in [("0.00 0.01 0.05 1/120 999", 4), ("1.00 0.50 0.20 2/120 999", 3), ("9.1 9.0 8.7 17/300 999", 1)]:
+        f.write_text(line + "\n")
+        assert free_cpus(str(f)) == free  # the caller itself is one of the runnable tasks
+    assert free_cpus(str(tmp_path / "missing")) == 4
+    f.write_text("garbage\n")
+    assert free_cpus(str(f)) == 4
+
+
+def test_default_threads_leave_busy_cpus_to_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        monkeypatch.setattr(_parallel, "available_cpus", lambda: 2)
+        monkeypatch.setattr(_parallel, "free_cpus", lambda: 1)
+        assert resolve_threads(None) == 1  # one other process busy on two cores: one thread
+        assert resolve_threads(2) == 2  # as asked
+        monkeypatch.setattr(_parallel, "free_cpus", lambda: 2)
+        assert resolve_threads(None) == 2
+    finally:
+        torch.set_num_threads(before)

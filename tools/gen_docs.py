@@ -92,6 +92,57 @@ def speed_cpu(results: Path) -> list[str]:
     return out
 
 
+def _load_note(meta: dict[str, Any]) -> str:
+    a, b = meta.get("load_average_at_start"), meta.get("load_average_at_end")
+    if not a or not b:
+        return ""
+    return f", load average (1 min) {a[0]:.1f} at the start and {b[0]:.1f} at the end"
+
+
+def speed_ab(results: Path) -> list[str]:
+    d = _load("speed-ab--2cpu--cpu.json", results)
+    res, meta = d["results"], d["metadata"]
+    new, old = res["shiftbench"], res["shiftbench-baseline"]
+    args = meta["args"]
+    out = [
+        f"`perf/results/speed-ab--2cpu--cpu.json`: {_machine(meta)}, torch {meta['torch']}{_load_note(meta)}; "
+        f"{args['processes']} processes, batches of {args['batch_size']}, {args['repeat']} passes per corruption, "
+        f"the code before (commit {old.get('label') or '?'}) and after in turn ({new.get('rounds', 1)} round(s)), each keeping its fastest pass"
+        + ("; timed by each worker's CPU time (the machine was shared), so the whole pass is the rate with a core per process." if args.get("clock") == "cpu" else "."),
+        "",
+    ]
+    rows = []
+    for name in BENCHMARK_15:
+        a, b = _rate(old["per_corruption"][name]), _rate(new["per_corruption"][name])
+        rows.append([name, _num(a, 0), _num(b, 0), f"{b / a:.2f}x"])
+    total_old = sum(float(v["images"]) for v in old["per_corruption"].values()) / float(old["busy_seconds"])
+    total_new = sum(float(v["images"]) for v in new["per_corruption"].values()) / float(new["busy_seconds"])
+    rows.append(["**whole 15 x 5 pass** (images / s, busiest process)", _num(total_old, 0), _num(total_new, 0), f"**{total_new / total_old:.2f}x**"])
+    return out + _table(["corruption (images / s of one core)", "before", "after", "after / before"], rows)
+
+
+def threads_cpu(results: Path) -> list[str]:
+    d = _load("threads--2cpu--cpu.json", results)
+    meta, runs = d["metadata"], d["runs"]
+    args = meta["args"]
+    labels = {"idle": "no process of ours beside it", "busy": "one process spinning", "busy-pinned": "one process spinning, pinned to CPU 0"}
+    out = [
+        f"`perf/results/threads--2cpu--cpu.json`: {_machine(meta)}, torch {meta['torch']}; a batch of {args['batch_size']}, "
+        f"the fastest of {args['repeat']} passes per corruption; \"default\" is `threads=None`, \"forced\" `threads=t` on every call "
+        "(what the default did before). Images per second of the whole pass; the threads the default chose, averaged over its calls.",
+        "",
+    ]
+    rows = []
+    for cond in args["conditions"]:
+        sel = {(r["threads"], r["policy"]): r for r in runs if r["condition"] == cond}
+        one = sel.get((1, "default"))
+        for (t, pol), r in sorted(sel.items()):
+            ratio = f"{r['rate'] / one['rate']:.2f}x" if one is not None else "-"
+            rows.append([labels.get(cond, cond), f"{t} ({pol})", f"{r['threads_used_mean']:.2f}", _num(r["rate"]), ratio,
+                         f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"])  # fmt: skip
+    return out + _table(["condition", "torch threads (policy)", "threads used", "images / s", "vs 1 thread", "load average (1 min)"], rows)
+
+
 def speed_cuda(results: Path) -> list[str]:
     d = _load("speed--h100--cuda.json", results)
     res, meta = d["results"]["shiftbench"], d["metadata"]
@@ -253,6 +304,8 @@ GENERATORS: dict[str, Callable[[Path], list[str]]] = {
     "ray-evaluate": ray_evaluate,
     "speed-cpu": speed_cpu,
     "speed-cuda": speed_cuda,
+    "speed-ab": speed_ab,
+    "threads-cpu": threads_cpu,
     "eval-overhead": eval_overhead,
     "eval-threads": eval_threads,
     "jpeg-floor": jpeg_floor,

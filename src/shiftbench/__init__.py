@@ -5,6 +5,7 @@ Quick start::
     import shiftbench
     out = shiftbench.corrupt(images, "fog", severity=3, seed=0)
     shiftbench.list_corruptions("*blur*")
+    result = shiftbench.evaluate("efficientnet-lite0", benchmark="imagenet-c")   # any registered benchmark
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "seeding",
     "style",
     "set_style_source",
+    "evaluate",
 ]
 
 # published model weights: makes load_model("zoo:<name>") of the evaluation core resolve through shiftbench.zoo
@@ -46,3 +48,10 @@ from . import zoo  # noqa: E402,F401
 # shiftbench.seeding, the per-image random streams' earlier home, names shiftbench.rng.seeding
 # (``import shiftbench.seeding`` and ``from shiftbench.seeding import ...`` keep working)
 _sys.modules[__name__ + ".seeding"] = seeding
+
+def __getattr__(name: str) -> object:
+    if name == "evaluate":  # the benchmark wing is imported on first use
+        import importlib
+
+        return importlib.import_module("shiftbench.benchmarks.front").evaluate
+    raise AttributeError(f"module 'shiftbench' has no attribute {name!r}")

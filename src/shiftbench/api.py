@@ -210,7 +210,8 @@ def corrupt(
             8-bit output; a backend the corruption lacks, or one that cannot run the batch (e.g.
             ``"compiled"`` on a GPU), raises :class:`~shiftbench.errors.InvalidArgumentError`.
         threads: how many threads a CPU batch is split across, images in parallel (default:
-            ``torch.get_num_threads()``, at most the CPUs the process may use). The output is the
+            ``torch.get_num_threads()``, at most the CPUs the process may use and at most the CPUs
+            that other runnable tasks leave free at the time of the call). The output is the
             same, bit for bit, whatever the split: torch operations run single-threaded in each
             thread of the call (the parallelism is over images), so the pixels do not depend on
             ``torch.get_num_threads()`` either. Ignored for accelerator batches.

@@ -14,19 +14,33 @@ file gives ``{"border": error, "obstruction": error}``). Records and store as Im
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..distributed.predictions import RAY_OPTIONS, driver_device, ray_predictions
 from ..errors import DataError, InvalidArgumentError
-from ..evaluation.models import read_class_list
-from ..evaluation.protocol import CountCallback, Progress, Report, Section
+from ..evaluation.protocol import Section, Settings, option
 from ..evaluation.store import records_to_csv
-from ..overlap.noc import BORDER_OBSTRUCTION, BORDER_OBSTRUCTION_NAME, NocBenchmark, border_obstruction, evaluate_noc
+from ..overlap.noc import BORDER_OBSTRUCTION, BORDER_OBSTRUCTION_NAME, NocBenchmark, border_obstruction
 from . import register_benchmark
-from .imagenet_noc import ImageNetNOC, result_records, stored_records
+from .imagenet_noc import ImageNetNOC, stored_records
 
-__all__ = ["BorderObstruction", "resolve_baseline"]
+__all__ = ["BorderObstruction", "BorderSettings", "resolve_baseline"]
+
+
+@dataclass(frozen=True)
+class BorderSettings(Settings):
+    """The options of the border-and-obstruction benchmark."""
+
+    data: str | Path | None = option(None, metavar="PATH", help="Clean ImageNet photos (ImageFolder: "
+                                     "<data>/<wnid>/<image>); default: the 20 demo images.")
+    seed: int = option(0, minimum=0, help="Seed of the on-the-fly corruptions (one size per image from the range).")
+    classes: str | Sequence[str] = option(
+        "auto", help="Label space: auto, model, data, or a file of class ids (wnids) to restrict to.")
+    baseline: str = option(
+        "alexnet", help="CE baseline: alexnet (the nearest published AlexNet errors, Laugros, Caplier & Ospici, 2020), "
+        "a stored model or eval:<id> of this benchmark, or a .json file {\"border\": error, \"obstruction\": error}.")
 
 
 def resolve_baseline(spec: str | None, store: str | Path) -> NocBenchmark:
@@ -68,7 +82,7 @@ class BorderObstruction(ImageNetNOC):
     title = "Border and obstruction (Laugros, Caplier & Ospici, 2021, Table 1)"
     measures = "Top-1 error and CE under two corruptions that no ImageNet-C corruption overlaps."
     headline = ("clean_error", "mce")
-    options = ("seed", "classes", "baseline", *RAY_OPTIONS)
+    Settings = BorderSettings  # type: ignore[assignment]
     conditions = "clean, border (10-45 px band), obstruction (50-120 px square), one size drawn per image"
     sources = ("on the fly from clean photos (--data; default: the 20 demo images)",)
     records = "per image and condition: whether the top-1 class is right"
@@ -77,36 +91,9 @@ class BorderObstruction(ImageNetNOC):
         "edition": "it is defined at 224 px only",
     }
 
-    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
-        bench = resolve_baseline(settings.get("baseline"), settings["store"])
-        classes = settings.get("classes", "auto")
-        if classes not in ("auto", "model", "data"):
-            classes = list(read_class_list(classes))
-        callback = None if progress is None else CountCallback(progress)
-        try:
-            with ray_predictions(settings) as executor:
-                res = evaluate_noc(
-                    settings.get("model") or "efficientnet-lite0",
-                    benchmark=bench,
-                    data=settings.get("data"),
-                    seed=int(settings.get("seed") or 0),
-                    batch_size=int(settings.get("batch_size") or 8),
-                    device=driver_device(settings),
-                    store=settings["store"],
-                    limit=settings.get("limit"),
-                    weights=settings.get("weights"),
-                    classes=classes,
-                    progress=callback,
-                    executor=executor,
-                )
-        finally:
-            if callback is not None:
-                callback.close()
-        return Report(
-            lambda: json.dumps(res.to_dict(), indent=1) + "\n",
-            lambda: records_to_csv(result_records(res)),
-            lambda console: console.out(res.table(), end="", highlight=False),
-        )
+    def selection(self, s: Any, store: Path | None) -> tuple[NocBenchmark, list[str]]:
+        bench = resolve_baseline(s.baseline, store if store is not None else Path("."))
+        return bench, list(bench.corruptions)
 
     def report_figures(self, store: Path, section: Section) -> list[Any]:
         return []

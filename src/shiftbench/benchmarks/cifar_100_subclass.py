@@ -10,12 +10,11 @@ restricted unpickler). Model: a ``train_classifier`` checkpoint (``--model``) or
 
 from __future__ import annotations
 
-from typing import Any
 
 from ..errors import InvalidArgumentError
 from ..structural import LabelledImages, Split, cifar100_subclass_split, read_cifar100
 from . import register_benchmark
-from .icons_50_style import HoldoutBenchmark
+from .holdout import HoldoutBenchmark, HoldoutSettings
 
 __all__ = ["Cifar100Subclass"]
 
@@ -30,14 +29,13 @@ class Cifar100Subclass(HoldoutBenchmark):
     default_recipe = "cifar100-wrn-40-2"
     published_heldout = {"cifar100:k=1": (40.9, 149), "cifar100:k=2": (26.78, 149), "cifar100:k=3": (25.3, 149)}
 
-    def read(self, settings: dict[str, Any]) -> LabelledImages:
-        if settings.get("data") is None:
+    def read(self, s: HoldoutSettings) -> LabelledImages:
+        if s.data is None:
             raise InvalidArgumentError("data", None, "the cifar-100-python folder (train and test)")
-        return read_cifar100(settings["data"], "train")
+        return read_cifar100(s.data, "train")
 
-    def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
-        h = str(settings.get("holdout") or "1").strip()
+    def splits(self, data: LabelledImages, s: HoldoutSettings) -> list[Split]:
+        h = str(s.holdout or "1").strip()
         if h not in ("1", "2", "3"):
             raise InvalidArgumentError("holdout", h, "1, 2 or 3 held-out subclasses per superclass (the paper's settings)")
-        return [cifar100_subclass_split(data, read_cifar100(settings["data"], "test"), int(h),
-                                        seed=int(settings.get("seed") or 0))]
+        return [cifar100_subclass_split(data, read_cifar100(s.data, "test"), int(h), seed=s.seed)]

@@ -4,7 +4,7 @@ Conditions: the held-out subtypes' images and a held-out share (10 % per class, 
 seen subtypes. ``--holdout``: ``paper`` (default: the paper's 50 held-out subtypes from the authors'
 script; on emoji-styles the 23 of them it has), ``random`` (one seeded subtype per class), or a
 comma-separated list of subtype names. Data, model and records as ``icons-50-style``
-(:class:`~shiftbench.benchmarks.icons_50_style.HoldoutBenchmark`).
+(:class:`~shiftbench.benchmarks.holdout.HoldoutBenchmark`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from ..structural import LabelledImages, Split, subtype_holdout
 from . import register_benchmark
-from .icons_50_style import HoldoutBenchmark
+from .holdout import HoldoutBenchmark, HoldoutSettings
 
 __all__ = ["Icons50Subtype"]
 
@@ -27,7 +27,7 @@ class Icons50Subtype(HoldoutBenchmark):
     sources = ("Icons-50.npy or the ICONS-50 folder release (--data)", "the emoji-styles folder or .npz (--data)")
     published_heldout = {"subtype:paper": (60.4, 156)}  # Hendrycks & Dietterich (2018) Section 4.3, ICONS-50's 50 held-out subtypes
 
-    def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
-        h = str(settings.get("holdout") or "paper").strip()
-        held: Any = h if h in ("paper", "random") else [s.strip() for s in h.split(",") if s.strip()]
-        return [subtype_holdout(data, held, seed=int(settings.get("seed") or 0))]
+    def splits(self, data: LabelledImages, s: HoldoutSettings) -> list[Split]:
+        h = str(s.holdout or "paper").strip()
+        held: Any = h if h in ("paper", "random") else [x.strip() for x in h.split(",") if x.strip()]
+        return [subtype_holdout(data, held, seed=s.seed)]

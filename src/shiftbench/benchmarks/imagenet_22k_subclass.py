@@ -13,7 +13,7 @@ accuracy. Data (``--data``): a folder of ``<wnid>/`` image folders; every image 
 holds is read into memory (squashed to the recipe's input side), so give it a sample of ImageNet-22K, not the
 whole release. The fine-tuned model is written under the store's folder (seeded, resumable); the final ``nn.Linear``
 of the network is the one replaced. Records, metrics and store layout as ``icons-50-style``
-(:class:`~shiftbench.benchmarks.icons_50_style.HoldoutBenchmark`).
+(:class:`~shiftbench.benchmarks.holdout.HoldoutBenchmark`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..distributed.predictions import RAY_OPTIONS
+from dataclasses import dataclass
+
 from ..errors import InvalidArgumentError
-from ..evaluation.models import DEFAULT_MODEL, load_model
+from ..evaluation.protocol import option
 from ..structural import (
     IMAGENET22K_SPLITS,
     LabelledImages,
@@ -41,9 +42,20 @@ from ..structural import (
 )
 from ..training.recipes import TrainedModel, finetune_classifier
 from . import register_benchmark
-from .icons_50_style import HoldoutBenchmark, parse_recipe, spread
+from .holdout import HoldoutBenchmark, SubclassSettings, parse_recipe, spread
 
-__all__ = ["ImageNet22kSubclass", "last_linear"]
+__all__ = ["ImageNet22kSubclass", "Subclass22kSettings", "last_linear"]
+
+
+@dataclass(frozen=True)
+class Subclass22kSettings(SubclassSettings):
+    """The options of the ImageNet-22K subclass benchmark."""
+
+    holdout: str | None = option(
+        None, help="The subclass lists: authors (Hendrycks & Dietterich's, the default) or wordnet.")
+    seen_data: str | Path | None = option(
+        None, metavar="PATH", help="ImageNet-1K validation images of the seen subclasses (<wnid>/ folders) for the "
+        "seen accuracy, as the authors' script; without it, 10 % of the seen images of --data.")
 
 
 def last_linear(net: torch.nn.Module) -> str:
@@ -63,54 +75,54 @@ class ImageNet22kSubclass(HoldoutBenchmark):
                   "or 10 % of each superclass of the seen images of --data (seeded)")
     sources = ("a folder of <wnid>/ image folders holding seen and unseen subclasses (--data)",
                "ImageNet-1K validation images of the seen subclasses, <wnid>/ folders (--seen-data, optional)")
-    options = ("seed", "recipe", "holdout", "seen_data", *RAY_OPTIONS)
+    Settings = Subclass22kSettings  # type: ignore[assignment]
     default_recipe = "imagenet22k-head"
 
     @staticmethod
-    def lists(settings: dict[str, Any]) -> str:
+    def lists(s: Any) -> str:
         """The subclass lists (``--holdout``): ``authors`` (default) or ``wordnet``."""
-        h = str(settings.get("holdout") or "authors").strip().lower()
+        h = str(s.holdout or "authors").strip().lower()
         if h not in IMAGENET22K_SPLITS:
             raise InvalidArgumentError("holdout", h, "the subclass lists: authors (Hendrycks & Dietterich's, the default) or wordnet")
         return h
 
-    def image_size(self, settings: dict[str, Any]) -> int:
-        return int(parse_recipe(settings.get("recipe"), self.default_recipe).image_size)
+    def image_size(self, s: Any) -> int:
+        return int(parse_recipe(s.recipe, self.default_recipe).image_size)
 
-    def read(self, settings: dict[str, Any]) -> LabelledImages:
-        if settings.get("data") is None:
+    def read(self, s: Any) -> LabelledImages:
+        if s.data is None:
             raise InvalidArgumentError("data", None, "a folder of <wnid>/ image folders (a sample of ImageNet-22K)")
-        lists = self.lists(settings)
-        classes = [s["name"] for s in imagenet22k_superclasses(lists)]
+        lists = self.lists(s)
+        classes = [c["name"] for c in imagenet22k_superclasses(lists)]
         wnids = {**imagenet22k_wnids("unseen", lists), **imagenet22k_wnids("seen", lists)}
-        return read_wnid_tree(settings["data"], wnids, classes, image_size=self.image_size(settings))
+        return read_wnid_tree(s.data, wnids, classes, image_size=self.image_size(s))
 
-    def splits(self, data: LabelledImages, settings: dict[str, Any]) -> list[Split]:
-        lists = self.lists(settings)
+    def splits(self, data: LabelledImages, s: Any) -> list[Split]:
+        lists = self.lists(s)
         unseen = sorted(set(imagenet22k_wnids("unseen", lists)) & set(data.subtypes.tolist()))
         seen = sorted(set(imagenet22k_wnids("seen", lists)) & set(data.subtypes.tolist()))
         if not unseen or not seen:
-            raise InvalidArgumentError("data", settings.get("data"), "folders of both seen and unseen subclasses",
+            raise InvalidArgumentError("data", s.data, "folders of both seen and unseen subclasses",
                                        f"It holds {len(seen)} seen and {len(unseen)} unseen subclass folders.")
         name = "imagenet22k:unseen" if lists == "authors" else f"imagenet22k-{lists}:unseen"
-        seen_data = settings.get("seen_data")
+        seen_data = s.seen_data
         if seen_data is None:  # the named variant: a seeded share of --data's seen images
-            split = subtype_holdout(data, unseen, seed=int(settings.get("seed") or 0))
+            split = subtype_holdout(data, unseen, seed=s.seed)
             return [dataclasses.replace(split, name=name, kind="subclass", info={**split.info, "lists": lists})]
-        val = read_wnid_tree(seen_data, imagenet22k_wnids("seen", lists), list(data.classes), image_size=self.image_size(settings))
+        val = read_wnid_tree(seen_data, imagenet22k_wnids("seen", lists), list(data.classes), image_size=self.image_size(s))
         held = np.isin(data.subtypes, np.array(unseen, dtype=str))
-        info = {"lists": lists, "seen_test": f"--seen-data {seen_data}", "seed": int(settings.get("seed") or 0)}
+        info = {"lists": lists, "seen_test": f"--seen-data {seen_data}", "seed": s.seed}
         return [Split(name, "subclass", tuple(unseen), data, data, np.flatnonzero(~held), np.arange(len(val)),
                       np.flatnonzero(held), info, seen_source=val)]
 
-    def model_for(self, split: Split, settings: dict[str, Any], store: Path) -> TrainedModel:
-        spec = parse_recipe(settings.get("recipe"), self.default_recipe)
-        clf = load_model(settings.get("model") or DEFAULT_MODEL, weights=settings.get("weights"), device="cpu")
+    def model_for(self, split: Split, s: Any, ctx: Any) -> TrainedModel:
+        spec = parse_recipe(s.recipe, self.default_recipe)
+        clf = ctx.classifier()
         if not isinstance(clf.forward, torch.nn.Module):
-            raise InvalidArgumentError("model", settings.get("model"), "a network (nn.Module) to fine-tune")
-        train = split.train_source.subset(spread(split.train_idx, settings.get("limit")))
-        tag = hashlib.sha256(json.dumps([clf.checksum, spec.to_dict(), int(settings.get("seed") or 0)],
-                                        sort_keys=True).encode()).hexdigest()[:8]
+            raise InvalidArgumentError("model", ctx.model_spec, "a network (nn.Module) to fine-tune")
+        train = split.train_source.subset(spread(split.train_idx, s.limit))
+        tag = hashlib.sha256(json.dumps([clf.checksum, spec.to_dict(), s.seed], sort_keys=True).encode()).hexdigest()[:8]
+        store = ctx.store if ctx.store is not None else Path.cwd() / "results.sqlite"
         return finetune_classifier(clf.forward, train, spec, store.parent / "structural-models" / self.name / tag,
-                                   head=last_linear(clf.forward), seed=int(settings.get("seed") or 0),
-                                   device=settings.get("device") or "cpu", run_name=f"{spec.name}-n{len(train)}")
+                                   head=last_linear(clf.forward), seed=s.seed, device=ctx.device or "cpu",
+                                   run_name=f"{spec.name}-n{len(train)}")

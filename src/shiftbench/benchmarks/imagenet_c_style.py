@@ -19,6 +19,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,22 +27,19 @@ from rich.table import Table
 
 from ..errors import InvalidArgumentError, UnknownNameError
 from ..evaluation.data import Condition, ImageFolderSource, Item, Source, WorkBatch, foolbox_imagenet, open_released
-from ..distributed.predictions import RAY_OPTIONS, driver_device, ray_predictions
-from ..evaluation.models import load_model, read_class_list
-from ..evaluation.protocol import Benchmark, Progress, Report, Section
-from ..evaluation.runner import BENCHMARKS, evaluate
-from ..evaluation.runner import Benchmark as CorruptionBenchmark
+from ..evaluation.metrics import Baseline
+from ..evaluation.protocol import Benchmark, Metric, Plan, Report, Section, Settings, Summary, option
 from ..evaluation.store import EvaluationInfo, ResultsStore, records_to_csv
 from ..style import StyleConfig, configure, style_backend, style_settings, style_source
 from .style_scores import ALEXNET_MEAN_ERROR, SEVERITIES, per_severity_ce, style_scores
 from . import register_benchmark
+from .imagenet_c import EvaluationResult, corruption_plan, corruption_result, parse_severities
 
-__all__ = ["ImageNetCStyle", "style_tag", "score_evaluation"]
+__all__ = ["ImageNetCStyle", "StyleSettings", "StyleResult", "style_tag", "score_evaluation"]
 
 NAME = "imagenet-c-style"
 CORRUPTION = "style_transfer"
 TITLE = "ImageNet-C style transfer (Hendrycks & Dietterich, 2018 draft, Section 4.2)"
-BENCHMARKS.setdefault(NAME, CorruptionBenchmark(NAME, (CORRUPTION,), "224", TITLE))
 
 ALEXNET_NOTE = (
     f"CE is normalised by AlexNet's published mean style-transfer error ({ALEXNET_MEAN_ERROR:.1%} over the five "
@@ -215,13 +213,60 @@ def _csv(records: list[dict[str, Any]]) -> str:
     return records_to_csv([{k: v for k, v in r.items() if k != "notes"} | {"notes": " ".join(r["notes"])} for r in records])
 
 
+@dataclass(frozen=True)
+class StyleSettings(Settings):
+    """The options of the style-transfer benchmark."""
+
+    data: str | Path | None = option(
+        None, metavar="PATH", help="Clean images (ImageFolder), stylised on the fly; with --released: the clean "
+        "images for the clean error. Default: the 20 demo images.")
+    released: str | Path | None = option(
+        None, metavar="PATH", help="A folder written by `shiftbench generate imagenet-c --corruptions style_transfer`.")
+    severities: str | int | Sequence[int] = option("1-5", help="e.g. 1-5 or 1,3,5.")
+    seed: int = option(0, minimum=0, help="Seed of the on-the-fly style transfer (styles drawn per image).")
+    release: bool = option(False, help="Store-and-reload each stylised image as JPEG q85, like the released datasets.")
+    baseline: str | Baseline = option(
+        "alexnet", help="CE baseline: alexnet (its published mean error), none, or a stored model name / eval:<id>.")
+    classes: str | Sequence[str] = option(
+        "auto", help="Label space: auto, model, data, or a file of class ids (wnids) to restrict to.")
+    clean: bool = option(True, help="Also evaluate the clean images (needed for relative CE).")
+    styles: str | Path | None = option(
+        None, metavar="PATH", help="Folder of style images (default: SHIFTBENCH_STYLE_DIR).")
+    style_backend: str | None = option(
+        None, help="adain (the paper's method) or magenta-lite (default: SHIFTBENCH_STYLE_BACKEND).")
+
+
+@dataclass
+class StyleResult(Summary):
+    """The scores of one style-transfer evaluation (``record``: the JSON record) and the evaluation behind them."""
+
+    HEADLINE = (Metric("ce", "lower", "CE"), Metric("relative_ce", "lower", "relative CE"),
+                Metric("mean_error", "lower", "mean error"))
+
+    record: dict[str, Any]
+    tag: str
+    result: EvaluationResult
+
+    @property
+    def ce(self) -> float | None:
+        return self.record.get("ce")
+
+    @property
+    def relative_ce(self) -> float | None:
+        return self.record.get("relative_ce")
+
+    @property
+    def mean_error(self) -> float | None:
+        return self.record.get("mean_error")
+
+
 @register_benchmark
-class ImageNetCStyle(Benchmark):
+class ImageNetCStyle(Benchmark[StyleSettings]):
     name = NAME
     title = TITLE
     measures = "Top-1 error under style transfer at 5 severities: CE against AlexNet's published 75.7 % mean, relative CE."
-    options = ("released", "severities", "seed", "release", "baseline", "classes", "clean", "styles", "style_backend",
-               *RAY_OPTIONS)
+    Settings = StyleSettings
+    corruptions = (CORRUPTION,)
     conditions = "clean (severity 0) and style_transfer at severities 1..5; styles drawn per image and severity"
     sources = (
         "on the fly from clean photos (--data; default the 20 demo images), styles from --styles / SHIFTBENCH_STYLE_DIR",
@@ -230,61 +275,51 @@ class ImageNetCStyle(Benchmark):
     records = "per image: label and top-5 classes"
     refusals = {"edition": "it is scored at 224 px, the edition of AlexNet's published error"}
 
-    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
-        released, data = settings.get("released"), settings.get("data")
-        limit, bad = settings.get("limit"), settings.get("bad_images", "skip")
-        if released is not None:
-            if settings.get("styles") or settings.get("style_backend"):
-                raise InvalidArgumentError("styles", settings.get("styles") or settings.get("style_backend"),
+    def plan(self, s: StyleSettings, ctx: Any) -> Plan:
+        sev = parse_severities(s.severities)
+        if s.released is not None and s.release:
+            raise InvalidArgumentError("release", s.release, "False with --released (released images are JPEGs already)")
+        limit, bad = s.limit, s.bad_images
+        clf = ctx.classifier()
+        if s.released is not None:
+            if s.styles or s.style_backend:
+                raise InvalidArgumentError("styles", s.styles or s.style_backend,
                                            "no --styles/--style-backend with --released (the folder is stylised already)")
-            sev = settings.get("severities") or "1-5"
-            from ..evaluation.runner import parse_severities
-
-            src = open_released(released, [CORRUPTION], parse_severities(sev), limit=limit, bad_images=bad)
-            st = _manifest_style(Path(released))
+            src = open_released(s.released, [CORRUPTION], sev, limit=limit, bad_images=bad)
+            st = _manifest_style(Path(s.released))
             tag = style_tag(st) if st else "styles=unrecorded"
             corrupted: Source = _tag(src, tag)
-            clean_src: Source | None = None if data is None else ImageFolderSource(data, edition=src.edition, limit=limit, bad_images=bad)
+            clean: Source | None = None if s.data is None else ImageFolderSource(
+                s.data, edition=src.edition, limit=limit, bad_images=bad)
         else:
-            st = _configured(settings.get("styles"), settings.get("style_backend"))
+            st = _configured(None if s.styles is None else str(s.styles), s.style_backend)
             tag = style_tag(st)
-            base = foolbox_imagenet(limit=limit, bad_images=bad) if data is None else ImageFolderSource(data, limit=limit, bad_images=bad)
-            corrupted, clean_src = StyledSource(base, tag, StyleConfig.current()), None
-        classes: Any = settings.get("classes", "auto")
-        if classes not in ("auto", "model", "data"):
-            classes = list(read_class_list(classes))
-        model: Any = settings.get("model")
-        device = driver_device(settings)
-        if settings.get("weights") is not None:
-            model = load_model(model, weights=settings["weights"], device=device)
-        with ray_predictions(settings) as executor:
-            where = None if executor is None else executor.describe()
-            result = evaluate(
-                model, benchmark=NAME, data=clean_src if released is not None else corrupted,
-                released=corrupted if released is not None else None, corruptions=[CORRUPTION],
-                severities=settings.get("severities"), seed=int(settings.get("seed") or 0),
-                release=bool(settings.get("release", False)), batch_size=int(settings.get("batch_size") or 8),
-                device=device, store=settings["store"], baseline="none", classes=classes,
-                limit=limit, bad_images=bad, rerun=bool(settings.get("rerun", False)),
-                clean=bool(settings.get("clean", True)), progress=progress, executor=executor,
-            )
-        with ResultsStore(result.store_path, create=False) as db:
-            ev = db.evaluations_of([NAME], evaluation=result.evaluation_id)[0]
-            rec = score_evaluation(db, ev, settings.get("baseline") or "alexnet")
-        rec["style"] = st
-        if data is None and released is None:
+            base = foolbox_imagenet(limit=limit, bad_images=bad) if s.data is None else ImageFolderSource(
+                s.data, limit=limit, bad_images=bad)
+            corrupted = StyledSource(base, tag, StyleConfig.current())
+            clean = corrupted
+        return corruption_plan(s, clf, corrupted, clean, [CORRUPTION], sev, corrupted.edition or "224", style=st,
+                               tag=tag, demo=s.data is None and s.released is None)
+
+    def score(self, store: ResultsStore, evaluation: Any) -> StyleResult:
+        result = corruption_result(store, evaluation, "none", self.name)
+        ev = store.evaluations_of([NAME], evaluation=evaluation.id)[0]
+        rec = score_evaluation(store, ev, evaluation.settings.baseline or "alexnet")
+        rec["style"] = evaluation.plan.context["style"]
+        if evaluation.plan.context["demo"]:
             rec["notes"].append(f"These {result.n_images} demo images demonstrate the pipeline; they are no benchmark.")
         rec["notes"] += [n for n in result.notes if "published ImageNet-C numbers" not in n and not n.startswith("Not available")]
-        status = [] if executor is None else [f"Predicted on {where}: {executor.shards} shard(s); {executor.health()}."]
-        if not result.new_predictions:
-            status.append(f"All runs were already complete in {result.store_path}: scores from the stored predictions.")
+        return StyleResult(rec, evaluation.plan.context["tag"], result)
+
+    def render(self, summary: StyleResult, *, details: bool = True) -> Report:
+        rec, tag = summary.record, summary.tag
 
         def table(console: Any) -> None:
             _render([rec], console, f"{self.title}")
-            console.print(f"• Style settings: {tag}; stored as evaluation {rec['evaluation']} in {result.store_path}.",
-                          highlight=False)
+            console.print(f"• Style settings: {tag}; stored as evaluation {rec['evaluation']} in "
+                          f"{summary.result.store_path}.", highlight=False)
 
-        return Report(lambda: json.dumps(rec, indent=1, default=str) + "\n", lambda: _csv([rec]), table, status)
+        return Report(lambda: json.dumps(rec, indent=1, default=str) + "\n", lambda: _csv([rec]), table)
 
     def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
         with ResultsStore(store, create=False) as db:

@@ -10,11 +10,23 @@ against AlexNet and mDE, plus the error analysis.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..domains.evaluate import evaluate_imagenet_d, stored_domain_errors
-from ..domains.imagenet_val import evaluate_imagenet_val, is_imagenet_folder
+import numpy as np
+
+from ..domains.dataset import DomainNetDataset
+from ..domains.evaluate import (
+    DomainRecords,
+    DomainSource,
+    domain_result,
+    stored_domain_errors,
+    stored_options,
+)
+from ..domains.imagenet_val import imagenet_val_plan, imagenet_val_row, is_imagenet_folder
+from ..domains.mapping import MAPPINGS, domainnet_classes, resolve_mapping
 from ..domains.report import (
     confusion_outputs,
     imagenet_val_record,
@@ -26,13 +38,49 @@ from ..domains.report import (
     result_json,
     result_notes,
 )
-from ..distributed.predictions import RAY_OPTIONS, driver_device, ray_predictions
 from ..errors import InvalidArgumentError
-from ..evaluation.store import records_to_csv
-from ..evaluation.protocol import Benchmark, CountCallback, Progress, Report, Section
+from ..evaluation.models import LabelSpace, imagenet_wnids
+from ..evaluation.protocol import Benchmark, Metric, Plan, Planned, Report, Section, Settings, Summary, option
+from ..evaluation.store import ResultsStore, records_to_csv
 from . import register_benchmark
 
-__all__ = ["ImageNetD", "report_figures"]
+__all__ = ["ImageNetD", "ImageNetDSettings", "ImageNetValResult", "report_figures"]
+
+
+@dataclass(frozen=True)
+class ImageNetDSettings(Settings):
+    """The options of ImageNet-D."""
+
+    data: str | Path | DomainNetDataset | None = option(
+        None, metavar="PATH", help="The DomainNet folder (<root>/<domain>/<class>/<image>) or one domain folder; an "
+        "ImageNet val folder gives Rusak et al.'s (2022) Table 4 IN val row.")
+    mapping: str | None = option(
+        None, help="Class mapping: paper (as published, the default) or wordnet (curated variant).",
+        allowed=f"one of {', '.join(MAPPINGS)}")
+    domains: str | Sequence[str] | None = option(None, help="Comma-separated domains (default: all six).")
+    split: str = option("all", help="DomainNet split: all, train or test (its list files).")
+    top: int = option(10, minimum=1, help="Classes per domain in the error analysis (Rusak et al., 2022, Figure 2).")
+
+
+@dataclass
+class ImageNetValResult(Summary):
+    """Rusak et al.'s (2022) Table 4 IN val row: ``record`` (flat, as printed)."""
+
+    HEADLINE = (Metric("error", "lower", "error"),)
+
+    record: dict[str, Any]
+
+    @property
+    def error(self) -> float | None:
+        return self.record.get("error")
+
+
+def _check_model(clf: Any) -> None:
+    if clf.classes is not None and tuple(clf.classes) != imagenet_wnids():
+        raise InvalidArgumentError(
+            "model", clf.name,
+            "a classifier over the 1000 ImageNet-1k classes in index order (ImageNet-D maps DomainNet to them)",
+        )
 
 
 def report_figures(store: Path, records: list[dict[str, Any]]) -> list[Any]:
@@ -68,12 +116,12 @@ def report_figures(store: Path, records: list[dict[str, Any]]) -> list[Any]:
 
 
 @register_benchmark
-class ImageNetD(Benchmark):
+class ImageNetD(Benchmark[ImageNetDSettings]):
     name = "imagenet-d"
     title = "ImageNet-D (Rusak et al., 2022)"
     measures = "Top-1 error on DomainNet's six domains mapped to ImageNet classes: DE, mDE, error analysis."
     headline = ("mde",)
-    options = ("mapping", *RAY_OPTIONS)
+    Settings = ImageNetDSettings
     conditions = "domain: clipart, infograph, painting, quickdraw, real, sketch"
     sources = (
         "a DomainNet folder <root>/<domain>/<class>/<image> (--data)",
@@ -84,42 +132,44 @@ class ImageNetD(Benchmark):
         "baseline": "it normalises by AlexNet's published errors (ImageNet-D Table 2) only; leave --baseline out",
     }
 
-    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
-        if settings.get("data") is None:
+    def plan(self, s: ImageNetDSettings, ctx: Any) -> Plan:
+        if s.data is None:
             raise InvalidArgumentError(
                 "--data", None, "the DomainNet folder (<root>/<domain>/<class>/<image>) or one domain folder",
                 "--benchmark imagenet-d needs --data.",
             )
-        mapping = settings.get("mapping") or "paper"
-        if is_imagenet_folder(settings["data"]):
-            if settings.get("ray") is not None:
-                raise InvalidArgumentError(
-                    "--ray", settings["ray"], "no --ray with an ImageNet val folder",
-                    "Its one pass (Rusak et al.'s (2022) Table 4 IN val row) runs here; --ray applies to the DomainNet domains.",
-                )
-            return self._imagenet_val(settings, mapping)
-        store = settings.get("store")
-        callback = None if progress is None else CountCallback(progress)
-        try:
-            with ray_predictions(settings) as executor:
-                result = evaluate_imagenet_d(
-                    settings.get("model") or "efficientnet-lite0",
-                    settings["data"],
-                    weights=settings.get("weights"),
-                    batch_size=int(settings.get("batch_size") or 32),
-                    device=driver_device(settings) or "cpu",
-                    store=store,
-                    limit=settings.get("limit"),
-                    bad_images=settings.get("bad_images") or "skip",
-                    rerun=bool(settings.get("rerun", False)),
-                    progress=callback,
-                    mapping=mapping,
-                    executor=executor,
-                )
-        finally:
-            if callback is not None:
-                callback.close()
-        details = bool(settings.get("details", True))
+        m = s.data.mapping if isinstance(s.data, DomainNetDataset) and s.mapping is None else resolve_mapping(s.mapping)
+        if not isinstance(s.data, DomainNetDataset) and is_imagenet_folder(s.data):
+            plan = imagenet_val_plan(s.data, m, limit=s.limit, bad_images=s.bad_images)
+            _check_model(ctx.classifier())
+            return plan
+        domains = [d.strip() for d in s.domains.split(",") if d.strip()] if isinstance(s.domains, str) else s.domains
+        ds = s.data if isinstance(s.data, DomainNetDataset) else DomainNetDataset(
+            s.data, domains=domains, split=s.split, limit=s.limit, bad_images=s.bad_images, mapping=m)
+        _check_model(ctx.classifier())
+        names = domainnet_classes()
+        src = DomainSource(ds, {c: i for i, c in enumerate(names)}, s.bad_images)
+        return Plan(
+            [Planned((d, 0), src, d, 0) for d in ds.domains], "224", options=stored_options(m),
+            space=LabelSpace(imagenet_wnids(), None, "model"), label_map=np.arange(len(names), dtype=np.int64),
+            writer=lambda ctx: DomainRecords(ctx, m), describe=lambda c: c[0],
+            context={"dataset": ds, "mapping": m},
+        )
+
+    def score(self, store: ResultsStore, evaluation: Any) -> Any:
+        c = evaluation.plan.context
+        if "dataset" not in c:  # the IN val row
+            row, skipped = imagenet_val_row(store, evaluation)
+            clf = evaluation.classifier
+            return ImageNetValResult(imagenet_val_record(clf.name, c["data"], c["mapping"].name, row, skipped))
+        return domain_result(store, evaluation, c["dataset"], c["mapping"], evaluation.settings.top)
+
+    def render(self, result: Any, *, details: bool = True) -> Report:
+        if isinstance(result, ImageNetValResult):
+            rec = result.record
+            return Report(lambda: json.dumps(rec, indent=2) + "\n", lambda: records_to_csv([rec]),
+                          lambda console: render_imagenet_val(rec, console))
+        store = result.store_path
         notes = result_notes(result, store, details)
         confusion, cm_notes = confusion_outputs(result, store, details)
         notes += cm_notes
@@ -127,26 +177,6 @@ class ImageNetD(Benchmark):
             lambda: result_json(result, notes, confusion),
             lambda: result_csv(result),
             lambda console: render_result(result, console, details, notes),
-        )
-
-    def _imagenet_val(self, settings: dict[str, Any], mapping: str) -> Report:
-        """Rusak et al.'s (2022) Table 4 first row on an ImageNet validation folder (not stored: one pass, no conditions)."""
-        model = settings.get("model") or "efficientnet-lite0"
-        row, skipped = evaluate_imagenet_val(
-            model,
-            settings["data"],
-            mapping=mapping,
-            weights=settings.get("weights"),
-            batch_size=int(settings.get("batch_size") or 32),
-            device=settings.get("device") or "cpu",
-            limit=settings.get("limit"),
-            bad_images=settings.get("bad_images") or "skip",
-        )
-        rec = imagenet_val_record(model, settings["data"], mapping, row, skipped)
-        return Report(
-            lambda: json.dumps(rec, indent=2) + "\n",
-            lambda: records_to_csv([rec]),
-            lambda console: render_imagenet_val(rec, console),
         )
 
     def report_figures(self, store: Path, section: Section) -> list[Any]:

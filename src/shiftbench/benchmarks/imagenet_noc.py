@@ -11,23 +11,64 @@ baseline) and mCE.
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-from ..distributed.predictions import RAY_OPTIONS, driver_device, ray_predictions
-from ..evaluation.models import read_class_list
-from ..evaluation.protocol import Benchmark, CountCallback, Progress, Report, Section
-from ..errors import ShiftbenchError
+from ..corruptions.candidates import CANDIDATES
+from ..errors import DataError, InvalidArgumentError, ShiftbenchError
+from ..evaluation.data import ImageFolderSource, foolbox_imagenet
+from ..evaluation.protocol import Benchmark, Plan, Planned, Report, Section, Settings, option
 from ..evaluation.store import ResultsStore, records_to_csv
 from ..overlap.analysis import noc_corruption_error, noc_mean_corruption_error
 from ..overlap.noc import BENCHMARK as NOC_BENCHMARK
-from ..overlap.noc import NocResult, evaluate_noc, find_benchmark
+from ..overlap.noc import CandidateSource, NocBenchmark, NocResult, find_benchmark, stored_options
 from . import register_benchmark
-from .imagenet_c import stored_model_metric
+from .imagenet_c import resolve_classes, stored_model_metric
 
-__all__ = ["ImageNetNOC", "result_records", "stored_records", "report_figures"]
+__all__ = ["ImageNetNOC", "NocSettings", "result_records", "stored_records", "report_figures"]
+
+
+@dataclass(frozen=True)
+class NocSettings(Settings):
+    """The options of ImageNet-NOC."""
+
+    data: str | Path | None = option(None, metavar="PATH", help="Clean ImageNet photos (ImageFolder: "
+                                     "<data>/<wnid>/<image>); default: the 20 demo images.")
+    corruptions: str | Sequence[str] | None = option(
+        None, help="A subset of the benchmark's corruptions (comma-separated), a saved benchmark (.json file or "
+        "saved:NAME in the store). Default: ImageNet-NOC's eight.")
+    seed: int = option(0, minimum=0, help="Seed of the on-the-fly corruptions (one value per image from the range).")
+    classes: str | Sequence[str] = option(
+        "auto", help="Label space: auto, model, data, or a file of class ids (wnids) to restrict to.")
+
+
+def _noc_selection(spec: Any, store: Path | None) -> tuple[NocBenchmark, list[str]]:
+    """The benchmark (ImageNet-NOC or a saved one) and the corruptions to evaluate."""
+    name: Any = NOC_BENCHMARK
+    subset: list[str] | None = None
+    if isinstance(spec, str) and spec:
+        if spec.endswith(".json") or Path(spec).is_file():
+            name = spec
+        elif spec.startswith("saved:"):
+            name = spec[len("saved:"):]
+        else:
+            subset = [c.strip() for c in spec.split(",") if c.strip()]
+    elif spec:
+        subset = list(spec)
+    bench = find_benchmark(name, store if store is not None else Path("."))
+    names = list(bench.corruptions)
+    if subset:
+        wanted = [c if c in CANDIDATES else f"noc_{c}" for c in subset]
+        bad = [c for c, w in zip(subset, wanted) if w not in names]
+        if bad:
+            raise InvalidArgumentError("corruptions", ", ".join(bad), f"corruptions of {bench.name}: {', '.join(names)}")
+        names = [c for c in names if c in wanted]
+    return bench, names
 
 
 def result_records(r: NocResult) -> list[dict[str, Any]]:
@@ -142,13 +183,13 @@ def report_figures(records: list[dict[str, Any]], imagenet_c_relative_mce: dict[
 
 
 @register_benchmark
-class ImageNetNOC(Benchmark):
+class ImageNetNOC(Benchmark[NocSettings]):
     name = "imagenet-noc"
     title = "ImageNet-NOC (Laugros, Caplier & Ospici, 2020)"
     measures = "Top-1 error under 8 corruptions chosen not to overlap each other (non-overlapping corruptions): CE, mCE."
     headline = ("clean_error", "mce")
     full_images = 50_000  # the ImageNet validation set, as for ImageNet-C (Laugros, Caplier & Ospici, 2020)
-    options = ("corruptions", "seed", "classes", *RAY_OPTIONS)
+    Settings = NocSettings
     conditions = "clean, and each candidate corruption with one value per image from its whole range"
     sources = ("on the fly from clean photos (--data; default: the 20 demo images)",)
     records = "per image and condition: whether the top-1 class is right"
@@ -158,41 +199,48 @@ class ImageNetNOC(Benchmark):
         "baseline": "it normalises by AlexNet's published errors; a saved benchmark carries its own baseline",
     }
 
-    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
-        benchmark: str = self.name
-        subset = None
-        corr = settings.get("corruptions")
-        if corr:
-            if corr.endswith(".json") or Path(corr).is_file():
-                benchmark = corr
-            elif corr.startswith("saved:"):
-                benchmark = corr[len("saved:"):]
-            else:
-                subset = [c.strip() for c in corr.split(",") if c.strip()]
-        classes = settings.get("classes", "auto")
-        if classes not in ("auto", "model", "data"):
-            classes = list(read_class_list(classes))
-        callback = None if progress is None else CountCallback(progress)
-        try:
-            with ray_predictions(settings) as executor:
-                res = evaluate_noc(
-                    settings.get("model") or "efficientnet-lite0",
-                    benchmark=benchmark,
-                    data=settings.get("data"),
-                    corruptions=subset,
-                    seed=int(settings.get("seed") or 0),
-                    batch_size=int(settings.get("batch_size") or 8),
-                    device=driver_device(settings),
-                    store=settings["store"],
-                    limit=settings.get("limit"),
-                    weights=settings.get("weights"),
-                    classes=classes,
-                    progress=callback,
-                    executor=executor,
-                )
-        finally:
-            if callback is not None:
-                callback.close()
+    def selection(self, s: Any, store: Path | None) -> tuple[NocBenchmark, list[str]]:
+        """The benchmark (its corruptions and CE baseline) and the corruptions to evaluate."""
+        return _noc_selection(s.corruptions, store)
+
+    def plan(self, s: NocSettings, ctx: Any) -> Plan:
+        bench, names = self.selection(s, ctx.store)
+        ctx.classifier()
+        src = (foolbox_imagenet(edition="224", limit=s.limit) if s.data is None
+               else ImageFolderSource(s.data, edition="224", limit=s.limit))
+        conds = ["clean", *names]
+        cand = CandidateSource(src, conds)
+        return Plan(
+            [Planned(cand.condition(c), cand, c, 0) for c in conds], "224", seed=s.seed, stored_seed=s.seed,
+            options=stored_options(bench), classes=resolve_classes(s.classes), check_absent=False,
+            source_record=lambda: (src.kind, src.identity, src.describe(), src.classes),
+            context={"benchmark": bench, "names": names, "data": src.describe()},
+        )
+
+    def score(self, store: ResultsStore, evaluation: Any) -> NocResult:
+        c = evaluation.plan.context
+        bench, names = c["benchmark"], c["names"]
+        errs = {r.condition: (r.top1_error, r.n_predicted) for r in store.runs(evaluation.id) if r.top1_error is not None}
+        missing = [k for k in ["clean", *names] if k not in errs]
+        if missing:
+            raise DataError(f"no stored predictions for {', '.join(missing)} (no readable images?)")
+        n = errs["clean"][1]
+        errors = {k: errs[k][0] for k in names}
+        ce = {k: noc_corruption_error(errors[k], bench.baseline.errors[k]) for k in names}
+        notes = [
+            f"CE normalised by {bench.baseline.name}'s errors ({bench.baseline.source.split(':')[0]}); the corruptions "
+            "were computed by shiftbench from the paper's descriptions, the baseline errors by the authors' code."
+        ]
+        if n < 1000:
+            notes.append(
+                f"Only {n} images: an error rate carries a standard error of up to {50 / math.sqrt(max(n, 1)):.1f} points."
+            )
+        if names != list(bench.corruptions):
+            notes.append("mCE over a subset of the benchmark's corruptions: not comparable with the full benchmark's mCE.")
+        return NocResult(bench, evaluation.classifier.name, c["data"], n, errs["clean"][0], errors, ce,
+                         noc_mean_corruption_error(ce), evaluation.id, evaluation.store, evaluation.written, notes)
+
+    def render(self, res: NocResult, *, details: bool = True) -> Report:
         return Report(
             lambda: json.dumps(res.to_dict(), indent=1) + "\n",
             lambda: records_to_csv(result_records(res)),

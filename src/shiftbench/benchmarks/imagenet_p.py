@@ -10,17 +10,16 @@ mFR and mT5D.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
 from ..errors import InvalidArgumentError
-from ..distributed.predictions import RAY_OPTIONS, driver_device, ray_predictions
-from ..evaluation.models import load_model, read_class_list
-from ..evaluation.protocol import Benchmark, Progress, Report, Section
+from ..evaluation.protocol import Benchmark, Plan, Report, Section, Settings, option
 from ..evaluation.store import ResultsStore, records_to_csv
-from ..perturbations.pipeline import evaluate_p
+from ..perturbations.metrics import PBaseline
+from ..perturbations.pipeline import PEvaluationResult, p_plan, p_result
 from ..perturbations.report import (
     render_result,
     render_results_section,
@@ -30,9 +29,29 @@ from ..perturbations.report import (
     results_section,
 )
 from . import register_benchmark
-from .imagenet_c import stored_model_metric
+from .imagenet_c import resolve_classes, stored_model_metric
 
-__all__ = ["ImageNetP", "report_figures", "architecture_figures"]
+__all__ = ["ImageNetP", "ImageNetPSettings", "report_figures", "architecture_figures"]
+
+
+@dataclass(frozen=True)
+class ImageNetPSettings(Settings):
+    """The options of ImageNet-P."""
+
+    data: str | Path | None = option(None, metavar="PATH", help="Clean images (ImageFolder or flat <wnid>_* folder); "
+                                     "sequences are generated on the fly. Default: the 20 demo images.")
+    released: str | Path | None = option(
+        None, metavar="PATH", help="Released ImageNet-P / Tiny-ImageNet-P MP4 tree, or a CIFAR-P .npy folder.")
+    edition: str | None = option(None, help="224 (default), 299, 64 (Tiny), 32 (CIFAR); released data: detected.")
+    perturbations: str | Sequence[str] | None = option(
+        None, help="Comma-separated perturbation names, wildcards or groups (test, validation). Default: test.")
+    difficulties: str | int | Sequence[int] | None = option(
+        None, help="Difficulties, e.g. 1-3 or 1,2 (default: 1, the level of the published AlexNet numbers).")
+    seed: int = option(0, minimum=0, help="Seed of the on-the-fly sequences.")
+    baseline: str | PBaseline | Mapping[int, PBaseline] | None = option(
+        "alexnet", help="FR / T5D baseline: alexnet (published, 224 edition), none, a stored model name or eval:<id>.")
+    classes: str | Sequence[str] = option(
+        "auto", help="Label space: auto, model, data, or a file of class ids (wnids) to restrict to.")
 
 
 def architecture_figures(records: list[dict[str, Any]], clean_error: dict[str, float]) -> list[Any]:
@@ -91,71 +110,47 @@ def report_figures(records: list[dict[str, Any]], clean_error: dict[str, float] 
             *(architecture_figures(records, clean_error) if clean_error is not None else [])]
 
 
+def _with(s: ImageNetPSettings, **changes: Any) -> ImageNetPSettings:
+    import dataclasses
+
+    return dataclasses.replace(s, **changes)
+
+
 @register_benchmark
-class ImageNetP(Benchmark):
+class ImageNetP(Benchmark[ImageNetPSettings]):
     name = "imagenet-p"
     title = "ImageNet-P (Hendrycks & Dietterich, ICLR 2019)"
     measures = "How often predictions flip along perturbation sequences: FP, uT5D, FR, T5D, mFR, mT5D."
     headline = ("mfr", "mt5d", "mean_fp")
-    options = ("released", "edition", "perturbations", "difficulties", "seed", "baseline", "classes", *RAY_OPTIONS)
+    Settings = ImageNetPSettings
     conditions = "perturbation (10 test + 4 validation) x difficulty 1..3"
     sources = ("on the fly from clean photos (--data)", "released ImageNet-P / Tiny-ImageNet-P MP4 tree, CIFAR-P arrays")
     records = "per video: label and the top-5 classes of every frame"
     items = ("frames", "frames")
 
-    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
-        if settings.get("data") is not None and settings.get("released") is not None:
+    def plan(self, s: ImageNetPSettings, ctx: Any) -> Plan:
+        if s.data is not None and s.released is not None:
             raise InvalidArgumentError(
                 "--data",
-                settings["data"],
+                s.data,
                 "no --data with --released",
                 "The released videos hold their own clean frame; --data generates sequences on the fly. Pass one.",
             )
-        classes: Any = settings.get("classes", "auto")
-        if classes not in ("auto", "model", "data"):
-            classes = list(read_class_list(classes))
-        model: Any = settings["model"]
-        device = driver_device(settings)
-        if settings.get("weights") is not None:
-            model = load_model(settings["model"], weights=settings["weights"], device=device)
-        store = settings["store"]
-        status = []
-        with ray_predictions(settings) as executor:
-            where = None if executor is None else executor.describe()
-            r = evaluate_p(
-                model,
-                data=settings.get("data"),
-                released=settings.get("released"),
-                edition=settings.get("edition"),
-                perturbations=settings.get("perturbations"),
-                difficulties=settings.get("difficulties"),
-                seed=settings.get("seed", 0),
-                batch_size=settings.get("batch_size", 32),
-                device=device,
-                store=settings["store"],
-                baseline=settings.get("baseline", "alexnet"),
-                classes=classes,
-                limit=settings.get("limit"),
-                bad_images=settings.get("bad_images", "skip"),
-                rerun=bool(settings.get("rerun", False)),
-                progress=progress,
-                executor=executor,
-            )
-        if executor is not None:
-            status.append(f"Predicted on {where}: {executor.shards} shard(s); {executor.health()}.")
-        if r.new_videos == 0:
-            status.append(
-                f"All requested runs were already complete in {store}: scores recomputed from the stored predictions."
-            )
+        classes = resolve_classes(s.classes)
+        return p_plan(s if classes is s.classes else _with(s, classes=classes), ctx.classifier())
+
+    def score(self, store: ResultsStore, evaluation: Any) -> PEvaluationResult:
+        return p_result(store, evaluation, evaluation.settings.baseline)
+
+    def render(self, r: PEvaluationResult, *, details: bool = True) -> Report:
         notes = result_notes(r)
-        details = bool(settings.get("details", True))
 
         def table(console: Any) -> None:
             render_result(r, console, details=details)
             for n in notes:
                 console.print(f"• {n}", highlight=False, soft_wrap=False)
 
-        return Report(lambda: result_json(r, notes), lambda: records_to_csv(result_records(r)), table, status)
+        return Report(lambda: result_json(r, notes), lambda: records_to_csv(result_records(r)), table)
 
     def stored(self, store: Path, *, model: str | None, baseline: str, evaluation: int | None) -> Section | None:
         with ResultsStore(store, create=False) as db:
@@ -168,20 +163,3 @@ class ImageNetP(Benchmark):
 
     def report_figures(self, store: Path, section: Section) -> list[Any]:
         return report_figures(section.value, stored_model_metric(store, "clean_error"))
-
-    def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
-        with ResultsStore(store, create=False) as db:
-            evs = db.evaluations_of([self.name], model, evaluation)
-            if not evs:
-                return False
-            t = Table(title=f"ImageNet-P runs in {store}", title_justify="left", header_style="bold")
-            for col in ("Eval", "Run", "Model", "Data", "Perturbation", "Level", "Frames", "Status", "Done", "Skipped"):
-                t.add_column(col)
-            for e in evs:
-                for pr in db.p_runs(e.id):
-                    t.add_row(
-                        str(e.id), str(pr.id), e.model, e.source_kind, pr.perturbation, str(pr.level), str(pr.frames),
-                        pr.status, f"{pr.n_scored + pr.n_skipped}/{pr.n_expected}", str(pr.n_skipped),
-                    )
-        console.print(t)
-        return True

@@ -289,10 +289,3 @@ def generate_imagenet_p_cmd(
         for f, why in report.failed[:20]:
             click.echo(f"  skipped {f}: {why}", err=True)
         raise SystemExit(1)
-
-
-def register(cli: click.Group) -> None:
-    """Attach the engine's commands to the root group."""
-    cli.add_command(list_cmd)
-    cli.add_command(corrupt_cmd)
-    cli.add_command(generate_group)

@@ -13,10 +13,37 @@ import click
 from ..benchmarks import get_benchmark, list_benchmarks
 from ..evaluation.protocol import Section
 from ..evaluation.report import to_json
-from ..evaluation.store import DEFAULT_STORE, EXPORT_TABLES, ResultsStore
-from ._output import FORMATS, check_results_file, emit_table, emit_text, stdout_console
+from ..evaluation.store import DEFAULT_STORE, EXPORT_TABLES, ResultsStore, records_to_csv
+from ._output import FORMATS, check_results_file, emit_table, emit_text
 
-__all__ = ["results_cmd"]
+__all__ = ["results_cmd", "stored_runs"]
+
+
+def stored_runs(store: Path, benchmarks: list[str], *, model: str | None, evaluation: int | None) -> list[dict[str, Any]]:
+    """Every stored run of the benchmarks' evaluations, one record each (one query over the store's runs)."""
+    out: list[dict[str, Any]] = []
+    with ResultsStore(store, create=False) as db:
+        for e in db.evaluations_of(benchmarks, model, evaluation):
+            for r in db.runs(e.id):
+                out.append({"benchmark": e.benchmark, "evaluation": e.id, "run": r.id, "model": e.model,
+                            "data": e.source_kind, "condition": r.condition, "level": r.level, "frames": r.frames,
+                            "status": r.status, "done": r.n_predicted + r.n_skipped, "expected": r.n_expected,
+                            "skipped": r.n_skipped, "top1_error": r.top1_error})
+    return out
+
+
+def _runs_table(console: Any, store: str, recs: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"Runs in {store}", title_justify="left", header_style="bold")
+    for col in ("Benchmark", "Eval", "Run", "Model", "Data", "Condition", "Level", "Frames", "Status", "Done",
+                "Skipped", "Error (%)"):
+        t.add_column(col)
+    for r in recs:
+        t.add_row(r["benchmark"], str(r["evaluation"]), str(r["run"]), r["model"], r["data"], r["condition"],
+                  str(r["level"]), str(r["frames"]), r["status"], f"{r['done']}/{r['expected']}", str(r["skipped"]),
+                  "–" if r["top1_error"] is None else f"{100 * r['top1_error']:.1f}")
+    console.print(t)
 
 
 def _merged_csv(sections: list[tuple[str, Section]]) -> str:
@@ -74,9 +101,15 @@ def results_cmd(
     names = list_benchmarks() if not benchmarks else [get_benchmark(b).name for b in benchmarks.split(",") if b.strip()]
     path = Path(store)
     if runs:
-        console = stdout_console()
-        if not any(get_benchmark(n).stored_runs(path, console, model=model, evaluation=evaluation) for n in names):
+        recs = stored_runs(path, names, model=model, evaluation=evaluation)
+        if not recs:
             click.echo(f"No stored runs in {store}.", err=True)
+        elif results_format == "json":
+            emit_text(json.dumps(recs, indent=1, default=str) + "\n", results_file)
+        elif results_format == "csv":
+            emit_text(records_to_csv(recs), results_file)
+        else:
+            emit_table(lambda console: _runs_table(console, store, recs), results_file)
         return
     sections = [(n, s) for n in names
                 if (s := get_benchmark(n).stored(path, model=model, baseline=baseline, evaluation=evaluation))]

@@ -202,6 +202,18 @@ def _motion_blur_torch(x: torch.Tensor, k: np.ndarray, dxs: np.ndarray, dys: np.
     return torch.div(q, _Q16_SCALE, rounding_mode="floor")
 
 
+motion_blur_planes = _motion_kernel  # the compiled kernel, for other kernels that blur a layer of their own
+
+
+def motion_blur_taps(radius: float, sigma: float, angle_deg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The taps of :func:`motion_blur` for a batch: (weights, B x taps dx, B x taps dy)."""
+    k = _motion_blur_kernel(float(radius), float(sigma))
+    offs = [motion_blur_offsets(len(k), float(a)) for a in np.asarray(angle_deg, dtype=np.float64).reshape(-1)]
+    if not offs:
+        return k, np.zeros((0, len(k)), np.int64), np.zeros((0, len(k)), np.int64)
+    return k, np.stack([o[0] for o in offs]), np.stack([o[1] for o in offs])
+
+
 def motion_blur(
     x: torch.Tensor, radius: float, sigma: float, angle_deg: torch.Tensor, *, compiled: bool | None = None
 ) -> torch.Tensor:

@@ -136,7 +136,67 @@ def _shuffle_batch(u, off, delta, start, end):  # type: ignore[no-untyped-def]  
 
 
 @numba.njit(cache=True, nogil=True)
+def _shuffle_packed(q, off, delta):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # _shuffle on H x W pixels whose channels are packed into one word each: one copy per pixel
+    h, wd = q.shape
+    iters, n_h, n_w = off.shape[0], off.shape[1], off.shape[2]
+    for it in range(iters):
+        for hi in range(n_h):
+            row = h - delta - hi
+            orow = off[it, hi]
+            qrow = q[row]
+            for wi in range(n_w):
+                col = wd - delta - wi
+                qrow[col] = q[row + orow[wi, 1], col + orow[wi, 0]]
+
+
+@numba.njit(cache=True, nogil=True)
 def _glass_kernel(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    if nc > 4:
+        _glass_kernel_planes(x, w, off, delta, start, end, out)
+        return
+    u = np.empty((h, wd))
+    g = np.empty((h, wd))
+    tmp = np.empty((h, wd))
+    line = np.empty(wd + 2 * (w.shape[0] - 1))
+    # the 8-bit levels after the first blur, the channels of a pixel packed into one word, so
+    # that each of the shuffle's sequential copies moves one word
+    q = np.empty((h, wd), dtype=np.uint32)
+    for b in range(start, end):
+        for c in range(nc):
+            u[:, :] = x[b, c]
+            u /= 255.0
+            _gauss_plane(u, w, tmp, line, g)
+            sh = np.uint32(8 * c)
+            for y in range(h):
+                gy = g[y]
+                qy = q[y]
+                if c == 0:
+                    for i in range(wd):
+                        qy[i] = np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0))  # np.uint8(...)
+                else:
+                    for i in range(wd):
+                        qy[i] |= np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0)) << sh
+        _shuffle_packed(q, off[b], delta)
+        for c in range(nc):
+            sh = np.uint32(8 * c)
+            for y in range(h):
+                qy = q[y]
+                uy = u[y]
+                for i in range(wd):
+                    uy[i] = np.float64((qy[i] >> sh) & np.uint32(255))
+            u /= 255.0
+            _gauss_plane(u, w, tmp, line, g)
+            o = out[b, c]
+            for y in range(h):
+                for i in range(wd):
+                    o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _glass_kernel_planes(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # _glass_kernel for images of more than four channels: the shuffle copies the value of each plane
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
     u = np.empty((h, wd))
     g = np.empty((h, wd))
@@ -163,6 +223,9 @@ def _glass_kernel(x, w, off, delta, start, end, out):  # type: ignore[no-untyped
                     o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
 
 
+_ZOOM_ROWS = 32  # output rows per block of the compiled zoom blur
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _lerp_row(dst, a, b, t):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     for j in range(dst.shape[0]):
@@ -187,9 +250,16 @@ def _zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):  # type
     nz = ri0.shape[0]
     x32 = np.empty((h, wd), dtype=np.float32)
     xd = np.empty((h, wd))
-    acc_t = np.empty((wd, h), dtype=np.float32)
-    tmp = np.empty((h, wd))
-    tmp_t = np.empty((wd, h))
+    # one block of _ZOOM_ROWS output rows at a time, stored column-major (wd x rows), so that
+    # the column pass interpolates whole columns of the block with one weight; everything
+    # the block touches stays in the first-level cache
+    rows = _ZOOM_ROWS
+    t_blk = np.empty((wd, rows))
+    row_blk = np.empty((rows, wd))
+    acc_blk = np.empty((wd, rows), dtype=np.float32)
+    src0 = np.empty(rows, dtype=np.int64)
+    src1 = np.empty(rows, dtype=np.int64)
+    wt = np.empty(rows)
     denom = np.float32(nz + 1)
     one = np.float32(1.0)
     zero = np.float32(0.0)
@@ -201,29 +271,37 @@ def _zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):  # type
                     v32 = np.float32(x[b, c, y, i] / 255.0)
                     x32[y, i] = v32
                     xd[y, i] = np.float64(v32)
-            acc_t[:, :] = 0.0
-            for z in range(nz):
-                if ident[z]:
-                    for i in range(wd):
-                        for y in range(h):
-                            acc_t[i, y] += x32[y, i]
-                    continue
-                lo = ci0[z, 0]
-                hi = ci1[z, wd - 1] + 1
-                n = hi - lo
-                for y in range(h):
-                    _lerp_row(tmp[y, :n], xd[ri0[z, y], lo:hi], xd[ri1[z, y], lo:hi], rt[z, y])
-                for j in range(n):  # transpose tmp[:, :n]
-                    trow = tmp_t[j]
-                    for y in range(h):
-                        trow[y] = tmp[y, j]
-                for i in range(wd):
-                    _lerp_acc32(acc_t[i], tmp_t[ci0[z, i] - lo], tmp_t[ci1[z, i] - lo], ct[z, i])
             o = out[b, c]
-            for y in range(h):
-                for i in range(wd):
-                    v32 = (x32[y, i] + acc_t[i, y]) / denom
-                    o[y, i] = min(max(v32, zero), one) * scale
+            for y0 in range(0, h, rows):
+                nr = min(rows, h - y0)
+                acc_blk[:, :] = 0.0
+                for z in range(nz):
+                    if ident[z]:
+                        for i in range(wd):
+                            for r in range(nr):
+                                acc_blk[i, r] += x32[y0 + r, i]
+                        continue
+                    lo = ci0[z, 0]
+                    n = ci1[z, wd - 1] + 1 - lo
+                    for r in range(rows):  # rows past the image repeat its last row (never written out)
+                        y = min(y0 + r, h - 1)
+                        src0[r] = ri0[z, y]
+                        src1[r] = ri1[z, y]
+                        wt[r] = rt[z, y]
+                    for r in range(rows):
+                        _lerp_row(row_blk[r, :n], xd[src0[r], lo : lo + n], xd[src1[r], lo : lo + n], wt[r])
+                    for j in range(n):
+                        tj = t_blk[j]
+                        for r in range(rows):
+                            tj[r] = row_blk[r, j]
+                    for i in range(wd):
+                        _lerp_acc32(acc_blk[i], t_blk[ci0[z, i] - lo], t_blk[ci1[z, i] - lo], ct[z, i])
+                for r in range(nr):
+                    orow = o[y0 + r]
+                    xr = x32[y0 + r]
+                    for i in range(wd):
+                        v32 = (xr[i] + acc_blk[i, r]) / denom
+                        orow[i] = min(max(v32, zero), one) * scale
 
 
 def _half_weights(sigma: float) -> np.ndarray:

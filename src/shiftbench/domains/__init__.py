@@ -4,7 +4,8 @@ robustness dataset inspired by domain adaptation").
 * :func:`load_mapping`: the one-to-many DomainNet -> ImageNet-1k mapping (package data
   built by ``tools/build_imagenet_d_mapping.py`` from WordNet 3.0 plus curated corrections).
 * :class:`DomainNetDataset`: the ImageNet-D view of a DomainNet download, read in place.
-* :func:`evaluate_imagenet_d`: per-domain top-1 error, DE, mDE, error analysis, filtered evaluation.
+* :func:`domain_result`: per-domain top-1 error, DE, mDE, error analysis, filtered evaluation, from the store
+  (``shiftbench.evaluate(model, benchmark="imagenet-d", data=...)`` runs an evaluation).
 * :mod:`shiftbench.domains.metrics`: the metrics on their own; :func:`plot_error_analysis`: the chart.
 
 Command line: ``shiftbench evaluate --benchmark imagenet-d --data /path/to/DomainNet``.
@@ -22,7 +23,7 @@ from .errors import (
 )
 from .evaluate import (
     ImageNetDResult,
-    evaluate_imagenet_d,
+    domain_result,
     stored_correlations,
     stored_domain_errors,
     stored_error_analysis,
@@ -89,7 +90,7 @@ __all__ = [
     "domain_errors_normalised",
     "domainnet_classes",
     "error_analysis",
-    "evaluate_imagenet_d",
+    "domain_result",
     "filtered_evaluation",
     "imagenet_classes",
     "load_mapping",

@@ -15,7 +15,7 @@ recipe), then handed to the classifier, whose own transform normalises it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,7 @@ import torch
 from ..editions import preprocess
 from ..errors import InvalidArgumentError
 from ..evaluation.data import Condition, Item, Source, WorkBatch, read_items, to_tensor
-from ..evaluation.models import Classifier, LabelSpace, imagenet_wnids, load_model
-from ..evaluation.runner import Executor, Work, package_versions, run_conditions, want_prefetch
+from ..evaluation.protocol import Metric, Summary
 from ..evaluation.store import ResultsStore
 from ..io import load_image_rgb
 from .dataset import DomainNetDataset
@@ -46,7 +45,10 @@ from .metrics import (
 __all__ = [
     "DomainPredictions",
     "ImageNetDResult",
-    "evaluate_imagenet_d",
+    "DomainRecords",
+    "DomainSource",
+    "domain_result",
+    "stored_options",
     "stored_domain_errors",
     "stored_error_analysis",
     "stored_scores",
@@ -68,8 +70,8 @@ class DomainPredictions:
 
 
 @dataclass
-class ImageNetDResult:
-    """The outcome of :func:`evaluate_imagenet_d`.
+class ImageNetDResult(Summary):
+    """The outcome of an ImageNet-D evaluation (benchmark ``imagenet-d``).
 
     Attributes:
         model: model name; ``model_checksum`` identifies its weights.
@@ -87,6 +89,8 @@ class ImageNetDResult:
         mapping: the class mapping used (``"paper"``, ``"wordnet"``); stored with the evaluation.
         new_predictions: images predicted in this call (0: all came from the store).
     """
+
+    HEADLINE = (Metric("mde", "lower", "mDE"),)
 
     model: str
     model_checksum: str
@@ -144,7 +148,7 @@ class ImageNetDResult:
 BENCHMARK = "imagenet-d"
 
 
-def _options(mapping: ImageNetDMapping) -> dict[str, Any]:
+def stored_options(mapping: ImageNetDMapping) -> dict[str, Any]:
     """The stored evaluation's identity besides model and data: the mapping (its digest); labels are DomainNet
     classes (the data's), not classes of the label space."""
     return {"mapping_digest": mapping.digest, "label_classes": "source"}
@@ -203,223 +207,57 @@ class DomainSource(Source):
                 yield WorkBatch(cond, [it.key for it in good], labels, x, bad)
 
 
-class _DomainSink:
-    """Top-5 predictions per image into the store's runs (one per domain) and/or memory.
+class DomainRecords:
+    """ImageNet-D's record writer: top-5 per image, and whether top-1 is right under the mapping (labels are
+    DomainNet classes, so the mapping decides)."""
 
-    Whether top-1 is right is decided by the mapping (labels are DomainNet classes).
-    """
-
-    def __init__(
-        self,
-        db: ResultsStore | None,
-        run_ids: Mapping[Condition, int],
-        mapping: ImageNetDMapping,
-        mem: dict[str, dict[str, tuple[int, list[int]]]],
-        mem_skipped: dict[str, dict[str, str]],
-    ) -> None:
-        self.db, self.run_ids, self.mapping, self.mem, self.mem_skipped = db, run_ids, mapping, mem, mem_skipped
+    def __init__(self, ctx: Any, mapping: ImageNetDMapping) -> None:
+        self.db, self.run_ids, self.mapping = ctx.db, ctx.run_ids, mapping
         self.names = domainnet_classes()
 
-    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> int:
-        domain = condition[0]
-        top5: list[list[int]] = []
-        if logits is not None:
-            top5 = torch.topk(logits, 5, dim=1).indices.tolist()
+    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> list[str]:
+        top5 = torch.topk(logits, 5, dim=1).indices.tolist() if logits is not None else []
         labs = labels.tolist() if logits is not None else []
-        if self.db is not None:
-            ok = self.mapping.correct([self.names[lab] for lab in labs], [t[0] for t in top5]) if labs else []
-            self.db.write_batch(self.run_ids[condition], batch.keys if labs else [], labs, top5, batch.skipped, ok)
-        else:
-            for key, lab, t in zip(batch.keys, labs, top5, strict=True):
-                self.mem[domain][key] = (lab, t)
-            for key, why in batch.skipped:
-                self.mem_skipped[domain][key] = why
-        return len(batch.keys) + len(batch.skipped)
-
-    def finish(self, conditions: Sequence[Condition]) -> None:
-        if self.db is not None:
-            for c in conditions:
-                self.db.finish_run(self.run_ids[c])
-
-    def fail(self, conditions: Sequence[Condition], reason: str) -> None:
-        if self.db is not None:
-            self.db.fail_runs([self.run_ids[c] for c in conditions], reason)
+        ok = self.mapping.correct([self.names[lab] for lab in labs], [t[0] for t in top5]) if labs else []
+        self.db.write_batch(self.run_ids[condition], batch.keys if labs else [], labs, top5, batch.skipped, ok)
+        return [*(batch.keys if labs else []), *(k for k, _ in batch.skipped)]
 
 
-class _DomainProgress:
-    """``progress(done, total, domain)`` callbacks as the evaluation loop's progress display."""
-
-    def __init__(self, callback: Callable[[int, int, str], None]) -> None:
-        self.callback, self.done, self.total = callback, 0, 0
-
-    def start(self, total: int, description: str) -> None:
-        self.total = total
-
-    def advance(self, n: int, description: str) -> None:
-        self.done += n
-        self.callback(self.done, self.total, description)
-
-    def stop(self) -> None:
-        pass
-
-
-def evaluate_imagenet_d(
-    model: str | torch.nn.Module | Classifier | Callable[[torch.Tensor], torch.Tensor] = "efficientnet-lite0",
-    data: str | Path | DomainNetDataset | None = None,
-    *,
-    domains: Sequence[str] | None = None,
-    split: str = "all",
-    weights: str | None = None,
-    batch_size: int = 32,
-    device: str = "cpu",
-    store: str | Path | None = None,
-    limit: int | None = None,
-    bad_images: str = "skip",
-    rerun: bool = False,
-    top: int = 10,
-    progress: Callable[[int, int, str], None] | None = None,
-    mapping: str | ImageNetDMapping | None = None,
-    executor: Executor | None = None,
-) -> ImageNetDResult:
-    """Evaluate an ImageNet-1k classifier on ImageNet-D.
-
-    Args:
-        model: a model name (``efficientnet-lite0``, ``torchvision:resnet50``, ...), a
-            module or a :class:`Classifier` whose outputs are the 1000 ImageNet-1k
-            classes in index order.
-        data: a DomainNet folder (or a :class:`DomainNetDataset`).
-        domains, split, limit, bad_images: see :class:`DomainNetDataset`; unreadable
-            images are also skipped and counted (``"skip"``) or raise (``"fail"``).
-        weights: a local checkpoint for a named model.
-        batch_size, device: inference settings.
-        store: SQLite results store for the predictions (resumable); None keeps
-            them in memory only.
-        rerun: discard stored predictions of this evaluation first.
-        top: classes per domain in the error analysis.
-        progress: called as ``progress(done, total, domain)`` after each batch.
-        mapping: ``"paper"`` (ImageNet-D as published, the default), ``"wordnet"`` or an
-            :class:`ImageNetDMapping`; recorded with the stored evaluation.
-        executor: where the model runs (a :class:`shiftbench.evaluation.runner.Executor`, e.g. a Ray
-            cluster's); None: here. The stored rows are the same.
-
-    Raises:
-        InvalidArgumentError: the model's outputs are not the 1000 ImageNet-1k classes.
-        DataError and its subclasses: see :class:`DomainNetDataset`.
-    """
-    m = data.mapping if isinstance(data, DomainNetDataset) and mapping is None else resolve_mapping(mapping)
-    if data is None:
-        raise InvalidArgumentError("data", None, "a DomainNet folder (<root>/<domain>/<class>/<image>)")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgumentError("batch_size", batch_size, "a positive integer")
-    ds = (
-        data
-        if isinstance(data, DomainNetDataset)
-        else DomainNetDataset(data, domains=domains, split=split, limit=limit, bad_images=bad_images, mapping=m)
-    )
-    clf = load_model(model, weights=weights, device=device) if not isinstance(model, Classifier) else model.to(device)
-    if clf.classes is not None and tuple(clf.classes) != imagenet_wnids():
-        raise InvalidArgumentError(
-            "model",
-            clf.name,
-            "a classifier over the 1000 ImageNet-1k classes in index order (ImageNet-D maps DomainNet to them)",
-        )
+def domain_result(db: ResultsStore, ev: Any, ds: DomainNetDataset, mapping: ImageNetDMapping, top: int) -> ImageNetDResult:
+    """ImageNet-D's scores of an evaluation, recomputed from the store (``ev``: the driver's evaluation)."""
     names = domainnet_classes()
-    label_index = {c: i for i, c in enumerate(names)}
-    mem: dict[str, dict[str, tuple[int, list[int]]]] = {d: {} for d in ds.domains}
-    mem_skipped: dict[str, dict[str, str]] = {d: {} for d in ds.domains}
-    space = LabelSpace(imagenet_wnids(), None, "model")
-    db = ResultsStore(store) if store is not None else None
-    new = 0
-    try:
-        eval_id = None
-        run_ids: dict[Condition, int] = {}
-        dsrc = DomainSource(ds, label_index, bad_images)
-        work = Work(dsrc, np.arange(len(names), dtype=np.int64), {})
-        if db is not None:
-            mid = db.register_model(clf.name, clf.identity, clf.checksum, clf.details)
-            sid = db.register_source(dsrc.kind, ds.identity, ds.describe(), names, {})
-            lid = db.register_label_space(space.digest, space.mode, space.classes)
-            eval_id = db.register_evaluation(mid, sid, BENCHMARK, "224", -1, False, lid, _options(m))
-            if rerun:
-                db.delete_runs([r.id for r in db.runs(eval_id) if r.condition in set(ds.domains)])
-            versions = package_versions()
-            for d in ds.domains:
-                items = ds.items(d)
-                rid = db.register_run(eval_id, sid, d, 0, len(items), versions)
-                run_ids[(d, 0)] = rid
-                work.pending[(d, 0)] = {it.key for it in items} - db.done_keys(rid)
-                if not work.pending[(d, 0)]:
-                    db.finish_run(rid)
-            db.mark_running([run_ids[c] for c, keys in work.pending.items() if keys])
-        else:
-            for d in ds.domains:
-                work.pending[(d, 0)] = {it.key for it in ds.items(d)}
-        sink = _DomainSink(db, run_ids, m, mem, mem_skipped)
-        new = run_conditions(
-            clf,
-            space,
-            [work],
-            sink,
-            batch_size=batch_size,
-            seed=0,
-            progress=None if progress is None else _DomainProgress(progress),
-            prefetch=want_prefetch(clf.device),
-            describe=lambda c: c[0],
-            executor=executor,
-        )
-        if db is not None:
-            for (d, _), rid in run_ids.items():
-                keys, labs, t5, sk = db.top5(rid)
-                mem[d] = {k: (int(lab), [int(v) for v in t]) for k, lab, t in zip(keys, labs, t5.tolist())}
-                mem_skipped[d] = dict(sk)
-    finally:
-        if db is not None:
-            db.close()
-
     preds: dict[str, DomainPredictions] = {}
     errors: dict[str, float] = {}
     top5e: dict[str, float] = {}
     filt: dict[str, FilteredResult] = {}
     analysis: dict[str, list[PredictionCount]] = {}
     warnings = ds.report.warnings()
-    for d in ds.domains:
-        keys = sorted(mem[d])
-        labels = [names[mem[d][k][0]] for k in keys]
-        t5 = np.array([mem[d][k][1] for k in keys], dtype=np.int64).reshape(-1, 5)
-        preds[d] = DomainPredictions(keys, labels, t5, sorted(mem_skipped[d].items()))
-        if mem_skipped[d]:
-            first = next(iter(mem_skipped[d]))
-            warnings.append(f"{d}: {len(mem_skipped[d])} unreadable image(s) skipped, e.g. {first}")
+    for (d, _), rid in ev.run_ids.items():
+        keys, labs, t5, sk = db.top5(rid)
+        order = np.argsort(np.asarray(keys, dtype=object)) if keys else np.zeros(0, dtype=np.int64)
+        keys = [keys[i] for i in order]
+        t5 = np.asarray(t5, dtype=np.int64).reshape(-1, 5)[order] if len(keys) else np.zeros((0, 5), np.int64)
+        labels = [names[int(labs[i])] for i in order]
+        preds[d] = DomainPredictions(keys, labels, t5, sorted(dict(sk).items()))
+        if sk:
+            warnings.append(f"{d}: {len(sk)} unreadable image(s) skipped, e.g. {sorted(dict(sk))[0]}")
         if not keys:
             warnings.append(f"{d}: no image could be evaluated")
             continue
         top1 = preds[d].top1
-        filt[d] = filtered_evaluation(labels, top1, m)
+        filt[d] = filtered_evaluation(labels, top1, mapping)
         errors[d] = filt[d].error
-        top5e[d] = topk_domain_error(labels, t5.tolist(), m)
-        analysis[d] = error_analysis(top1, top=top, mapping=m)
+        top5e[d] = topk_domain_error(labels, t5.tolist(), mapping)
+        analysis[d] = error_analysis(top1, top=top, mapping=mapping)
     base = alexnet_errors()
-    de = {d: errors[d] / base[d] for d in errors}
-    mde = mean_domain_error(errors) if all(d in errors for d in DOMAINS) else None
+    clf = ev.classifier
     return ImageNetDResult(
-        model=clf.name,
-        model_checksum=clf.checksum,
-        data=ds.describe(),
-        domains=ds.domains,
-        predictions=preds,
-        errors=errors,
-        top5_errors=top5e,
-        de=de,
-        mde=mde,
-        filtered=filt,
-        analysis=analysis,
-        warnings=warnings,
-        evaluation_id=eval_id,
-        store_path=Path(store) if store is not None else None,
-        new_predictions=new,
-        n_images={d: len(preds[d].keys) for d in ds.domains},
-        outside_imagenet_d=dict(ds.report.outside_imagenet_d),
-        mapping=m.name,
+        model=clf.name, model_checksum=clf.checksum, data=ds.describe(), domains=ds.domains, predictions=preds,
+        errors=errors, top5_errors=top5e, de={d: errors[d] / base[d] for d in errors},
+        mde=mean_domain_error(errors) if all(d in errors for d in DOMAINS) else None, filtered=filt,
+        analysis=analysis, warnings=warnings, evaluation_id=ev.id if ev.store is not None else None,
+        store_path=ev.store, new_predictions=ev.written, n_images={d: len(preds[d].keys) for d in ds.domains},
+        outside_imagenet_d=dict(ds.report.outside_imagenet_d), mapping=mapping.name,
     )
 
 
@@ -432,7 +270,7 @@ def stored_scores(store: str | Path, mapping: str | ImageNetDMapping | None = No
     several evaluations keeps the latest of each.
     """
     from ..evaluation.metrics import summarize
-    from ..evaluation.runner import resolve_baseline
+    from ..evaluation.baselines import resolve_baseline
 
     m = resolve_mapping(mapping)  # one mapping: scores of different mappings are not comparable
     path = Path(store)

@@ -1,15 +1,14 @@
-"""Evaluate image classifiers on ImageNet-C and its editions.
+"""The evaluation core: models, data sources, the one loop, the one driver, the one results store.
 
-Quick start::
+It names no benchmark. Benchmarks (``shiftbench.benchmarks``) declare their
+options, plan and score on :mod:`.protocol`; :mod:`.driver` runs every one of
+them; ``shiftbench.evaluate(model, benchmark=...)`` is the one Python call.
 
-    from shiftbench.evaluation import evaluate
-    result = evaluate()                      # EfficientNet-Lite0 on foolbox's 20 images (a demo)
-    result = evaluate("torchvision:resnet50", data="/data/imagenet/val")
-    print(result.summary.mce, result.summary.relative_mce)
-
-Modules: :mod:`.metrics` (CE, mCE, relative mCE as pure functions),
+Modules: :mod:`.protocol` (Settings, Plan, Summary, Benchmark), :mod:`.driver`
+(the lifecycle: model, label space, store, resume, loop, scores), :mod:`.runner`
+(the loop), :mod:`.metrics` (CE, mCE, relative mCE as pure functions),
 :mod:`.baselines` (AlexNet's published errors), :mod:`.models`, :mod:`.data`,
-:mod:`.store` (SQLite results store), :mod:`.runner`, :mod:`.report`.
+:mod:`.store` (SQLite results store), :mod:`.report`.
 """
 
 from __future__ import annotations
@@ -35,12 +34,9 @@ from .metrics import (
     summarize,
 )
 from .models import Classifier, InputTransform, imagenet_wnids, load_model
-from .runner import EvaluationResult, evaluate
 from .store import ResultsStore
 
 __all__ = [
-    "evaluate",
-    "EvaluationResult",
     "load_model",
     "Classifier",
     "InputTransform",

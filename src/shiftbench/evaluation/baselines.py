@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import DataError, InvalidArgumentError
 from .metrics import Baseline
 
-__all__ = ["alexnet_baseline", "load_baseline_file", "baseline_from_dict", "BASELINE_FORMAT"]
+__all__ = ["alexnet_baseline", "load_baseline_file", "baseline_from_dict", "resolve_baseline", "BASELINE_FORMAT"]
 
 BASELINE_FORMAT = "shiftbench-baseline/1"
 
@@ -96,3 +96,35 @@ def load_baseline_file(path: str | Path) -> Baseline:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DataError(f"baseline {str(p)!r} is not readable JSON: {e}") from e
     return baseline_from_dict(doc, str(p))
+
+
+def resolve_baseline(
+    spec: str | Baseline | None, *, store: Any, edition: str, source_kind: str | None = None
+) -> tuple[Baseline | None, str | None]:
+    """The CE baseline for ``spec`` and, when there is none, the reason.
+
+    ``spec``: ``"alexnet"`` (published numbers; edition 224 only), ``"none"``, a
+    baseline ``.json`` file, a model name in the store, ``"eval:<id>"``, or a
+    :class:`Baseline`.
+    """
+    if spec is None or (isinstance(spec, str) and spec.strip().lower() == "none"):
+        return None, "no baseline requested"
+    if isinstance(spec, Baseline):
+        return spec, None
+    s = spec.strip()
+    if s.lower() == "alexnet":
+        if edition != "224":
+            return None, (
+                f"no published AlexNet errors exist for edition {edition} (only for the 224 edition); pass "
+                "--baseline with a model evaluated in the store on the same data to normalise CE"
+            )
+        return alexnet_baseline(), None
+    if s.lower().endswith(".json"):
+        b = load_baseline_file(s)
+        return b, None
+    if store is None:
+        raise InvalidArgumentError("baseline", spec, "'alexnet', 'none' or a baseline .json file (no store given)")
+    b = store.baseline(s, edition=edition, source_kind=source_kind)
+    if b.edition != edition:
+        return None, f"baseline {b.name} was evaluated on edition {b.edition}, not {edition}"
+    return b, None

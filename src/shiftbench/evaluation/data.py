@@ -51,6 +51,7 @@ __all__ = [
     "WorkBatch",
     "Source",
     "ImageFolderSource",
+    "TensorSource",
     "ReleasedTreeSource",
     "ReleasedArraySource",
     "foolbox_imagenet",
@@ -209,6 +210,56 @@ class Source(ABC):
     def describe(self) -> str:
         """One line for reports."""
         return f"{self.kind} {self.location}"
+
+
+class TensorSource(Source):
+    """Images already in memory: one uint8 N x 3 x H x W tensor per condition ``(name, 0)``, with their labels.
+
+    Items are keyed ``<name>/<index>``; the identity is a digest of the pixels and labels, so other images
+    never resume from these. Handy for a benchmark whose data are generated (and for tests).
+
+    Args:
+        images: condition name -> uint8 (or [0, 1] float) tensor N x 3 x H x W.
+        labels: condition name -> N labels (indices into ``classes``), or one list for every condition.
+        classes: the class ids of labels 0..K-1.
+    """
+
+    kind = "tensors"
+    on_the_fly = False
+    edition = ""
+
+    def __init__(self, images: Mapping[str, torch.Tensor], labels: Mapping[str, Sequence[int]] | Sequence[int],
+                 classes: Sequence[str]) -> None:
+        self.images = {k: (v if v.dtype == torch.uint8 else (v.clamp(0, 1) * 255).round().to(torch.uint8))
+                       for k, v in images.items()}
+        self.labels = {k: [int(x) for x in (labels[k] if isinstance(labels, Mapping) else labels)] for k in images}
+        self.classes = tuple(classes)
+        h = hashlib.sha256()
+        for k, v in self.images.items():
+            h.update(k.encode() + v.contiguous().numpy().tobytes() + str(self.labels[k]).encode())
+        self.identity = f"tensors:{h.hexdigest()[:16]}"
+        self.location = f"{len(self.images)} tensor(s) in memory"
+
+    def conditions(self) -> list[Condition]:
+        return [(k, 0) for k in self.images]
+
+    def items(self, condition: Condition) -> list[Item]:
+        return [Item(f"{condition[0]}/{i}", lab) for i, lab in enumerate(self.labels.get(condition[0], []))]
+
+    def select_classes(self, classes: Sequence[str]) -> None:
+        raise InvalidArgumentError("classes", list(classes), "all of the tensors' classes")
+
+    def batches(self, pending: Mapping[Condition, set[str]], *, batch_size: int, seed: int, release: bool,
+                stop: threading.Event | None = None) -> Iterator[WorkBatch]:
+        for cond, keys in pending.items():
+            rows = [i for i, it in enumerate(self.items(cond)) if it.key in keys]
+            for a in range(0, len(rows), batch_size):
+                if stop is not None and stop.is_set():
+                    return
+                sel = rows[a : a + batch_size]
+                yield WorkBatch(cond, [f"{cond[0]}/{i}" for i in sel],
+                                torch.tensor([self.labels[cond[0]][i] for i in sel], dtype=torch.int64),
+                                self.images[cond[0]][sel])
 
 
 class ImageFolderSource(Source):

@@ -1,34 +1,56 @@
-"""The benchmark protocol: what a benchmark declares so that one command line, one store and one report writer serve it.
+"""The benchmark protocol: a benchmark declares, the evaluation driver runs.
 
 This module names no benchmark. A benchmark is one module (see
-``shiftbench.benchmarks``) holding one :class:`Benchmark` subclass: its name
-and title, the ``evaluate`` options it accepts beyond the common ones, its
-conditions, data sources and per-item records (described for
-``shiftbench list benchmarks``), how it evaluates (:meth:`Benchmark.evaluate`)
-and how it lists what is stored (:meth:`Benchmark.stored`). Both return a
-:class:`Report`; the command line decides the format (table, JSON, CSV) and
-where it goes, the same way for every benchmark.
+``shiftbench.benchmarks``) holding one :class:`Benchmark` subclass that
+declares:
+
+* its options as a typed :class:`Settings` dataclass (each field is an
+  ``evaluate`` option: name, type, default, help and validation, written with
+  :func:`option`); the command line builds ``--option`` from it and refuses
+  the options it does not declare;
+* its :meth:`Benchmark.plan`: the conditions of an evaluation, the sources of
+  their items and what is recorded per item (a :class:`Plan`);
+* its :meth:`Benchmark.score`: a typed :class:`Summary` recomputed from the
+  results store, with named headline fields and their direction;
+* how a summary is rendered (:meth:`Benchmark.render`, a :class:`Report`) and
+  how its stored evaluations are listed (:meth:`Benchmark.stored`).
+
+It never loads a model, opens the store or loops over batches:
+:mod:`shiftbench.evaluation.driver` does that, the same way for every benchmark.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import typing
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
 
 __all__ = [
     "is_fraction_key",
     "COMMON_OPTIONS",
-    "BENCHMARK_OPTIONS",
     "Benchmark",
-    "CountCallback",
+    "Metric",
+    "OptionSpec",
+    "Plan",
+    "PlanContext",
+    "Planned",
     "Progress",
     "Report",
     "Section",
-    "accepted_list",
+    "Settings",
+    "Summary",
+    "option",
+    "set_runner",
 ]
 
 COMMON_OPTIONS: tuple[str, ...] = (
@@ -41,43 +63,16 @@ COMMON_OPTIONS: tuple[str, ...] = (
     "limit",
     "bad_images",
     "rerun",
+    "ray",
+    "ray_cpus_per_worker",
+    "ray_gpus_per_worker",
     "results_format",
     "results_file",
     "progress",
     "details",
 )
-"""``evaluate`` options every benchmark accepts (the model, the data folder, inference, the store, the output)."""
-
-BENCHMARK_OPTIONS: tuple[str, ...] = (
-    "released",
-    "edition",
-    "corruptions",
-    "severities",
-    "perturbations",
-    "difficulties",
-    "seed",
-    "release",
-    "baseline",
-    "classes",
-    "clean",
-    "mapping",
-    "styles",
-    "style_backend",
-    "holdout",
-    "recipe",
-    "seen_data",
-    "tta",
-    "preprocess",
-    "ray",
-    "ray_cpus_per_worker",
-    "ray_gpus_per_worker",
-)
-"""``evaluate`` options a benchmark may accept (it lists the ones it does in :attr:`Benchmark.options`).
-
-``ray``, ``ray_cpus_per_worker`` and ``ray_gpus_per_worker`` (``--ray [ADDRESS]``: the model on a Ray
-cluster) go to every benchmark whose evaluation runs through
-:func:`~shiftbench.evaluation.runner.run_conditions`; it lists them and passes
-``shiftbench.distributed.ray_predictions(settings)`` as the loop's executor."""
+"""``evaluate`` options every benchmark accepts: the model, the data folder, inference (here or on a Ray
+cluster), the store, the output. Everything else is a field of the benchmark's :class:`Settings`."""
 
 
 _FRACTION = re.compile(
@@ -105,22 +100,322 @@ class Progress(Protocol):
         """Called at the end (also after an error or Ctrl-C)."""
 
 
-class CountCallback:
-    """Turns an engine's ``callback(done, total[, label])`` into :class:`Progress` calls; :meth:`close` stops it."""
+# -- settings ---------------------------------------------------------------------------------
 
-    def __init__(self, progress: Progress) -> None:
-        self.progress, self.done, self.started = progress, 0, False
 
-    def __call__(self, done: int, total: int, label: str = "") -> None:
-        if not self.started:
-            self.progress.start(total, label)
-            self.started = True
-        self.progress.advance(done - self.done, label)
-        self.done = done
+def option(
+    default: Any = None,
+    *,
+    help: str,  # noqa: A002 - the word every CLI library uses
+    choices: Sequence[str] | None = None,
+    minimum: float | None = None,
+    allowed: str | None = None,
+    metavar: str | None = None,
+) -> Any:
+    """A field of a :class:`Settings` dataclass: one ``evaluate`` option.
 
-    def close(self) -> None:
-        if self.started:
-            self.progress.stop()
+    Args:
+        default: its value when not given.
+        help: one sentence for ``--help`` (cite papers by authors and year).
+        choices: the only values allowed (strings).
+        minimum: the smallest number allowed.
+        allowed: what the error message says is allowed (default: from the type).
+        metavar: how ``--help`` names the value.
+    """
+    meta = {"help": help, "choices": tuple(choices) if choices else None, "minimum": minimum, "allowed": allowed,
+            "metavar": metavar}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One declared option: what the command line builds ``--name`` from."""
+
+    name: str
+    annotation: Any
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+    allowed: str | None = None
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        """``--name-with-dashes``."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def kinds(self) -> tuple[Any, ...]:
+        """The types a value may have (None left out), the command line's type first."""
+        args = typing.get_args(self.annotation) if _is_union(self.annotation) else (self.annotation,)
+        return tuple(a for a in args if a is not type(None))
+
+    @property
+    def optional(self) -> bool:
+        return _is_union(self.annotation) and type(None) in typing.get_args(self.annotation)
+
+    @property
+    def cli_type(self) -> Any:
+        """``bool``, ``int``, ``float``, ``Path`` or ``str``: how the command line reads it."""
+        first = self.kinds[0] if self.kinds else str
+        return first if first in (bool, int, float, Path) else str
+
+    def describe_allowed(self) -> str:
+        if self.allowed:
+            return self.allowed
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        names = {bool: "True or False", int: "an integer", float: "a number", str: "a string", Path: "a path"}
+        parts = [names.get(k, getattr(k, "__name__", str(k))) for k in self.kinds]
+        text = " or ".join(dict.fromkeys(parts))
+        if self.minimum is not None:
+            text += f" >= {self.minimum:g}"
+        return text + (" (or None)" if self.optional else "")
+
+    def check(self, value: Any) -> Any:
+        """The value, checked against the declaration (a typed error naming the option otherwise)."""
+        if value is None and (self.optional or self.default is None):
+            return None
+        if not any(_accepts(value, k) for k in self.kinds):
+            raise InvalidArgumentError(self.name, value, self.describe_allowed())
+        if self.choices and isinstance(value, str) and value not in self.choices:
+            raise InvalidArgumentError(self.name, value, self.describe_allowed())
+        if self.minimum is not None and isinstance(value, (int, float, np.integer, np.floating)) and value < self.minimum:
+            raise InvalidArgumentError(self.name, value, self.describe_allowed())
+        return value
+
+
+def _is_union(tp: Any) -> bool:
+    import types
+
+    return typing.get_origin(tp) in (typing.Union, types.UnionType)
+
+
+def _accepts(value: Any, kind: Any) -> bool:
+    origin = typing.get_origin(kind)
+    if kind is Any:
+        return True
+    if kind is bool:
+        return isinstance(value, (bool, np.bool_))
+    if kind is int:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    if kind is float:
+        return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if kind is Path:
+        return isinstance(value, (str, os.PathLike))
+    if origin in (list, tuple, Sequence, typing.Sequence) or kind in (list, tuple):
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            return False
+        args = [a for a in typing.get_args(kind) if a is not Ellipsis]
+        return not args or all(_accepts(v, args[0]) for v in value)
+    if _is_union(kind):
+        return any(_accepts(value, k) for k in typing.get_args(kind))
+    return isinstance(value, kind) if isinstance(kind, type) else True
+
+
+S = TypeVar("S", bound="Settings")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A benchmark's ``evaluate`` options as a frozen dataclass; subclass it and add fields with :func:`option`.
+
+    Every field is checked when an instance is made (type, choices, minimum) and a wrong value raises
+    :class:`~shiftbench.errors.InvalidArgumentError` naming the option. The fields below are the data
+    options every benchmark has; a benchmark may redeclare one to change its default or help.
+    """
+
+    data: str | Path | None = option(None, help="The benchmark's data (a folder or file; see its description).",
+                                     metavar="PATH")
+    limit: int | None = option(None, minimum=1, help="At most N items per condition, spread over the classes.")
+    bad_images: str = option("skip", choices=("skip", "fail"),
+                             help="Unreadable or truncated images: skip and count them, or stop.")
+
+    def __post_init__(self) -> None:
+        for spec in self.specs():
+            object.__setattr__(self, spec.name, spec.check(getattr(self, spec.name)))
+
+    @classmethod
+    def specs(cls) -> tuple[OptionSpec, ...]:
+        """Every declared option, in declaration order."""
+        cached = cls.__dict__.get("_specs")
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        hints = typing.get_type_hints(cls)
+        out = []
+        for f in dataclasses.fields(cls):
+            if f.name.startswith("_"):
+                continue
+            m = f.metadata
+            default = f.default if f.default is not dataclasses.MISSING else None
+            out.append(OptionSpec(f.name, hints.get(f.name, Any), default, m.get("help", ""), m.get("choices"),
+                                  m.get("minimum"), m.get("allowed"), m.get("metavar")))
+        specs = tuple(out)
+        type.__setattr__(cls, "_specs", specs)
+        return specs
+
+    @classmethod
+    def own_specs(cls) -> tuple[OptionSpec, ...]:
+        """The options beyond the common data options of :class:`Settings`."""
+        common = {f.name for f in dataclasses.fields(Settings)}
+        return tuple(s for s in cls.specs() if s.name not in common)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(s.name for s in cls.specs())
+
+    @classmethod
+    def from_options(cls: type[S], values: Mapping[str, Any], *, benchmark: str = "") -> S:
+        """Settings from keyword options; one it does not declare is refused, naming the ones it does."""
+        names = cls.names()
+        unknown = [k for k in values if k not in names]
+        if unknown:
+            own = ", ".join(s.name for s in cls.own_specs()) or "none beyond data, limit and bad_images"
+            raise InvalidArgumentError(unknown[0], values[unknown[0]],
+                                       f"an option of {benchmark or cls.__name__}: {own}")
+        return cls(**dict(values))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options and their values (paths as strings)."""
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self).items()}
+
+
+# -- plan -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Planned:
+    """One condition of an evaluation: the loop's key, where its items come from, and its stored name and level.
+
+    Attributes:
+        condition: the key the loop and the record writer use (e.g. ``("fog", 3)``).
+        source: the :class:`~shiftbench.evaluation.data.Source` of its items (``source.items(condition)``).
+        name: the stored condition name (``runs.condition``; default: ``condition[0]``).
+        level: the stored level (severity, difficulty, 0; default: ``condition[1]``).
+        frames: frames per item (1: still images; T: videos of T frames).
+    """
+
+    condition: Any
+    source: Any
+    name: str | None = None
+    level: int | None = None
+    frames: int = 1
+
+    def __post_init__(self) -> None:
+        if self.name is None:
+            self.name = str(self.condition[0])
+        if self.level is None:
+            self.level = int(self.condition[1])
+
+
+@dataclass
+class Plan:
+    """What one evaluation of a benchmark runs: the driver registers, resumes, loops and stores it.
+
+    Attributes:
+        conditions: the conditions in order (:class:`Planned`).
+        edition: the stored edition (e.g. ``"224"``).
+        source: the evaluation's data (default: the first condition's source; the clean images may be others).
+        seed: the seed of on-the-fly data given to the sources.
+        stored_seed: the seed the evaluation is stored with (-1: the data are not seeded).
+        release: JPEG round trip of on-the-fly images (stored with the evaluation).
+        options: what else identifies the evaluation (JSON-able, ``evaluations.options``).
+        classes: the requested label space (``"auto"``, ``"model"``, ``"data"`` or class ids).
+        default_space: what ``"auto"`` means when the model's classes are known.
+        data_classes: the data's classes for the label space (default: the first source's).
+        model_classes: the model's classes for the label space (default: the model's own).
+        space: a fixed label space instead (then ``classes`` is not used).
+        label_map: a fixed map of every source's labels into the label space (default: by class id).
+        check_absent: refuse data whose classes are outside the label space.
+        writer: makes the record writer (default: top-5 per item, :class:`~shiftbench.evaluation.driver.TopK`).
+        describe: names a condition on the progress display and in errors.
+        model: the classifier of this evaluation when the benchmark makes its own (e.g. one trained per split).
+        model_record: ``(name, identity, checksum, details)`` the model is stored with (default: the classifier's).
+        source_record: ``(kind, identity, location, classes)`` the first source is stored with, or a function
+            returning it after the label space is chosen (default: the source's own).
+        versions: extra packages whose versions are stored with the runs.
+        prefetch: decode the next batches in a thread (None: where it helps).
+        keep: store the evaluation in the results store (False: in a temporary one, e.g. a one-pass reference row).
+        context: anything the benchmark's :meth:`Benchmark.score` needs back (e.g. the parsed selections).
+    """
+
+    conditions: list[Planned]
+    edition: str = ""
+    source: Any = None
+    seed: int = 0
+    stored_seed: int = -1
+    release: bool = False
+    options: dict[str, Any] | None = None
+    classes: Any = "auto"
+    default_space: str = "model"
+    data_classes: Sequence[str] | None = None
+    model_classes: Sequence[str] | None = None
+    space: Any = None
+    label_map: np.ndarray | None = None
+    check_absent: bool = True
+    writer: Callable[..., Any] | None = None
+    describe: Callable[[Any], str] | None = None
+    model: Any = None
+    model_record: tuple[str, str, str, dict[str, Any]] | None = None
+    source_record: Any = None
+    versions: tuple[str, ...] = ()
+    prefetch: bool | None = None
+    keep: bool = True
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+class PlanContext(Protocol):
+    """What a benchmark's :meth:`Benchmark.plan` may ask the driver for."""
+
+    model_spec: Any
+    """The ``model`` as given (a name, a checkpoint path, a module...)."""
+    device: str | None
+    store: Path | None
+    rerun: bool
+    remote: bool
+    """The model runs through an executor (e.g. on a Ray cluster)."""
+
+    def classifier(self) -> Any:
+        """The model, loaded once by the driver (a :class:`~shiftbench.evaluation.models.Classifier`)."""
+
+
+# -- summary --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A headline number of a benchmark: its name (a field or property of the summary) and direction."""
+
+    name: str
+    better: str = "lower"
+    title: str = ""
+
+
+class Summary:
+    """What :meth:`Benchmark.score` returns: a typed result whose :attr:`HEADLINE` metrics are named attributes.
+
+    Subclasses are dataclasses (the engines' result types); :meth:`headline` reads the named
+    numbers, :attr:`HEADLINE` says whether lower or higher is better.
+    """
+
+    HEADLINE: ClassVar[tuple[Metric, ...]] = ()
+
+    def headline(self) -> dict[str, float | None]:
+        """Headline name -> value (fractions, e.g. 0.654 for 65.4 %)."""
+        out = {}
+        for m in self.HEADLINE:
+            v = getattr(self, m.name, None)
+            out[m.name] = None if v is None else float(v)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its fields and headline numbers (what the default report writes as JSON)."""
+        fields = dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}
+        return {**fields, **self.headline()}
+
+
+# -- output ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -157,24 +452,37 @@ class Section:
     table: Callable[[Any], None]
 
 
-class Benchmark(ABC):
-    """One benchmark: declare the class attributes, implement :meth:`evaluate` and :meth:`stored`.
+# -- the benchmark ----------------------------------------------------------------------------
+
+_RUNNER: Callable[..., Any] | None = None
+
+
+def set_runner(runner: Callable[..., Any]) -> None:
+    """Install what :meth:`Benchmark.evaluate` runs: ``shiftbench.benchmarks`` does, with its Ray executor (the
+    evaluation core reaches that layer without importing it, as it reaches the model zoo)."""
+    global _RUNNER
+    _RUNNER = runner
+
+
+
+class Benchmark(ABC, Generic[S]):
+    """One benchmark: declare the attributes and :attr:`Settings`, implement :meth:`plan`, :meth:`score`, :meth:`render`.
 
     Attributes:
         name: the ``--benchmark`` value (lower case, dashes).
         title: the name in reports.
         measures: one sentence: what it measures.
-        options: the ``evaluate`` options it accepts beyond :data:`COMMON_OPTIONS`
-            (names from :data:`BENCHMARK_OPTIONS`). Any other option given on the
-            command line is refused with one message.
-        refusals: why an option does not apply, for the options where the
-            refusal should say more than which options the benchmark accepts.
+        Settings: its options (a :class:`Settings` subclass); the command line builds them and
+            refuses any other.
+        refusals: why an option does not apply, where "it accepts --a, --b" says too little.
         conditions: what its conditions are (corruption x severity, domain, ...).
         sources: where its data come from (on the fly, released files, ...).
         records: what it stores per item.
         items: what the progress display counts (noun, unit), e.g. ("frames", "frames").
         headline: keys of its :meth:`stored` records that ``shiftbench report`` compares across
             models (e.g. ``("clean_error", "mce")``), shown in the units of the records.
+        model_by_name: whether Ray workers may load ``--model`` by name (False: the benchmark
+            makes its own models and sends them).
         full_images: how many images (or videos) the benchmark's full evaluation set has per condition
             (ImageNet-C: the 50 000 validation images); the report flags evaluations on fewer. None: it varies.
     """
@@ -182,24 +490,79 @@ class Benchmark(ABC):
     name: str = ""
     title: str = ""
     measures: str = ""
-    options: tuple[str, ...] = ()
+    Settings: type[S] = Settings  # type: ignore[assignment]
     conditions: str = ""
     sources: tuple[str, ...] = ()
     records: str = ""
     items: tuple[str, str] = ("images", "img")
     refusals: Mapping[str, str] = {}
     headline: tuple[str, ...] = ()
+    model_by_name: bool = True
     full_images: int | None = None
 
     @abstractmethod
-    def evaluate(self, settings: dict[str, Any], progress: Progress | None) -> Report:
-        """Evaluate a model with the ``evaluate`` options in ``settings`` (common ones and :attr:`options`)."""
+    def plan(self, settings: S, ctx: PlanContext) -> Plan | list[Plan]:
+        """The evaluation(s) to run for ``settings`` (several: e.g. one per held-out split)."""
+
+    @abstractmethod
+    def score(self, store: Any, evaluation: Any) -> Summary:
+        """The typed summary recomputed from the store (``evaluation``: an :class:`~shiftbench.evaluation.driver.Evaluated`)."""
+
+    def render(self, summary: Any, *, details: bool = True) -> Report:
+        """The summary as JSON, CSV and tables (default: its :meth:`Summary.to_dict` as one record)."""
+        import json
+
+        from .store import records_to_csv
+
+        rec = summary.to_dict()
+        flat = {k: v for k, v in rec.items() if not isinstance(v, (dict, list, tuple))}
+
+        def table(console: Any) -> None:
+            from rich.table import Table
+
+            t = Table(title=self.title or self.name, title_justify="left", header_style="bold")
+            for k in flat:
+                t.add_column(k)
+            t.add_row(*("–" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat.values()))
+            console.print(t)
+
+        return Report(lambda: json.dumps(rec, indent=1, default=str) + "\n", lambda: records_to_csv([flat]), table)
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The names of its own options (the fields of :attr:`Settings` beyond data, limit, bad_images)."""
+        return tuple(s.name for s in self.Settings.own_specs())
+
+    def settings(self, **values: Any) -> S:
+        """Its :attr:`Settings` from keyword options (an undeclared one is refused)."""
+        return self.Settings.from_options(values, benchmark=self.name)
 
     def stored(
         self, store: Path, *, model: str | None, baseline: str, evaluation: int | None
     ) -> Section | None:
-        """Its evaluations stored in ``store`` (None: none there)."""
-        return None
+        """Its evaluations stored in ``store`` (None: none there); default: the top-1 error of each condition."""
+        from .store import ResultsStore, records_to_csv
+
+        with ResultsStore(store, create=False) as db:
+            recs = [{"evaluation": e.id, "model": e.model, "data": e.source,
+                     **{f"error_{r.condition}" + (f"_{r.level}" if r.level else ""): r.top1_error for r in db.runs(e.id)}}
+                    for e in db.evaluations_of([self.name], model, evaluation)]
+        if not recs:
+            return None
+
+        def table(console: Any) -> None:
+            from rich.table import Table
+
+            t = Table(title=f"{self.title or self.name}: stored (top-1 error, %)", title_justify="left")
+            cols = list(dict.fromkeys(k for r in recs for k in r))
+            for c in cols:
+                t.add_column(c)
+            for r in recs:
+                t.add_row(*("–" if r.get(c) is None else f"{100 * r[c]:.1f}" if c.startswith("error_") else str(r[c])
+                            for c in cols))
+            console.print(t)
+
+        return Section(self.name.replace("-", "_"), recs, lambda: records_to_csv(recs), table)
 
     def report_figures(self, store: Path, section: Section) -> list[Any]:
         """Figures for ``shiftbench report`` from its stored section (default: none; the report still shows its tables).
@@ -210,13 +573,22 @@ class Benchmark(ABC):
         """
         return []
 
-    def stored_runs(self, store: Path, console: Any, *, model: str | None, evaluation: int | None) -> bool:
-        """Print its stored runs with their status (``results --runs``); returns whether there were any."""
-        return False
-
     def accepts(self, option: str) -> bool:
         """Whether ``option`` (a parameter name) applies to this benchmark."""
-        return option in COMMON_OPTIONS or option in self.options
+        return option in COMMON_OPTIONS or option in self.Settings.names()
+
+    def evaluate(self, options: Mapping[str, Any], progress: Progress | None = None) -> Report:
+        """Run it with ``evaluate`` options by name (common ones and its own, as ``sweep`` passes them) through the
+        evaluation driver; the report (``shiftbench.evaluate`` returns the whole result)."""
+        if _RUNNER is None:
+            raise RuntimeError("no benchmark runner: import shiftbench.benchmarks first")
+        return _RUNNER(self, options, progress)  # type: ignore[no-any-return]
+
+    def combine(self, summaries: list[Summary]) -> Summary:
+        """One summary of several evaluations of one call (a benchmark whose plan returns several overrides it)."""
+        if len(summaries) != 1:
+            raise NotImplementedError(f"{type(self).__name__}.combine: {len(summaries)} evaluations in one call")
+        return summaries[0]
 
     def describe(self) -> dict[str, Any]:
         """What ``shiftbench list benchmarks`` shows."""
@@ -227,11 +599,5 @@ class Benchmark(ABC):
             "conditions": self.conditions,
             "sources": list(self.sources),
             "records": self.records,
-            "options": ["--" + o.replace("_", "-") for o in self.options],
+            "options": [s.flag for s in self.Settings.own_specs()],
         }
-
-
-def accepted_list(bench: Benchmark, known: Sequence[str]) -> str:
-    """The benchmark's own options among ``known``, as ``--a, --b`` (for refusal messages)."""
-    own = [o for o in known if o in bench.options]
-    return ", ".join("--" + o.replace("_", "-") for o in own) or "none beyond the common ones"

@@ -84,7 +84,6 @@ __all__ = [
     "ResultsStore",
     "EvaluationInfo",
     "RunInfo",
-    "PRunInfo",
     "DEFAULT_STORE",
     "EXPORT_TABLES",
     "LOCK_WAIT_S",
@@ -621,29 +620,6 @@ class RunInfo:
     def top1_error(self) -> float | None:
         """Top-1 error over the predicted images (None if none, or if some carry no right/wrong flag)."""
         return self.n_wrong / self.n_predicted if self.n_predicted and not self.n_unjudged else None
-
-
-@dataclass(frozen=True)
-class PRunInfo:
-    """One stored ImageNet-P run (a perturbation at one level of an evaluation) with its counts.
-
-    Attributes:
-        level: the noise difficulty for noise sequences; 1 for temporal ones
-            (their difficulties are strides over the same frames).
-        frames: frames per video.
-        n_scored: videos with stored top-5 lists; ``n_skipped``: unreadable videos.
-    """
-
-    id: int
-    evaluation_id: int
-    perturbation: str
-    level: int
-    frames: int
-    status: str
-    n_expected: int
-    n_scored: int
-    n_skipped: int
-    error: str | None
 
 
 def encode_top5(top5: Any) -> bytes:
@@ -1391,57 +1367,9 @@ class ResultsStore:
 
     # -- ImageNet-P runs (runs whose items are videos of `frames` frames) ------------------
 
-    def register_p_run(
-        self,
-        evaluation_id: int,
-        source_id: int,
-        perturbation: str,
-        level: int,
-        frames: int,
-        n_expected: int,
-        versions: dict[str, str],
-    ) -> int:
-        """:meth:`register_run` for an ImageNet-P perturbation at one level, videos of ``frames`` frames."""
-        return self.register_run(evaluation_id, source_id, perturbation, level, n_expected, versions, frames=frames)
-
-    def p_runs(self, evaluation_id: int) -> list[PRunInfo]:
-        """ImageNet-P runs of an evaluation with their counts, in insertion order."""
-        return [
-            PRunInfo(r.id, r.evaluation_id, r.condition, r.level, r.frames, r.status, r.n_expected, r.n_predicted,
-                     r.n_skipped, r.error)
-            for r in sorted(self.runs(evaluation_id), key=lambda r: r.id)
-            if r.frames > 1
-        ]
-
-    def p_done_videos(self, run_id: int) -> set[str]:
-        """Videos of an ImageNet-P run already scored or skipped (:meth:`done_keys`)."""
-        return self.done_keys(run_id)
-
-    def write_p_videos(
-        self,
-        run_id: int,
-        videos: Sequence[tuple[str, int, Any]],
-        skipped: Sequence[tuple[str, int, str]] = (),
-    ) -> None:
-        """:meth:`write_sequences` for ImageNet-P videos."""
-        self.write_sequences(run_id, videos, skipped)
-
-    def finish_p_run(self, run_id: int) -> bool:
-        """:meth:`finish_run` for an ImageNet-P run."""
-        return self.finish_run(run_id)
-
-    def set_p_status(self, run_ids: Sequence[int], status: str, message: str | None = None) -> None:
-        """Mark unfinished ImageNet-P runs ``'running'`` (on resume) or ``'failed'`` (with a message)."""
-        if status not in ("running", "failed"):
-            raise InvalidArgumentError("status", status, "'running' or 'failed'")
-        if status == "running":
-            self.mark_running(run_ids)
-        else:
-            self.fail_runs(run_ids, message or "failed")
-
-    def delete_p_runs(self, run_ids: Sequence[int]) -> None:
-        """Delete ImageNet-P runs with their videos (for ``--rerun``)."""
-        self.delete_runs(run_ids)
+    def p_runs(self, evaluation_id: int) -> list[RunInfo]:
+        """The runs of an evaluation whose items are videos (frames > 1), in insertion order."""
+        return [r for r in sorted(self.runs(evaluation_id), key=lambda r: r.id) if r.frames > 1]
 
     def p_top5(self, run_id: int) -> tuple[list[str], np.ndarray, np.ndarray, list[tuple[str, str]]]:
         """Stored videos of an ImageNet-P run, ordered by video id.
@@ -1587,7 +1515,7 @@ class ResultsStore:
                         **meta,
                         "status": r[12],
                         "n_expected": int(r[13]),
-                        "n_scored": info.n_scored,
+                        "n_scored": info.n_predicted,
                         "n_skipped": info.n_skipped,
                         "versions": r[14],
                         "error": r[15],

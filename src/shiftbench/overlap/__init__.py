@@ -45,7 +45,6 @@ from .noc import (
     IMAGENET_NOC,
     alexnet_noc_baseline,
     benchmark_from_selection,
-    evaluate_noc,
     imagenet_noc,
     load_benchmark,
     save_benchmark,
@@ -110,7 +109,6 @@ __all__ = [
     "benchmark_from_selection",
     "save_benchmark",
     "load_benchmark",
-    "evaluate_noc",
     "load_config",
     "run_study",
 ]

@@ -10,35 +10,29 @@ a ResNet-50 instead and lists only 7 corruptions; shiftbench follows the paper.)
 A benchmark built by :func:`~shiftbench.overlap.select.select_benchmark` is saved as a
 JSON document (:func:`save_benchmark`) holding its corruptions, the baseline errors that
 normalise its CE (AlexNet's published ones where 003 gives them, else those of a model
-the user chose) and the selection that produced it; :func:`evaluate_noc` evaluates
-ImageNet-NOC and saved benchmarks the same way.
+the user chose) and the selection that produced it; the ``imagenet-noc`` benchmark
+(``shiftbench.benchmarks.imagenet_noc``) evaluates ImageNet-NOC and saved benchmarks the same way.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
 
 from ..corruptions.candidates import CANDIDATES
 from ..errors import DataError, InvalidArgumentError
 from ..evaluation.data import CLEAN, Condition, Item, Source, WorkBatch
-from ..evaluation.store import DEFAULT_STORE
-from .analysis import noc_corruption_error, noc_mean_corruption_error
+from ..evaluation.protocol import Metric, Summary
 from .sampling import corrupt_candidate
 from .select import Selection
 from .store import OverlapStore
-
-if TYPE_CHECKING:
-    from ..evaluation.runner import Executor
 
 __all__ = [
     "IMAGENET_NOC",
@@ -53,7 +47,9 @@ __all__ = [
     "load_benchmark",
     "benchmark_from_selection",
     "NocResult",
-    "evaluate_noc",
+    "CandidateSource",
+    "find_benchmark",
+    "stored_options",
     "BENCHMARK_FORMAT",
 ]
 
@@ -302,8 +298,10 @@ def load_benchmark(spec: str | Path, *, store: OverlapStore | None = None) -> No
 
 
 @dataclass
-class NocResult:
+class NocResult(Summary):
     """Errors, CE and mCE of one model on a benchmark (CE as ratios; x100 for the papers' %)."""
+
+    HEADLINE = (Metric("clean_error", "lower", "clean error"), Metric("mce", "lower", "mCE"))
 
     benchmark: NocBenchmark
     model: str
@@ -314,7 +312,7 @@ class NocResult:
     ce: dict[str, float]
     mce: float
     evaluation_id: int
-    store_path: Path
+    store_path: Path | None
     new_predictions: int
     notes: list[str] = field(default_factory=list)
 
@@ -416,146 +414,3 @@ class CandidateSource(Source):
                 if c != CLEAN:
                     x = corrupt_candidate(x, c[0], seed=seed, keys=keys)
                 yield WorkBatch(c, keys, wb.labels[sel], x)
-
-
-class _CallbackProgress:
-    """``progress(done, total)`` callbacks as the evaluation loop's progress display."""
-
-    def __init__(self, callback: Callable[[int, int], None]) -> None:
-        self.callback, self.done, self.total = callback, 0, 0
-
-    def start(self, total: int, description: str) -> None:
-        self.total = total
-
-    def advance(self, n: int, description: str) -> None:
-        self.done += n
-        self.callback(self.done, self.total)
-
-    def stop(self) -> None:
-        pass
-
-
-def evaluate_noc(
-    model: Any = "efficientnet-lite0",
-    *,
-    benchmark: str | Path | NocBenchmark = "imagenet-noc",
-    data: str | Path | None = None,
-    corruptions: Sequence[str] | None = None,
-    seed: int = 0,
-    batch_size: int = 8,
-    device: str | None = None,
-    store: str | Path = DEFAULT_STORE,
-    limit: int | None = None,
-    weights: str | None = None,
-    classes: str | Sequence[str] = "auto",
-    progress: Callable[[int, int], None] | None = None,
-    executor: Executor | None = None,
-) -> NocResult:
-    """Evaluate a classifier on ImageNet-NOC or a saved benchmark; top-5 predictions go to the results store.
-
-    One evaluation (benchmark ``imagenet-noc``, options: the benchmark's name and corruptions),
-    one run per condition (``clean`` and each candidate, level 0), one record per image.
-
-    Each corrupted image draws one value from its corruption's whole range (seeded by the
-    image's path and ``seed``). Images already stored for the same model, data, benchmark and
-    seed are skipped, so an interrupted evaluation resumes.
-
-    Args:
-        model: a model name or module (see :func:`shiftbench.evaluation.models.load_model`).
-        benchmark: ``"imagenet-noc"``, a saved benchmark JSON, a name saved in the store, or a :class:`NocBenchmark`.
-        data: an ImageFolder of ImageNet images (wnid sub-folders); default: the 20 foolbox demo images.
-        corruptions: a subset of the benchmark's corruptions.
-        executor: where the model runs (a :class:`shiftbench.evaluation.runner.Executor`, e.g. a Ray
-            cluster's); None: here. The stored rows are the same.
-    """
-    from ..evaluation.data import ImageFolderSource, foolbox_imagenet
-    from ..evaluation.models import load_model, resolve_label_space
-    from ..evaluation.runner import RunStoreSink, Work, package_versions, run_conditions, want_prefetch
-    from ..evaluation.store import ResultsStore
-
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InvalidArgumentError("seed", seed, "a non-negative integer")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgumentError("batch_size", batch_size, "an integer >= 1")
-    bench = benchmark if isinstance(benchmark, NocBenchmark) else find_benchmark(benchmark, store)
-    db = ResultsStore(store)
-    try:
-        names = list(bench.corruptions)
-        if corruptions:
-            wanted = [c if c in CANDIDATES else f"noc_{c}" for c in corruptions]
-            bad = [c for c, w in zip(corruptions, wanted) if w not in names]
-            if bad:
-                raise InvalidArgumentError(
-                    "corruptions", ", ".join(bad), f"corruptions of {bench.name}: {', '.join(names)}"
-                )
-            names = [c for c in names if c in wanted]
-        clf = load_model(model, weights=weights, device=device)
-        src = (
-            foolbox_imagenet(edition="224", limit=limit)
-            if data is None
-            else ImageFolderSource(data, edition="224", limit=limit)
-        )
-        space = resolve_label_space(clf.classes, src.classes, classes, default="model")
-        if space.mode == "list":
-            src.select_classes(space.classes)
-        lmap = np.array([space.classes.index(c) if c in space.classes else -1 for c in src.classes], dtype=np.int64)
-        mid = db.register_model(clf.name, clf.identity, clf.checksum, clf.details)
-        sid = db.register_source(src.kind, src.identity, src.describe(), src.classes, {})
-        lid = db.register_label_space(space.digest, space.mode, space.classes)
-        eid = db.register_evaluation(mid, sid, BENCHMARK, "224", seed, False, lid, stored_options(bench))
-        items = src.items(CLEAN)
-        conds = ["clean", *names]
-        cand_src = CandidateSource(src, conds)
-        versions = package_versions()
-        run_ids = {cand_src.condition(c): db.register_run(eid, sid, c, 0, len(items), versions) for c in conds}
-        pending = {cond: {it.key for it in items} - db.done_keys(rid) for cond, rid in run_ids.items()}
-        for cond, keys in pending.items():
-            if not keys:
-                db.finish_run(run_ids[cond])
-        db.mark_running([run_ids[c] for c, keys in pending.items() if keys])
-        written = run_conditions(
-            clf,
-            space,
-            [Work(cand_src, lmap, pending)],
-            RunStoreSink(db, run_ids),
-            batch_size=batch_size,
-            seed=seed,
-            progress=None if progress is None else _CallbackProgress(progress),
-            prefetch=want_prefetch(clf.device),
-            executor=executor,
-        )
-        errs = {r.condition: (r.top1_error, r.n_predicted) for r in db.runs(eid) if r.top1_error is not None}
-        missing = [c for c in conds if c not in errs]
-        if missing:
-            raise DataError(f"no stored predictions for {', '.join(missing)} (no readable images?)")
-        n = errs["clean"][1]
-        errors = {c: errs[c][0] for c in names}
-        ce = {c: noc_corruption_error(errors[c], bench.baseline.errors[c]) for c in names}
-        notes = [
-            f"CE normalised by {bench.baseline.name}'s errors ({bench.baseline.source.split(':')[0]}); the corruptions "
-            "were computed by shiftbench from the paper's descriptions, the baseline errors by the authors' code."
-        ]
-        if n < 1000:
-            notes.append(
-                f"Only {n} images: an error rate carries a standard error of up to {50 / math.sqrt(max(n, 1)):.1f} points."
-            )
-        if names != list(bench.corruptions):
-            notes.append(
-                "mCE over a subset of the benchmark's corruptions: not comparable with the full benchmark's mCE."
-            )
-        return NocResult(
-            bench,
-            clf.name,
-            src.describe(),
-            n,
-            errs["clean"][0],
-            errors,
-            ce,
-            noc_mean_corruption_error(ce),
-            eid,
-            db.path,
-            written,
-            notes,
-        )
-    finally:
-        db.close()

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from ..errors import InvalidArgumentError, UnknownCorruptionError
+from ..registry import Registry
 from ..rng.seeding import derive_generator, key_to_int
 
 __all__ = [
@@ -73,7 +74,8 @@ class UserCorruption:
     description: str = ""
 
 
-_USER: dict[str, UserCorruption] = {}
+_USER: Registry[UserCorruption] = Registry("corruption", normalise=str, error=UnknownCorruptionError)
+"""The user corruptions by name (:func:`register_corruption`)."""
 
 
 def register_corruption(
@@ -111,23 +113,17 @@ def register_corruption(
         raise InvalidArgumentError("value_range", value_range, "two numbers (mild, harsh)") from None
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise InvalidArgumentError("value_range", value_range, "two finite numbers (mild, harsh)")
-    uc = UserCorruption(name, fn, (lo, hi), bool(integer), description)
-    _USER[name] = uc
-    return uc
+    return _USER.register(name, UserCorruption(name, fn, (lo, hi), bool(integer), description), replace=True)
 
 
 def unregister_corruption(name: str) -> None:
     """Remove a user corruption (tests, notebooks)."""
-    _USER.pop(name, None)
+    _USER.unregister(name)
 
 
 def get_user_corruption(name: str) -> UserCorruption:
     """The user corruption registered as ``name``."""
-    if name not in _USER:
-        from ..checks import suggest
-
-        raise UnknownCorruptionError("corruption", name, list(_USER), suggest(name, list(_USER)))
-    return _USER[name]
+    return _USER.get(name)
 
 
 def user_corruptions() -> list[str]:
@@ -316,9 +312,7 @@ def apply_corruption(images: torch.Tensor, sc: StudyCorruption, *, seed: int, ke
             out[t] = apply_corruption(images[t], sc.members[j], seed=seed, keys=sub)
         return out
     if sc.kind == "user":
-        uc = _USER.get(sc.base)
-        if uc is None:
-            raise UnknownCorruptionError("corruption", sc.base, list(_USER))
+        uc = _USER.get(sc.base)  # UnknownCorruptionError, with the closest names
         vals, gens = _user_values(uc, seed, ks)
         return _apply_user(uc, images, vals, gens)
     if sc.kind == "candidate" and sc.severity is None:

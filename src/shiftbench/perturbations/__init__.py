@@ -5,7 +5,7 @@ Quick start::
     from shiftbench import perturbations as P
     P.list_perturbations("test")                     # the 10 of mFR / mT5D
     frames = P.perturb(photos, "rotate", seed=0)     # B x 31 x 3 x 224 x 224 uint8
-    r = P.evaluate_p("efficientnet-lite0", data="/data/imagenet/val")   # scores kept in the results store
+    r = shiftbench.evaluate("efficientnet-lite0", "imagenet-p", data="/data/imagenet/val")   # in the results store
 """
 
 from __future__ import annotations
@@ -57,11 +57,11 @@ from .video import (
     write_video,
 )
 
-_LAZY = {"evaluate_p": "pipeline", "PEvaluationResult": "pipeline"}
+_LAZY = {"PEvaluationResult": "pipeline", "p_plan": "pipeline", "p_result": "pipeline"}
 
 
 def __getattr__(name: str) -> object:
-    """``evaluate_p`` (store-backed evaluation) is imported on first use: it pulls in the evaluation package."""
+    """The store-backed evaluation (``p_plan``, ``p_result``) is imported on first use: it pulls in the evaluation package."""
     if name in _LAZY:
         import importlib
 
@@ -70,7 +70,8 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "evaluate_p",
+    "p_plan",
+    "p_result",
     "PEvaluationResult",
     "Perturbation",
     "get_perturbation",

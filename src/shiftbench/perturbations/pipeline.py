@@ -1,10 +1,10 @@
 """ImageNet-P evaluation backed by the results store (``shiftbench evaluate --benchmark imagenet-p``).
 
-:func:`evaluate_p` registers the model, the data and one run per perturbation
-and *level* in the SQLite results store (:class:`~shiftbench.evaluation.store.ResultsStore`),
-streams the frames of every pending video through the model in batches, and
-after each batch writes the videos whose frames are all ranked (their per-frame
-top-5 lists) in one transaction. The level is what is generated or read: the
+:func:`p_plan` declares one run per perturbation and *level* for the evaluation
+driver (:mod:`shiftbench.evaluation.driver`), which registers them in the results
+store, streams the frames of every pending video through the model in batches, and
+after each batch writes (:class:`VideoRecords`) the videos whose frames are all
+ranked (their per-frame top-5 lists) in one transaction; :func:`p_result` scores it. The level is what is generated or read: the
 noise difficulty for noise sequences, 1 for temporal ones (their difficulties
 2 and 3 are strides over the same frames, so one stored run serves all three).
 A killed run resumes with the videos it lacks; ``(run, video)`` is a primary
@@ -28,7 +28,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import cv2
 import numpy as np
@@ -39,7 +39,6 @@ from ..io import DECODE_ERRORS, load_image_rgb
 from ..checks import check_seed
 from ..errors import DataError, InvalidArgumentError, UnknownNameError
 from ..evaluation.data import (
-    BAD_IMAGE_POLICIES,
     CLEAN,
     Condition,
     ImageFolderSource,
@@ -51,9 +50,9 @@ from ..evaluation.data import (
     foolbox_imagenet,
 )
 from ..evaluation.errors import ImageReadError, IncompleteDatasetError
-from ..evaluation.models import DEFAULT_MODEL, Classifier, load_model, resolve_label_space
-from ..evaluation.runner import Executor, Work, package_versions, run_conditions
-from ..evaluation.store import DEFAULT_STORE, PRunInfo, ResultsStore
+from ..evaluation.models import Classifier
+from ..evaluation.protocol import Metric, Plan, Planned, Summary
+from ..evaluation.store import ResultsStore, RunInfo
 from ._errors import CorruptVideoError, InvalidDifficultyError, UnknownPerturbationError
 from ._source import prepare
 from ._spec import TEST_PERTURBATIONS, check_difficulty, get_perturbation, list_perturbations
@@ -64,9 +63,10 @@ from .video import cifar_p_path, folder_name, read_cifar_p, read_video
 
 __all__ = [
     "BENCHMARK",
-    "PProgress",
     "PEvaluationResult",
-    "evaluate_p",
+    "VideoRecords",
+    "p_plan",
+    "p_result",
     "parse_difficulties",
     "resolve_perturbations",
     "scores_from_store",
@@ -76,19 +76,6 @@ __all__ = [
 BENCHMARK = "imagenet-p"
 _SIZES = {"224": 224, "299": 299, "64": 64, "32": 32}
 _EDITION_BY_SIDE = {224: "224", 299: "299", 64: "64", 32: "32"}
-
-
-class PProgress(Protocol):
-    """Receives progress in frames (the CLI shows it with rich)."""
-
-    def start(self, total: int, description: str) -> None:
-        """Called once with the number of frames to predict."""
-
-    def advance(self, n: int, description: str) -> None:
-        """Called after each model batch with the frames it held."""
-
-    def stop(self) -> None:
-        """Called at the end (also after an error or Ctrl-C)."""
 
 
 # -- arguments -------------------------------------------------------------------------
@@ -158,12 +145,6 @@ def resolve_perturbations(spec: str | Sequence[str] | None, edition: str) -> lis
     if missing:
         raise InvalidArgumentError("perturbations", ", ".join(missing), f"perturbations defined for edition {edition}")
     return names
-
-
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < low:
-        raise InvalidArgumentError(name, value, f"an integer >= {low}")
-    return int(value)
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -498,22 +479,30 @@ class _FrameSource(Source):
     blur) start a new batch, and each condition's last batch may be shorter.
     """
 
-    def __init__(
-        self, src: _PSource, videos: Mapping[Condition, list[_Video]], frames: Mapping[Condition, int],
-        device: torch.device,
-    ) -> None:
-        self.src, self.videos, self.frames, self.device = src, videos, frames, device
-        self.kind, self.identity, self.location = src.kind, src.identity, src.location
-        self.classes, self.edition, self.on_the_fly = src.classes, src.edition, src.on_the_fly
+    def __init__(self, src: _PSource, frames: Mapping[Condition, int], device: torch.device) -> None:
+        self.src, self.frames, self.device = src, dict(frames), device
+        self.videos: dict[Condition, list[_Video]] = {}
+        self.kind, self.location, self.edition, self.on_the_fly = src.kind, src.location, src.edition, src.on_the_fly
+
+    @property
+    def identity(self) -> str:  # type: ignore[override]
+        return self.src.identity
+
+    @property
+    def classes(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.src.classes
 
     def conditions(self) -> list[Condition]:
-        return list(self.videos)
+        return list(self.frames)
 
     def items(self, condition: Condition) -> list[Item]:
+        if condition not in self.videos:  # listed once the label space has chosen the classes
+            self.videos[condition] = self.src.videos(condition[0], condition[1])
         return [Item(v.key, v.label, v.path) for v in self.videos[condition]]
 
     def select_classes(self, classes: Sequence[str]) -> None:
         self.src.select_classes(classes)
+        self.videos.clear()
 
     def batches(
         self,
@@ -524,8 +513,12 @@ class _FrameSource(Source):
         release: bool,
         stop: threading.Event | None = None,
     ) -> Iterator[WorkBatch]:
-        for cond, videos in self.videos.items():
+        for cond in self.frames:
             want = pending.get(cond) or set()
+            if not want:
+                continue
+            self.items(cond)
+            videos = self.videos[cond]
             todo = [v for v in videos if v.key in want]
             if not todo:
                 continue
@@ -562,40 +555,27 @@ class _FrameSource(Source):
                 yield take(len(where))
 
 
-class _VideoSink:
+class VideoRecords:
     """ImageNet-P's records: the top-5 classes of every frame of a video, stored once all its frames are ranked.
 
-    A run is marked complete as soon as its last pending video is stored (so an error in a later
-    run leaves it complete); ``labels`` are the videos' labels in the label space (-1: none).
+    A video's label is its label in the label space (-1: none). ``write`` returns the videos it stored
+    (the driver marks a run complete as soon as its last pending video is stored).
     """
 
-    def __init__(
-        self,
-        db: ResultsStore,
-        clf: Classifier,
-        run_ids: Mapping[Condition, int],
-        frames: Mapping[Condition, int],
-        labels: Mapping[Condition, Mapping[str, int]],
-        pending: Mapping[Condition, set[str]],
-    ) -> None:
-        self.db, self.clf, self.run_ids, self.frames, self.labels = db, clf, run_ids, frames, labels
-        self.left = {c: set(keys) for c, keys in pending.items()}
+    def __init__(self, ctx: Any) -> None:
+        self.db, self.clf, self.run_ids, self.frames = ctx.db, ctx.classifier, ctx.run_ids, ctx.frames
+        self.labels = {c: {it.key: int(ctx.label_maps[c][it.label]) if it.label >= 0 else int(it.label) for it in its}
+                       for c, its in ctx.items.items()}
         self.top5: dict[tuple[Condition, str], np.ndarray] = {}
         self.count: dict[tuple[Condition, str], int] = {}
 
-    def _stored(self, condition: Condition, keys: Sequence[str]) -> None:
-        left = self.left[condition]
-        left.difference_update(keys)
-        if not left:
-            self.db.finish_run(self.run_ids[condition])
-
-    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> int:
+    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> list[str]:
         rid, t = self.run_ids[condition], self.frames[condition]
+        stored = [k for k, _ in batch.skipped]
         if batch.skipped:
             self.db.write_sequences(rid, [], [(k, self.labels[condition][k], r) for k, r in batch.skipped])
-            self._stored(condition, [k for k, _ in batch.skipped])
         if logits is None:
-            return 0
+            return stored
         if logits.shape[1] < 5:
             raise InvalidArgumentError(
                 "model", self.clf.name, "a classifier with at least 5 classes (ImageNet-P ranks the top 5)"
@@ -616,15 +596,7 @@ class _VideoSink:
             self.db.write_sequences(rid, [(key, lab[key], self.top5[(condition, key)]) for key in done])
             for key in done:
                 del self.top5[(condition, key)], self.count[(condition, key)]
-            self._stored(condition, done)
-        return len(done)
-
-    def finish(self, conditions: Sequence[Condition]) -> None:
-        for c in conditions:
-            self.db.finish_run(self.run_ids[c])
-
-    def fail(self, conditions: Sequence[Condition], reason: str) -> None:
-        self.db.fail_runs([self.run_ids[c] for c in conditions], reason)
+        return stored + done
 
 
 # -- scores from the store -------------------------------------------------------------------
@@ -649,7 +621,7 @@ def scores_from_store(
     scores: dict[tuple[str, int], SequenceScores] = {}
     skipped: dict[tuple[str, int], int] = {}
     wanted = None if perturbations is None else set(perturbations)
-    runs = {(r.perturbation, r.level): r for r in db.p_runs(evaluation_id)}
+    runs = {(r.condition, r.level): r for r in db.p_runs(evaluation_id)}
     names = [n for n in list_perturbations("all") if any(k[0] == n for k in runs)]
     for name in names:
         if wanted is not None and name not in wanted:
@@ -749,11 +721,11 @@ def _resolve_baseline(
 
 
 @dataclass
-class PEvaluationResult:
-    """What :func:`evaluate_p` did and the scores recomputed from the store.
+class PEvaluationResult(Summary):
+    """What an ImageNet-P evaluation did and the scores recomputed from the store.
 
     Attributes:
-        evaluation_id: the evaluation's id in the store; ``store_path`` the store.
+        evaluation_id: the evaluation's id in the store; ``store_path`` the store (None: a temporary one).
         model, model_checksum: the model.
         data: a description of the data.
         edition, seed: of the sequences (seed None for released data).
@@ -769,8 +741,10 @@ class PEvaluationResult:
         notes: sentences a report must print.
     """
 
+    HEADLINE = (Metric("mfr", "lower", "mFR"), Metric("mt5d", "lower", "mT5D"), Metric("mean_fp", "lower", "mean FP"))
+
     evaluation_id: int
-    store_path: Path
+    store_path: Path | None
     model: str
     model_checksum: str
     data: str
@@ -780,7 +754,7 @@ class PEvaluationResult:
     difficulties: list[int]
     scores: dict[tuple[str, int], SequenceScores]
     summaries: dict[int, PSummary]
-    runs: list[PRunInfo]
+    runs: list[RunInfo]
     skipped: dict[tuple[str, int], int]
     baseline: str
     baseline_source: str
@@ -791,228 +765,116 @@ class PEvaluationResult:
     label_space: str
     notes: list[str] = field(default_factory=list)
 
+    def _first(self, key: str) -> float | None:
+        s = self.summaries.get(self.difficulties[0]) if self.difficulties else None
+        v = getattr(s, key, None) if s is not None else None
+        return None if v is None else float(v)
 
-def evaluate_p(
-    model: Any = DEFAULT_MODEL,
-    *,
-    data: str | Path | None = None,
-    released: str | Path | None = None,
-    edition: str | None = None,
-    perturbations: str | Sequence[str] | None = None,
-    difficulties: str | int | Sequence[int] | None = None,
-    seed: int = 0,
-    batch_size: int = 32,
-    device: str | torch.device | None = None,
-    store: str | Path | ResultsStore = DEFAULT_STORE,
-    baseline: str | PBaseline | Mapping[int, PBaseline] | None = "alexnet",
-    classes: str | Sequence[str] = "auto",
-    limit: int | None = None,
-    bad_images: str = "skip",
-    rerun: bool = False,
-    progress: PProgress | None = None,
-    executor: Executor | None = None,
-) -> PEvaluationResult:
-    """Evaluate a classifier on ImageNet-P and store every video's per-frame top-5 lists.
+    @property
+    def mfr(self) -> float | None:
+        """mFR at the first difficulty asked for."""
+        return self._first("mfr")
 
-    With no data: EfficientNet-Lite0 on sequences of the 20 ImageNet photos
-    inside the foolbox wheel (a demonstration of the pipeline, not a benchmark).
+    @property
+    def mt5d(self) -> float | None:
+        """mT5D at the first difficulty asked for."""
+        return self._first("mt5d")
 
-    Args:
-        model: a name, an ``nn.Module``, a callable returning logits or a
-            :class:`~shiftbench.evaluation.models.Classifier`.
-        data: clean photos (ImageFolder or flat ``<wnid>_*`` folder); sequences
-            are generated on the fly.
-        released: a released ImageNet-P / Tiny-ImageNet-P MP4 tree or CIFAR-P ``.npy`` folder.
-        edition: "224" (default on the fly), "299", "64", "32"; released data: detected.
-        perturbations: names, wildcards or groups (default: the 10 test perturbations).
-        difficulties: e.g. "1" (default), "1-3"; noise difficulties 2 and 3 are
-            separate (stronger-noise) runs, temporal ones reuse the frames.
-        seed: seed of the on-the-fly sequences.
-        batch_size: frames per forward pass.
-        device: "cpu" (default), "cuda", "cuda:N", "mps" (generation runs there too).
-        store: results store path or open :class:`ResultsStore`.
-        baseline: "alexnet" (published, 224 edition, difficulty 1), "none", a
-            stored model name or "eval:<id>" of an ImageNet-P evaluation, or a
-            :class:`PBaseline` (or a {difficulty: PBaseline} mapping).
-        classes: "auto", "model", "data" or class ids (as for ImageNet-C).
-        limit: at most this many images / videos per perturbation, spread evenly.
-        bad_images: "skip" (unreadable photos / videos are counted and listed) or "fail".
-        rerun: delete the stored runs of the requested perturbations first.
-        progress: receives progress in frames.
-        executor: runs the model elsewhere (e.g. :class:`~shiftbench.distributed.RayPredictions`:
-            each Ray worker generates or reads the frames of its videos itself); the stored
-            records are the same as without it.
+    @property
+    def mean_fp(self) -> float | None:
+        """Mean flip probability at the first difficulty asked for."""
+        return self._first("mean_fp")
 
-    Raises:
-        ShiftbenchError: bad arguments, data or model output (no run is marked
-            complete unless all its videos are stored).
-        KeyboardInterrupt: on Ctrl-C; stored videos stay, the call can be repeated to resume.
-    """
-    seed = check_seed(seed)
-    bs = _check_int("batch_size", batch_size, 1)
-    if limit is not None:
-        _check_int("limit", limit, 1)
-    if bad_images not in BAD_IMAGE_POLICIES:
-        raise InvalidArgumentError("bad_images", bad_images, f"one of {', '.join(BAD_IMAGE_POLICIES)}")
-    if data is not None and released is not None:
-        raise InvalidArgumentError(
-            "data", str(data), "no --data together with --released for imagenet-p (the videos hold their clean frame)"
-        )
-    ed = get_edition(edition).name if edition is not None else None
-    diffs = parse_difficulties(difficulties)
-    names = resolve_perturbations(perturbations, ed or "224")
-    runs = [(n, d if get_perturbation(n).noise else 1) for n in names for d in diffs]
-    runs = list(dict.fromkeys(runs))
 
-    clf = load_model(model, device=device)
-    demo = data is None and released is None
+def p_plan(s: Any, clf: Classifier) -> Plan:
+    """ImageNet-P's plan for the evaluation driver from its settings (``s``: the benchmark's Settings)."""
+    ed = get_edition(s.edition).name if s.edition is not None else None
+    diffs = parse_difficulties(s.difficulties)
+    names = resolve_perturbations(s.perturbations, ed or "224")
+    runs = list(dict.fromkeys((n, d if get_perturbation(n).noise else 1) for n in names for d in diffs))
     src: _PSource
-    if released is not None:
-        src = _open_released(released, runs, edition=ed, limit=limit, bad_images=bad_images)
+    if s.released is not None:
+        src = _open_released(s.released, runs, edition=ed, limit=s.limit, bad_images=s.bad_images)
         ed = src.edition
         names = resolve_perturbations(names, ed)
     else:
         ed = ed or "224"
-        folder = (
-            foolbox_imagenet(edition=ed, limit=limit, bad_images=bad_images)
-            if data is None
-            else ImageFolderSource(data, edition=ed, limit=limit, bad_images=bad_images)
-        )
+        folder = (foolbox_imagenet(edition=ed, limit=s.limit, bad_images=s.bad_images) if s.data is None
+                  else ImageFolderSource(s.data, edition=ed, limit=s.limit, bad_images=s.bad_images))
         src = _OnTheFly(folder, ed)
-
-    # Label space (CIFAR-P without labels: the model's own outputs).
     model_classes = clf.classes
     data_classes: Sequence[str] = src.classes
-    if not src.has_labels:
+    if not src.has_labels:  # CIFAR-P without labels: the model's own outputs
         if model_classes is None:
             width = int(clf.logits(torch.zeros((1, 3, _SIZES[ed], _SIZES[ed]), dtype=torch.uint8)).shape[1])
             model_classes = tuple(str(i) for i in range(width))
         data_classes = model_classes
     # Tiny-ImageNet-P: restrict to the data's classes by default (as for Tiny-ImageNet-C), unless fewer than
     # the 5 that a top-5 list needs.
-    default_mode = (
-        "data"
-        if ed == "64" and model_classes is not None and 5 <= len(data_classes) < len(model_classes)
-        else "model"
+    default_mode = ("data" if ed == "64" and model_classes is not None and 5 <= len(data_classes) < len(model_classes)
+                    else "model")
+    frames = {r: get_perturbation(r[0]).frames(ed) for r in runs}
+    fsrc = _FrameSource(src, frames, clf.device)
+
+    def describe(c: Condition) -> str:
+        return c[0] if not get_perturbation(c[0]).noise or len(diffs) == 1 else f"{c[0]} d{c[1]}"
+
+    return Plan(
+        [Planned(r, fsrc, r[0], r[1], frames[r]) for r in runs], ed, seed=check_seed(s.seed),
+        stored_seed=s.seed if src.on_the_fly else -1, classes=s.classes, default_space=default_mode,
+        data_classes=data_classes, model_classes=clf.classes,
+        label_map=None if src.has_labels else np.arange(len(data_classes), dtype=np.int64),
+        check_absent=src.has_labels, writer=VideoRecords, describe=describe,
+        source_record=lambda: (src.kind, src.identity, src.location, src.classes), versions=("av",), prefetch=False,
+        context={"names": names, "difficulties": diffs, "runs": runs, "data": src, "edition": ed,
+                 "demo": s.data is None and s.released is None},
     )
-    space = resolve_label_space(model_classes if clf.classes is not None else None, data_classes, classes, default=default_mode)
-    if space.mode == "list":
-        src.select_classes(space.classes)
-    if src.has_labels:
-        absent = [c for c in src.classes if c not in set(space.classes)]
-        if absent and space.mode != "list":
-            raise InvalidArgumentError(
-                "data", src.location, f"classes among the label space ({len(space.classes)} classes)",
-                f"Not in it: {', '.join(absent[:5])}.",
-            )
-        lmap = np.array([space.classes.index(c) if c in space.classes else -1 for c in src.classes], dtype=np.int64)
-    else:
-        lmap = None
 
-    own = not isinstance(store, ResultsStore)
-    db = ResultsStore(store) if not isinstance(store, ResultsStore) else store
-    try:
-        versions = package_versions(["av"])
-        model_id = db.register_model(clf.name, clf.identity, clf.checksum, clf.details)
-        src_id = db.register_source(src.kind, src.identity, src.location, src.classes, {})
-        ls_id = db.register_label_space(space.digest, space.mode, space.classes)
-        eval_id = db.register_evaluation(model_id, src_id, BENCHMARK, ed, seed if src.on_the_fly else -1, False, ls_id)
-        if rerun:
-            db.delete_p_runs([r.id for r in db.p_runs(eval_id) if (r.perturbation, r.level) in set(runs)])
-        videos: dict[Condition, list[_Video]] = {}
-        frames: dict[Condition, int] = {}
-        run_ids: dict[Condition, int] = {}
-        pending: dict[Condition, set[str]] = {}
-        labels: dict[Condition, dict[str, int]] = {}
-        for name, lvl in runs:
-            cond = (name, lvl)
-            videos[cond] = src.videos(name, lvl)
-            frames[cond] = get_perturbation(name).frames(ed)
-            run_ids[cond] = rid = db.register_run(
-                eval_id, src_id, name, lvl, len(videos[cond]), versions, frames=frames[cond]
-            )
-            labels[cond] = {
-                v.key: (int(lmap[v.label]) if lmap is not None and v.label >= 0 else int(v.label)) for v in videos[cond]
-            }
-            todo = {v.key for v in videos[cond]} - db.done_keys(rid)
-            if todo:
-                pending[cond] = todo
-            else:
-                db.finish_run(rid)
-        db.mark_running([run_ids[c] for c in pending])
 
-        def describe(c: Condition) -> str:
-            return c[0] if not get_perturbation(c[0]).noise or len(diffs) == 1 else f"{c[0]} d{c[1]}"
-
-        frame_src = _FrameSource(src, {c: videos[c] for c in pending}, frames, clf.device)
-        label_map = lmap if lmap is not None else np.arange(len(space.classes), dtype=np.int64)
-        written = run_conditions(
-            clf,
-            space,
-            [Work(frame_src, label_map, pending, frames)],
-            _VideoSink(db, clf, run_ids, frames, labels, pending),
-            batch_size=bs,
-            seed=seed,
-            progress=progress,
-            describe=describe,
-            executor=executor,
+def _baseline_notes(baseline: Any, norm: Any, base_name: str, why_not: str | None, diffs: list[int]) -> tuple[str, list[str]]:
+    notes: list[str] = []
+    base_source = ""
+    if why_not and not (isinstance(baseline, str) and baseline.strip().lower() == "none"):
+        notes.append(f"FR and T5D not normalised: {why_not}.")
+    elif base_name:
+        base_source = (
+            alexnet_p_baseline().source
+            if base_name == "AlexNet" and isinstance(baseline, str) and baseline.strip().lower() == "alexnet"
+            else next(iter(norm.values())).source if isinstance(norm, Mapping) and norm else ""
         )
-
-        norm, base_name, why_not = _resolve_baseline(baseline, db, ed)
-        scores, summaries, skipped = scores_from_store(
-            db, eval_id, diffs, edition=ed, perturbations=names, baseline=norm
-        )
-        all_runs = {(r.perturbation, r.level): r for r in db.p_runs(eval_id)}
-        my_runs = [all_runs[k] for k in runs if k in all_runs]
-        notes: list[str] = []
-        base_source = ""
-        if why_not and not (isinstance(baseline, str) and baseline.strip().lower() == "none"):
-            notes.append(f"FR and T5D not normalised: {why_not}.")
-        elif base_name:
-            base_source = (
-                alexnet_p_baseline().source
-                if base_name == "AlexNet" and isinstance(baseline, str) and baseline.strip().lower() == "alexnet"
-                else next(iter(norm.values())).source if isinstance(norm, Mapping) and norm else ""
-            )
-            missing_d = [d for d in diffs if not (isinstance(norm, Mapping) and d in norm)]
-            if missing_d:
-                notes.append(
-                    f"No {base_name} numbers for difficulty {', '.join(map(str, missing_d))}: FR / T5D there stay "
-                    "unnormalised (flip probabilities and uT5D only)."
-                )
-        incomplete = [r for r in my_runs if r.status != "complete"]
-        if incomplete:
+        missing_d = [d for d in diffs if not (isinstance(norm, Mapping) and d in norm)]
+        if missing_d:
             notes.append(
-                "Incomplete runs left out: "
-                + ", ".join(f"{r.perturbation} level {r.level} ({r.n_scored + r.n_skipped}/{r.n_expected})" for r in incomplete)
-                + "."
+                f"No {base_name} numbers for difficulty {', '.join(map(str, missing_d))}: FR / T5D there stay "
+                "unnormalised (flip probabilities and uT5D only)."
             )
-        n_skipped = sum(r.n_skipped for r in my_runs)
-        if n_skipped:
-            notes.append(f"{n_skipped} video(s) could not be read and were left out (listed in the store).")
-        return PEvaluationResult(
-            evaluation_id=eval_id,
-            store_path=db.path,
-            model=clf.name,
-            model_checksum=clf.checksum,
-            data=src.describe(),
-            edition=ed,
-            seed=seed if src.on_the_fly else None,
-            perturbations=names,
-            difficulties=diffs,
-            scores=scores,
-            summaries=summaries,
-            runs=my_runs,
-            skipped=skipped,
-            baseline=base_name,
-            baseline_source=base_source,
-            new_videos=written,
-            n_videos=max((r.n_scored for r in my_runs), default=0),
-            on_the_fly=src.on_the_fly,
-            demo=demo,
-            label_space=f"{space.mode} ({len(space.classes)} classes)",
-            notes=notes,
+    return base_source, notes
+
+
+def p_result(db: ResultsStore, ev: Any, baseline: Any) -> PEvaluationResult:
+    """ImageNet-P's scores of an evaluation the driver ran, recomputed from the store."""
+    c, clf = ev.plan.context, ev.classifier
+    ed, diffs, names, src = c["edition"], c["difficulties"], c["names"], c["data"]
+    norm, base_name, why_not = _resolve_baseline(baseline, db, ed)
+    scores, summaries, skipped = scores_from_store(db, ev.id, diffs, edition=ed, perturbations=names, baseline=norm)
+    all_runs = {(r.condition, r.level): r for r in db.p_runs(ev.id)}
+    my_runs = [all_runs[k] for k in c["runs"] if k in all_runs]
+    base_source, notes = _baseline_notes(baseline, norm, base_name, why_not, diffs)
+    incomplete = [r for r in my_runs if r.status != "complete"]
+    if incomplete:
+        notes.append(
+            "Incomplete runs left out: "
+            + ", ".join(f"{r.condition} level {r.level} ({r.n_predicted + r.n_skipped}/{r.n_expected})" for r in incomplete)
+            + "."
         )
-    finally:
-        if own:
-            db.close()
+    n_skipped = sum(r.n_skipped for r in my_runs)
+    if n_skipped:
+        notes.append(f"{n_skipped} video(s) could not be read and were left out (listed in the store).")
+    return PEvaluationResult(
+        evaluation_id=ev.id, store_path=ev.store, model=clf.name, model_checksum=clf.checksum, data=src.describe(),
+        edition=ed, seed=ev.plan.seed if src.on_the_fly else None, perturbations=names, difficulties=diffs,
+        scores=scores, summaries=summaries, runs=my_runs, skipped=skipped, baseline=base_name,
+        baseline_source=base_source, new_videos=ev.written, n_videos=max((r.n_predicted for r in my_runs), default=0),
+        on_the_fly=src.on_the_fly, demo=c["demo"], label_space=f"{ev.space.mode} ({len(ev.space.classes)} classes)",
+        notes=notes,
+    )

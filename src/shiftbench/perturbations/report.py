@@ -197,12 +197,12 @@ def result_json(r: PEvaluationResult, notes: list[str]) -> str:
         "runs": [
             {
                 "run": x.id,
-                "perturbation": x.perturbation,
+                "perturbation": x.condition,
                 "level": x.level,
                 "frames": x.frames,
                 "status": x.status,
                 "n_expected": x.n_expected,
-                "n_scored": x.n_scored,
+                "n_scored": x.n_predicted,
                 "n_skipped": x.n_skipped,
             }
             for x in r.runs
@@ -289,7 +289,7 @@ def results_section(db: ResultsStore, evaluations: list[Any], baseline: str) -> 
             "edition": e.edition,
             "data": f"{e.source_kind} {e.source}",
             "seed": e.seed if e.seed >= 0 else None,
-            "videos": max((r.n_scored for r in runs), default=0),
+            "videos": max((r.n_predicted for r in runs), default=0),
             "complete_runs": sum(r.status == "complete" for r in runs),
             "runs": len(runs),
             "mfr": None if s is None else s.mfr,

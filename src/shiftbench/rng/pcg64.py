@@ -90,3 +90,100 @@ def raw_words(bit_generator: np.random.BitGenerator, n: int) -> np.ndarray:
     st["state"]["state"] = (int(last[0]) << 64) | int(last[1])
     bit_generator.state = st
     return out[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def _lemire32(words: np.ndarray, rng: np.uint32, off: np.int64, out: np.ndarray) -> int:  # pragma: no cover - compiled
+    """NumPy's ``random_bounded_uint64_fill`` for a range below 2**32 - 1 (Lemire's method on
+    32-bit draws, the low half of each word first): fills ``out`` with ``off + v``, v in 0..rng.
+    Returns the number of 32-bit halves taken, or -1 when ``words`` ran out (rejections)."""
+    rng_excl = np.uint64(rng) + np.uint64(1)
+    threshold = (np.uint64(0xFFFFFFFF) - np.uint64(rng)) % rng_excl
+    mask = np.uint64(0xFFFFFFFF)
+    avail = 2 * words.shape[0]
+    n = out.shape[0]
+    if n <= avail:  # first as if no draw were rejected (two halves a word, no branches) ...
+        shift = np.uint64(32)
+        low_rejected = np.uint64(0)
+        for i in range(n // 2):
+            w = words[i]
+            m0 = (w & mask) * rng_excl
+            m1 = (w >> shift) * rng_excl
+            out[2 * i] = off + np.int64(m0 >> shift)
+            out[2 * i + 1] = off + np.int64(m1 >> shift)
+            low_rejected |= np.uint64((m0 & mask) < threshold) | np.uint64((m1 & mask) < threshold)
+        if n & 1:
+            m0 = (words[n // 2] & mask) * rng_excl
+            out[n - 1] = off + np.int64(m0 >> shift)
+            low_rejected |= np.uint64((m0 & mask) < threshold)
+        if low_rejected == 0:
+            return n
+    k = 0  # ... and draw by draw where one was
+    for i in range(out.shape[0]):
+        while True:
+            if k >= avail:
+                return -1
+            w = words[k >> 1]
+            half = (w >> np.uint64(32)) if k & 1 else (w & mask)
+            k += 1
+            m = half * rng_excl
+            if (m & mask) >= threshold:  # (leftover < rng_excl) is implied by leftover < threshold
+                break
+        out[i] = off + np.int64(m >> np.uint64(32))
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def _uniform_fill(words: np.ndarray, low: float, span: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """NumPy's ``Generator.uniform``: ``low + span * next_double`` (53 bits of each word, two roundings)."""
+    scale = 1.0 / 9007199254740992.0
+    for i in range(out.shape[0]):
+        d = np.float64(words[i] >> np.uint64(11)) * scale
+        out[i] = low + span * d
+
+
+def uniform_words(bit_generator: np.random.BitGenerator, low: float, high: float, n: int) -> np.ndarray | None:
+    """``Generator(bit_generator).uniform(low, high, n)`` from compiled words (same values and
+    state afterwards), or None where this path does not apply (the caller asks NumPy instead)."""
+    if type(bit_generator) is not np.random.PCG64 or n < 256 or not _exact_platform():
+        return None
+    low, span = float(low), float(high) - float(low)
+    if not (np.isfinite(low) and np.isfinite(span) and span >= 0.0):
+        return None
+    out = np.empty(n, dtype=np.float64)
+    _uniform_fill(raw_words(bit_generator, n), low, span, out)
+    return out
+
+
+def bounded_words(bit_generator: np.random.BitGenerator, low: int, high: int, n: int) -> np.ndarray | None:
+    """``Generator(bit_generator).integers(low, high, n)`` (int64) from compiled words (same values
+    and state afterwards), or None where this path does not apply (the caller asks NumPy instead)."""
+    if type(bit_generator) is not np.random.PCG64 or n < 256:
+        return None
+    rng = int(high) - 1 - int(low)
+    if not 0 < rng < 0xFFFFFFFF or not -(2**63) <= int(low) < 2**63:
+        return None
+    st = bit_generator.state
+    if st.get("has_uint32"):
+        return None  # a buffered half would come first
+    out = np.empty(n, dtype=np.int64)
+    need = (n + 1) // 2 + 64 + n // 256  # rejections are rare (below rng / 2**32 per draw)
+    words = raw_words(bit_generator, need)
+    used = _lemire32(words, np.uint32(rng), np.int64(low), out)
+    bit_generator.state = st
+    if used < 0:
+        return None
+    bit_generator.advance((used + 1) // 2)
+    # NumPy keeps the high half of the last word it drew: waiting (odd count) or spent (even)
+    st = bit_generator.state
+    st["has_uint32"] = used & 1
+    st["uinteger"] = int(words[(used - 1) // 2] >> np.uint64(32))
+    bit_generator.state = st
+    return out
+
+
+def _exact_platform() -> bool:
+    """NumPy's C code rounds ``low + span * d`` twice on x86 builds (no fused multiply-add)."""
+    import platform
+
+    return platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")

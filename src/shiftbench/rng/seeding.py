@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .pcg64 import raw_words
+from .pcg64 import bounded_words, raw_words, uniform_words
 from .xxh64 import xxh64
 
 __all__ = [
@@ -85,9 +85,19 @@ class FastDraws:
         return z
 
     def uniform(self, low: float, high: float, size: Any = None) -> Any:
+        if size is not None and isinstance(low, (int, float)) and isinstance(high, (int, float)):
+            shape = _shape(size)
+            fast = uniform_words(self.generator.bit_generator, low, high, int(np.prod(shape)))
+            if fast is not None:
+                return fast.reshape(shape)
         return self.generator.uniform(low, high, size)
 
     def integers(self, low: int, high: int | None = None, size: Any = None) -> Any:
+        if size is not None and high is not None and isinstance(low, int) and isinstance(high, int):
+            shape = _shape(size)
+            fast = bounded_words(self.generator.bit_generator, low, high, int(np.prod(shape)))
+            if fast is not None:
+                return fast.reshape(shape)
         return self.generator.integers(low, high, size)
 
     def random(self, size: Any) -> np.ndarray:

@@ -267,6 +267,33 @@ def normaliser(mean: Iterable[float], std: Iterable[float]) -> Callable[[torch.T
     return norm
 
 
+def _batch_loss(
+    net: nn.Module, xb: torch.Tensor, yb: torch.Tensor, norm: Callable[[torch.Tensor], torch.Tensor], recipe: Recipe,
+    mixer: np.random.Generator | None, jitter: np.random.Generator | None, dev: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The logits of one training batch and its loss: cross-entropy, with the recipe's input mixing (``mix``) and
+    stability term (``stability``) where it asks for them."""
+    xn = norm(xb)
+    if mixer is not None:
+        t = torch.from_numpy(mixer.beta(1.0, 1.0, size=len(yb)).astype(np.float32)).to(dev)
+        perm = torch.from_numpy(mixer.permutation(len(yb))).to(dev)
+        logits = net(t.view(-1, 1, 1, 1) * xn + (1 - t.view(-1, 1, 1, 1)) * xn[perm])
+        loss = (t * F.cross_entropy(logits, yb, reduction="none")).mean() + (
+            (1 - t) * F.cross_entropy(logits, yb[perm], reduction="none")
+        ).mean()
+    else:
+        logits = net(xn)
+        loss = F.cross_entropy(logits, yb)
+    if jitter is not None:
+        assert recipe.stability is not None
+        noise, weight = recipe.stability
+        u = torch.from_numpy(jitter.uniform(-noise, noise, size=tuple(xb.shape)).astype(np.float32)).to(dev)
+        x01 = xb.to(torch.float32) / 255.0 if xb.dtype == torch.uint8 else xb.to(torch.float32)
+        noisy = net(norm((x01 + u).clamp(0, 1)))
+        loss = loss + weight * stability_loss(logits, noisy)
+    return logits, loss
+
+
 def fit(
     net: nn.Module,
     *,
@@ -353,24 +380,7 @@ def fit(
                 xb = batch_hook(idx, xb, epoch)
             if prep is not None:
                 xb = prep(xb)
-            xn = norm(xb)
-            if mixer is not None:
-                t = torch.from_numpy(mixer.beta(1.0, 1.0, size=len(idx)).astype(np.float32)).to(dev)
-                perm = torch.from_numpy(mixer.permutation(len(idx))).to(dev)
-                logits = net(t.view(-1, 1, 1, 1) * xn + (1 - t.view(-1, 1, 1, 1)) * xn[perm])
-                loss = (t * F.cross_entropy(logits, yb, reduction="none")).mean() + (
-                    (1 - t) * F.cross_entropy(logits, yb[perm], reduction="none")
-                ).mean()
-            else:
-                logits = net(xn)
-                loss = F.cross_entropy(logits, yb)
-            if jitter is not None:
-                assert recipe.stability is not None
-                noise, weight = recipe.stability
-                u = torch.from_numpy(jitter.uniform(-noise, noise, size=tuple(xb.shape)).astype(np.float32)).to(dev)
-                x01 = xb.to(torch.float32) / 255.0 if xb.dtype == torch.uint8 else xb.to(torch.float32)
-                noisy = net(norm((x01 + u).clamp(0, 1)))
-                loss = loss + weight * stability_loss(logits, noisy)
+            logits, loss = _batch_loss(net, xb, yb, norm, recipe, mixer, jitter, dev)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -37,7 +37,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import DataError, InvalidArgumentError, UnknownNameError
+from ..errors import DataError, InvalidArgumentError
+from ..registry import Registry
 from .loop import FitResult, Recipe, fit, load_checkpoint, stream_id, tensor_batches
 from .models import build_network
 
@@ -85,7 +86,7 @@ def _wrn(epochs: int, decay: float, **kw: Any) -> Recipe:
                   hflip=True, crop_padding=4, **kw)
 
 
-RECIPES: dict[str, TrainingSpec] = {
+RECIPES: Registry[TrainingSpec] = Registry("recipe", cutoff=0.4, normalise=str.strip, entries={
     "icons50-wrn-16-4": TrainingSpec(
         "icons50-wrn-16-4", "wrn-16-4", 0.3, 32, _wrn(50, 1e-4, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)), None,
         "authors' old/Icons-50/train.py (no input normalisation); paper Section 4.2, Appendix F"),
@@ -125,16 +126,13 @@ RECIPES: dict[str, TrainingSpec] = {
                stability=(0.05, 0.05)),
         "full", "paper Section 3.4: stability training for 5 epochs; noise and weight 0.05, the middle of the paper's grids",
     ),
-}  # fmt: skip
+})  # fmt: skip
+"""The training recipes by name (:func:`get_recipe`; ``RECIPES.register(name, spec)`` adds one)."""
 
 
 def get_recipe(name: str, **overrides: Any) -> TrainingSpec:
     """A recipe of :data:`RECIPES` by name, with optional overrides (see :meth:`TrainingSpec.with_overrides`)."""
-    if name not in RECIPES:
-        import difflib
-
-        raise UnknownNameError("recipe", name, sorted(RECIPES), difflib.get_close_matches(name, sorted(RECIPES), 3, 0.4))
-    spec = RECIPES[name]
+    spec = RECIPES.get(name)  # UnknownNameError with the recipes and the closest names
     return spec.with_overrides(**overrides) if overrides else replace(spec, recipe=replace(spec.recipe))
 
 

@@ -69,60 +69,224 @@ def elastic_kernel(
     """Images start..end-1. x, out: B x C x H x W float32 (x in 0..1, out in 0..255);
     adelta, bdelta: B x W and x0, y0: B x H int64 fixed-point warp terms; dx, dy: B x H x W float32."""
     _, nc, nh, nw = x.shape
-    warped = np.empty((nc, nh, nw), dtype=np.float32)
+    warped = np.empty((nc, nh * nw), dtype=np.float32)
+    wtab = _weight_table()
+    if nc == 3:  # RGB: the three planes side by side, one set of indices and weights per pixel
+        for n in range(start, end):
+            _warp_rgb(x[n].reshape(3, nh * nw), wtab, adelta[n], bdelta[n], x0[n], y0[n], nh, nw, warped)
+            _map_rgb(warped, dx[n], dy[n], nh, nw, out[n].reshape(3, nh * nw))
+        return
+    for n in range(start, end):
+        planes = x[n].reshape(nc, nh * nw)
+        oplanes = out[n].reshape(nc, nh * nw)
+        for i in range(nh):
+            _warp_row(planes, wtab, adelta[n], bdelta[n], x0[n, i], y0[n, i], nh, nw, i * nw, warped)
+        for i in range(nh):
+            _map_row(warped, dx[n, i], dy[n, i], i, nh, nw, oplanes)
+
+
+@numba.njit(cache=True, nogil=True)
+def _weight_table() -> np.ndarray:  # pragma: no cover - compiled
+    """OpenCV's bilinear weights of each 1/32-pixel fraction pair (float32, as computed per pixel):
+    row ``ty * 32 + tx`` holds (1-ty)(1-tx), (1-ty) tx, ty (1-tx), ty tx."""
     inv_tab = np.float32(1.0 / _INTER_TAB)
     one = np.float32(1.0)
-    for n in range(start, end):
-        for i in range(nh):
-            for j in range(nw):
-                sx = (x0[n, i] + adelta[n, j]) >> _SHIFT
-                sy = (y0[n, i] + bdelta[n, j]) >> _SHIFT
-                ix = sx >> _INTER_BITS
-                iy = sy >> _INTER_BITS
-                tx = np.float32(sx & (_INTER_TAB - 1)) * inv_tab
-                ty = np.float32(sy & (_INTER_TAB - 1)) * inv_tab
-                ux = one - tx
-                uy = one - ty
-                w0 = uy * ux
-                w1 = uy * tx
-                w2 = ty * ux
-                w3 = ty * tx
-                r0 = _reflect101(iy, nh)
-                r1 = _reflect101(iy + 1, nh)
+    wtab = np.empty((_INTER_TAB * _INTER_TAB, 4), dtype=np.float32)
+    for a in range(_INTER_TAB):
+        ty = np.float32(a) * inv_tab
+        uy = one - ty
+        for b in range(_INTER_TAB):
+            tx = np.float32(b) * inv_tab
+            ux = one - tx
+            k = a * _INTER_TAB + b
+            wtab[k, 0] = uy * ux
+            wtab[k, 1] = uy * tx
+            wtab[k, 2] = ty * ux
+            wtab[k, 3] = ty * tx
+    return wtab
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _warp_row(planes, wtab, adelta, bdelta, x0, y0, nh, nw, base, warped) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # one output row of the fixed-point warp; planes, warped: C x (H*W) float32
+    nc = planes.shape[0]
+    for j in range(nw):
+        sx = (x0 + adelta[j]) >> _SHIFT
+        sy = (y0 + bdelta[j]) >> _SHIFT
+        ix = sx >> _INTER_BITS
+        iy = sy >> _INTER_BITS
+        k = (sy & (_INTER_TAB - 1)) * _INTER_TAB + (sx & (_INTER_TAB - 1))
+        w0 = wtab[k, 0]
+        w1 = wtab[k, 1]
+        w2 = wtab[k, 2]
+        w3 = wtab[k, 3]
+        if ix >= 0 and iy >= 0 and ix < nw - 1 and iy < nh - 1:
+            p00 = iy * nw + ix
+            p01 = p00 + 1
+            p10 = p00 + nw
+            p11 = p10 + 1
+        else:
+            r0 = _reflect101(iy, nh) * nw
+            r1 = _reflect101(iy + 1, nh) * nw
+            c0 = _reflect101(ix, nw)
+            c1 = _reflect101(ix + 1, nw)
+            p00 = r0 + c0
+            p01 = r0 + c1
+            p10 = r1 + c0
+            p11 = r1 + c1
+        for ch in range(nc):
+            src = planes[ch]
+            v = src[p00] * w0
+            v += src[p01] * w1
+            v += src[p10] * w2
+            v += src[p11] * w3
+            warped[ch, base + j] = v
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _map_row(warped, dxr, dyr, i, nh, nw, oplanes) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # one output row of map_coordinates(order=1, mode='reflect') and the final clip * 255
+    nc = warped.shape[0]
+    base = i * nw
+    top = np.float64(nh - 1)
+    right = np.float64(nw - 1)
+    for j in range(nw):
+        r = i + np.float64(dyr[j])
+        c = j + np.float64(dxr[j])
+        if not (r >= 0.0 and r <= top):
+            r = _fold(r, nh)
+        if not (c >= 0.0 and c <= right):
+            c = _fold(c, nw)
+        fr = math.floor(r)
+        fc = math.floor(c)
+        ty64 = r - fr
+        tx64 = c - fc
+        ir = int(fr)
+        jc = int(fc)
+        i0 = min(max(ir, 0), nh - 1)
+        i1 = min(max(ir + 1, 0), nh - 1)
+        j0 = min(max(jc, 0), nw - 1)
+        j1 = min(max(jc + 1, 0), nw - 1)
+        a00 = (1.0 - ty64) * (1.0 - tx64)
+        a01 = (1.0 - ty64) * tx64
+        a10 = ty64 * (1.0 - tx64)
+        a11 = ty64 * tx64
+        p00 = i0 * nw + j0
+        p01 = i0 * nw + j1
+        p10 = i1 * nw + j0
+        p11 = i1 * nw + j1
+        for ch in range(nc):
+            src = warped[ch]
+            v64 = (
+                a00 * np.float64(src[p00])
+                + a01 * np.float64(src[p01])
+                + a10 * np.float64(src[p10])
+                + a11 * np.float64(src[p11])
+            )
+            v = np.float32(v64)
+            if v < 0:
+                v = np.float32(0.0)
+            elif v > 1:
+                v = np.float32(1.0)
+            oplanes[ch, base + j] = v * np.float32(255.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _warp_rgb(planes, wtab, adelta, bdelta, x0, y0, nh, nw, warped) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """_warp_row for every row of a 3-plane image (planes, warped: 3 x (H*W) float32)."""
+    s0, s1, s2 = planes[0], planes[1], planes[2]
+    d0, d1, d2 = warped[0], warped[1], warped[2]
+    for i in range(nh):
+        xr = x0[i]
+        yr = y0[i]
+        base = i * nw
+        for j in range(nw):
+            sx = (xr + adelta[j]) >> _SHIFT
+            sy = (yr + bdelta[j]) >> _SHIFT
+            ix = sx >> _INTER_BITS
+            iy = sy >> _INTER_BITS
+            k = (sy & (_INTER_TAB - 1)) * _INTER_TAB + (sx & (_INTER_TAB - 1))
+            w0 = wtab[k, 0]
+            w1 = wtab[k, 1]
+            w2 = wtab[k, 2]
+            w3 = wtab[k, 3]
+            if ix >= 0 and iy >= 0 and ix < nw - 1 and iy < nh - 1:
+                p00 = iy * nw + ix
+                p01 = p00 + 1
+                p10 = p00 + nw
+                p11 = p10 + 1
+            else:
+                r0 = _reflect101(iy, nh) * nw
+                r1 = _reflect101(iy + 1, nh) * nw
                 c0 = _reflect101(ix, nw)
                 c1 = _reflect101(ix + 1, nw)
-                for ch in range(nc):
-                    v = x[n, ch, r0, c0] * w0
-                    v += x[n, ch, r0, c1] * w1
-                    v += x[n, ch, r1, c0] * w2
-                    v += x[n, ch, r1, c1] * w3
-                    warped[ch, i, j] = v
-        for i in range(nh):
-            for j in range(nw):
-                r = _fold(i + np.float64(dy[n, i, j]), nh)
-                c = _fold(j + np.float64(dx[n, i, j]), nw)
-                fr = math.floor(r)
-                fc = math.floor(c)
-                ty64 = r - fr
-                tx64 = c - fc
-                i0 = min(max(int(fr), 0), nh - 1)
-                i1 = min(max(int(fr) + 1, 0), nh - 1)
-                j0 = min(max(int(fc), 0), nw - 1)
-                j1 = min(max(int(fc) + 1, 0), nw - 1)
-                a00 = (1.0 - ty64) * (1.0 - tx64)
-                a01 = (1.0 - ty64) * tx64
-                a10 = ty64 * (1.0 - tx64)
-                a11 = ty64 * tx64
-                for ch in range(nc):
-                    v64 = (
-                        a00 * np.float64(warped[ch, i0, j0])
-                        + a01 * np.float64(warped[ch, i0, j1])
-                        + a10 * np.float64(warped[ch, i1, j0])
-                        + a11 * np.float64(warped[ch, i1, j1])
-                    )
-                    v = np.float32(v64)
-                    if v < 0:
-                        v = np.float32(0.0)
-                    elif v > 1:
-                        v = np.float32(1.0)
-                    out[n, ch, i, j] = v * np.float32(255.0)
+                p00 = r0 + c0
+                p01 = r0 + c1
+                p10 = r1 + c0
+                p11 = r1 + c1
+            v = s0[p00] * w0
+            v += s0[p01] * w1
+            v += s0[p10] * w2
+            v += s0[p11] * w3
+            d0[base + j] = v
+            v = s1[p00] * w0
+            v += s1[p01] * w1
+            v += s1[p10] * w2
+            v += s1[p11] * w3
+            d1[base + j] = v
+            v = s2[p00] * w0
+            v += s2[p01] * w1
+            v += s2[p10] * w2
+            v += s2[p11] * w3
+            d2[base + j] = v
+
+
+@numba.njit(cache=True, inline="always", nogil=True)
+def _lerp_clip255(a00, a01, a10, a11, src, p00, p01, p10, p11):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    v = np.float32(a00 * np.float64(src[p00]) + a01 * np.float64(src[p01]) + a10 * np.float64(src[p10]) + a11 * np.float64(src[p11]))
+    if v < 0:
+        v = np.float32(0.0)
+    elif v > 1:
+        v = np.float32(1.0)
+    return v * np.float32(255.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _map_rgb(warped, dx, dy, nh, nw, oplanes) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """_map_row for every row of a 3-plane image (dx, dy: H x W float32; oplanes: 3 x (H*W))."""
+    w0, w1, w2 = warped[0], warped[1], warped[2]
+    o0, o1, o2 = oplanes[0], oplanes[1], oplanes[2]
+    top = np.float64(nh - 1)
+    right = np.float64(nw - 1)
+    for i in range(nh):
+        dxr = dx[i]
+        dyr = dy[i]
+        base = i * nw
+        for j in range(nw):
+            r = i + np.float64(dyr[j])
+            c = j + np.float64(dxr[j])
+            if not (r >= 0.0 and r <= top):
+                r = _fold(r, nh)
+            if not (c >= 0.0 and c <= right):
+                c = _fold(c, nw)
+            fr = math.floor(r)
+            fc = math.floor(c)
+            ty64 = r - fr
+            tx64 = c - fc
+            ir = int(fr)
+            jc = int(fc)
+            i0 = min(max(ir, 0), nh - 1)
+            i1 = min(max(ir + 1, 0), nh - 1)
+            j0 = min(max(jc, 0), nw - 1)
+            j1 = min(max(jc + 1, 0), nw - 1)
+            a00 = (1.0 - ty64) * (1.0 - tx64)
+            a01 = (1.0 - ty64) * tx64
+            a10 = ty64 * (1.0 - tx64)
+            a11 = ty64 * tx64
+            p00 = i0 * nw + j0
+            p01 = i0 * nw + j1
+            p10 = i1 * nw + j0
+            p11 = i1 * nw + j1
+            o0[base + j] = _lerp_clip255(a00, a01, a10, a11, w0, p00, p01, p10, p11)
+            o1[base + j] = _lerp_clip255(a00, a01, a10, a11, w1, p00, p01, p10, p11)
+            o2[base + j] = _lerp_clip255(a00, a01, a10, a11, w2, p00, p01, p10, p11)

