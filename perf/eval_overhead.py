@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 import shiftbench
+from shiftbench.benchmarks.imagenet_c import parse_severities
 from shiftbench.evaluation.data import (
     CLEAN,
     ImageFolderSource,
@@ -47,7 +48,6 @@ from shiftbench.evaluation.data import (
     foolbox_imagenet,
 )
 from shiftbench.evaluation.models import load_model
-from shiftbench.benchmarks.imagenet_c import parse_severities
 from shiftbench.evaluation.runner import _prefetch, package_versions
 
 Batch = tuple[str, int, list[str], torch.Tensor]

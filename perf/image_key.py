@@ -32,8 +32,9 @@ def main() -> None:
 
     from perf.jpeg_floor import _best
     from perf.speed import machine
-    from shiftbench.rng.seeding import image_key
     from tests.conftest import photos
+
+    from shiftbench.rng.seeding import image_key
 
     rows = {}
     for edition in ("224", "299", "64", "32"):

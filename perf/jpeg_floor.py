@@ -73,11 +73,12 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    import shiftbench
     from perf.speed import machine
+    from tests.oracle.harness import load_sample_224
+
+    import shiftbench
     from shiftbench.corruptions._cpu.jpeg import jpeg_round_trip_planes
     from shiftbench.corruptions._jpeg_torch import jpeg_round_trip_tensor
-    from tests.oracle.harness import load_sample_224
 
     torch.set_num_threads(1)
     cv2.setNumThreads(1)

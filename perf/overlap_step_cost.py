@@ -34,7 +34,6 @@ import torch.nn.functional as F
 from shiftbench.overlap.harness import build_model, load_config, load_dataset
 from shiftbench.overlap.study_corruptions import apply_corruption
 
-
 CPU: dict[str, float] = {}
 
 

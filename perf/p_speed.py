@@ -24,7 +24,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from p_decision import load_lite0, lite0_fn, sample_photos  # noqa: E402
+from p_decision import lite0_fn, load_lite0, sample_photos  # noqa: E402
 
 
 def main() -> None:

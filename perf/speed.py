@@ -168,8 +168,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="with --baseline-src: baseline and current code alternate this many times; each keeps its fastest")
     args = ap.parse_args()
 
-    import shiftbench
     from tests.oracle.harness import load_sample_224
+
+    import shiftbench
 
     names = args.corruptions or shiftbench.list_corruptions(group="benchmark")
     sevs = [1, 2, 3, 4, 5]

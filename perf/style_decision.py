@@ -23,7 +23,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -78,10 +77,10 @@ def main() -> None:
     torch.set_num_threads(2)
 
     import shiftbench
+    from shiftbench.benchmarks.style_scores import style_scores
     from shiftbench.editions import preprocess
     from shiftbench.evaluation.models import load_model
     from shiftbench.sources import load_image_rgb
-    from shiftbench.benchmarks.style_scores import style_scores
 
     paths = sorted(SAMPLE.glob("*.JPEG"))[: args.images]
     x = np.stack([np.asarray(preprocess(load_image_rgb(p), "224")) for p in paths])

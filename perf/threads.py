@@ -87,9 +87,9 @@ def main() -> None:
 
     import cv2
     import torch
+    from tests.oracle.harness import load_sample_224
 
     import shiftbench
-    from tests.oracle.harness import load_sample_224
 
     cv2.setNumThreads(1)
     names = args.corruptions or shiftbench.list_corruptions(group="benchmark")

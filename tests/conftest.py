@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from ._zoo_server import FileServer, start
 
@@ -27,7 +26,7 @@ def sample_paths() -> list[Path]:
     return paths
 
 
-@lru_cache(maxsize=None)
+@cache
 def photos(edition: str, n: int = 2, start: int = 0) -> np.ndarray:
     """n real photos preprocessed for an edition, N x S x S x 3 uint8."""
     from shiftbench.editions import preprocess

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ DOMAINNET = [
 ]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _stand_in_root() -> Path:
     root = Path(tempfile.mkdtemp(prefix="shiftbench-doc-data-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
@@ -141,7 +141,7 @@ def _teardown(namespace: dict[str, Any]) -> None:
     shutil.rmtree(namespace["__workdir__"], ignore_errors=True)
 
 
-@lru_cache(maxsize=None)
+@cache
 def doc_examples(root: Path) -> Any:
     """The Sybil configuration for the Markdown files under ``root`` (the repository, or a test's temporary folder)."""
     return Sybil(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import os
 from pathlib import Path
 
@@ -210,9 +209,9 @@ def test_chunking_never_changes_the_result(name: str, monkeypatch: pytest.Monkey
     kernels take larger ones); one image per chunk gives the same pixels as the whole batch."""
     import dataclasses
 
+    from shiftbench.api import _CHUNK_VALUES, _chunk_size
     from shiftbench.corruptions import _registry
     from shiftbench.corruptions._images import to_batch
-    from shiftbench.api import _CHUNK_VALUES, _chunk_size
 
     from .conftest import photos
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,10 +18,10 @@ from PIL import Image
 
 from shiftbench import style
 from shiftbench.benchmarks import get_benchmark
+from shiftbench.benchmarks.style_scores import ALEXNET_MEAN_ERROR
 from shiftbench.cli import main
 from shiftbench.errors import InvalidArgumentError, UnknownNameError
 from shiftbench.style.backends import StyleBackend, StyleLevel
-from shiftbench.benchmarks.style_scores import ALEXNET_MEAN_ERROR
 
 from ._eval_toys import SAMPLE_DIR, toy_classifier
 

@@ -24,8 +24,8 @@ import torch
 from scipy import ndimage
 
 import shiftbench
-from shiftbench.corruptions._registry import ApplyContext, get_corruption
 from shiftbench.corruptions import _geometry, blur
+from shiftbench.corruptions._registry import ApplyContext, get_corruption
 from shiftbench.rng.seeding import LegacyDraws
 
 from .conftest import photos

@@ -10,9 +10,9 @@ import pytest
 
 from shiftbench.cli import main
 from shiftbench.domains import DOMAINS, alexnet_errors, load_mapping, plot_error_analysis, stored_scores
-from shiftbench.evaluation.store import ResultsStore
 from shiftbench.evaluation.errors import MissingPackageError
 from shiftbench.evaluation.models import imagenet_wnids
+from shiftbench.evaluation.store import ResultsStore
 
 from ._eval_toys import evaluate_imagenet_d
 from .conftest import SAMPLE_DIR
@@ -88,7 +88,7 @@ def test_one_to_many_correctness_by_hand(result_and_store) -> None:  # type: ign
         hand_ok = [int(t1) in HAND[c] for c, t1 in zip(p.labels, p.top1, strict=True)]
         assert r.errors[d] == pytest.approx(1 - sum(hand_ok) / len(hand_ok)), d
         assert r.de[d] == pytest.approx(r.errors[d] / alexnet_errors()[d])
-        for key, c, t1, ok in zip(p.keys, p.labels, p.top1, hand_ok, strict=True):
+        for key, _c, t1, ok in zip(p.keys, p.labels, p.top1, hand_ok, strict=True):
             photo_wnid = key.split("/")[-1].split("_")[1]
             own = wnids.index(photo_wnid)
             if ok and t1 != own:

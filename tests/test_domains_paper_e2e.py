@@ -11,13 +11,11 @@ import numpy as np
 import pytest
 
 from shiftbench.cli import main
-from shiftbench.domains import confusion_matrix, imagenet_filtered_evaluation
-from shiftbench.domains import load_mapping
+from shiftbench.domains import confusion_matrix, imagenet_filtered_evaluation, load_mapping
 from shiftbench.domains.evaluate import stored_domain_errors
-
-from ._eval_toys import evaluate_imagenet_d
 from shiftbench.evaluation.store import ResultsStore
 
+from ._eval_toys import evaluate_imagenet_d
 from .conftest import SAMPLE_DIR
 
 pytest.importorskip("efficientnet_lite_pytorch", reason="needs the demo extra (EfficientNet-Lite0)")

@@ -30,12 +30,14 @@ from shiftbench.evaluation.store import ResultsStore
 
 from ._eval_toys import (
     RAW,
-    evaluate_c as evaluate,
     ColourNet,
     image_folder,
     released_tree,
     toy_classifier,
     truncated_jpeg,
+)
+from ._eval_toys import (
+    evaluate_c as evaluate,
 )
 
 WNIDS = imagenet_wnids()

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from shiftbench.errors import MissingDependencyError
-from tests._eval_toys import evaluate_c as evaluate
 from shiftbench.evaluation.errors import StoreError, StoreSchemaError
 from shiftbench.evaluation.store import SCHEMA_VERSION, ResultsStore
+from tests._eval_toys import evaluate_c as evaluate
 
 from ._eval_toys import toy_classifier
 

@@ -12,7 +12,8 @@ from shiftbench.errors import DataError
 from shiftbench.evaluation import imagenet_wnids
 from shiftbench.evaluation.data import open_released
 
-from ._eval_toys import evaluate_c as evaluate, released_tree, toy_classifier
+from ._eval_toys import evaluate_c as evaluate
+from ._eval_toys import released_tree, toy_classifier
 
 WNIDS = imagenet_wnids()
 

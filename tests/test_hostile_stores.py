@@ -81,7 +81,8 @@ def test_tampered_store_is_refused_by_every_command_in_one_line(tmp_path: Path, 
 def test_evaluate_refuses_a_store_with_a_planted_trigger(tmp_path: Path) -> None:
     from shiftbench.evaluation import imagenet_wnids
 
-    from ._eval_toys import evaluate_c as evaluate, released_tree, toy_classifier
+    from ._eval_toys import evaluate_c as evaluate
+    from ._eval_toys import released_tree, toy_classifier
 
     root = released_tree(tmp_path / "C", ["fog"], [1], list(imagenet_wnids()[:2]), n=2, size=64)
     store = tmp_path / "s.sqlite"

@@ -17,7 +17,7 @@ import json
 import os
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -97,7 +97,7 @@ print(json.dumps({{"all": names, "lazy": [n for n in names if n not in vars(pkg)
 """
 
 
-@lru_cache(maxsize=None)
+@cache
 def _packages() -> dict[str, dict[str, list[str]]]:
     """Per package: ``__all__``, the lazy ones among them, and the submodules the import leaves unloaded."""
     status, out, err = _fresh({"list": _LIST_PACKAGES})["list"]
@@ -128,7 +128,7 @@ def _star_code(package: str) -> str:
     return f"from {package} import *\nmissing = [n for n in {names!r} if n not in globals()]\nassert not missing, missing\n"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _results() -> dict[str, tuple[int, str, str]]:
     cases = {f"star {p}": _star_code(p) for p in _packages()}
     cases.update({f"from {p}:{n}": f"from {p} import {n}\nassert {n} is not None\n" for p, n in _from_import_cases()})

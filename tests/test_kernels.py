@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+import shiftbench
 from shiftbench.corruptions._cpu.hsv import hsv_edit_cpu
 from shiftbench.corruptions._ops import hsv_to_rgb, rgb_to_hsv
-
-import shiftbench
 
 from .conftest import photos
 
@@ -81,8 +80,8 @@ def test_alias_poisson_draws_follow_the_poisson_law(level: int, scale: float) ->
 def test_ziggurat_normals_follow_the_normal_law(precision: str) -> None:
     from scipy import stats
 
-    from shiftbench.rng.ziggurat import R
     from shiftbench.rng.seeding import FastDraws
+    from shiftbench.rng.ziggurat import R
 
     src = FastDraws(np.random.Generator(np.random.PCG64(2024)))
     draw = src.standard_normal32 if precision == "float32" else src.normal
@@ -103,7 +102,14 @@ def test_ziggurat_normals_follow_the_normal_law(precision: str) -> None:
 
 
 def test_ziggurat_is_a_function_of_the_stream_and_refills() -> None:
-    from shiftbench.rng.ziggurat import halves, standard_normal32, standard_normal64, tables, ziggurat_fill, ziggurat_fill64
+    from shiftbench.rng.ziggurat import (
+        halves,
+        standard_normal32,
+        standard_normal64,
+        tables,
+        ziggurat_fill,
+        ziggurat_fill64,
+    )
 
     a = standard_normal32(np.random.PCG64(7), 10_000)
     b = standard_normal32(np.random.PCG64(7), 10_000)
@@ -358,8 +364,8 @@ def test_compiled_pixelate_equals_pillow(h: int, w: int) -> None:
 @pytest.mark.parametrize("edition", ["224", "32"])
 def test_compiled_blends_equal_tensor_path(name: str, edition: str) -> None:
     """Frost and contrast: the compiled CPU blends (8-bit levels in) equal the float64 tensor path."""
-    from shiftbench.corruptions._registry import ApplyContext
     from shiftbench.api import sample_draws
+    from shiftbench.corruptions._registry import ApplyContext
 
     spec = shiftbench.get_corruption(name)
     imgs = photos(edition, 2)

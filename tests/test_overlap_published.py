@@ -222,7 +222,7 @@ def test_002_table1_differences_and_claims() -> None:
         "DeepAug": (59, -22, 63, -10, 60, 72),
     }
     s1, _, s2, _, b0, o0 = rows["Standard"]
-    for name, (a, da, b, db, bo, ob) in rows.items():
+    for name, (a, da, b, db, _bo, _ob) in rows.items():
         assert (da, db) == (a - s1, b - s2), name
         if name != "Standard":
             assert a - s1 < b - s2  # "the robustness gain is much higher for Set1 than for Set2"

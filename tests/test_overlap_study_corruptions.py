@@ -184,7 +184,7 @@ def test_calibration_with_a_model_whose_robustness_is_known(erase: object, tmp_p
     # R(p) = share of images with u_i >= p, the same u_i at every p: the endpoints are the 5 % and 50 % quantiles
     assert cal.endpoints[0.95] == pytest.approx(0.05, abs=0.02)
     assert cal.endpoints[0.5] == pytest.approx(0.5, abs=0.04)
-    for v, r, a in cal.evaluations:
+    for _v, r, a in cal.evaluations:
         assert r == a  # clean accuracy 1
     from shiftbench.overlap.calibrate import plot_calibration
 

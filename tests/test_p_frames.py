@@ -13,7 +13,7 @@ the same draws. Run with ``-s`` to see the measured agreement.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import cv2
 import numpy as np
@@ -24,8 +24,8 @@ from PIL import Image
 
 from shiftbench import perturbations as P
 from shiftbench import preprocess
-from shiftbench.corruptions._registry import ApplyContext, SampleContext, get_corruption
 from shiftbench.corruptions._geometry import motion_blur
+from shiftbench.corruptions._registry import ApplyContext, SampleContext, get_corruption
 from shiftbench.perturbations import _warp
 from shiftbench.perturbations.sequences import sequence_draws_name
 from shiftbench.rng.seeding import FastDraws, derive_generator
@@ -34,17 +34,17 @@ from shiftbench.sources import load_image_rgb
 from .conftest import sample_paths
 
 
-@lru_cache(maxsize=None)
+@cache
 def _photo(i: int = 0) -> Image.Image:
     return load_image_rgb(sample_paths()[i])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _prepared(edition: str = "224", n: int = 1) -> P.PreparedImages:
     return P.prepare([_photo(i) for i in range(n)], edition)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _frames(name: str, edition: str = "224", difficulty: int = 1, n: int = 1) -> np.ndarray:
     return P.perturb(_prepared(edition, n), name, difficulty, seed=0).numpy()
 

@@ -87,7 +87,6 @@ def test_missing_ray_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("address", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}", "no-port-here"])
 def test_unreachable_address_is_a_typed_error(tmp_path: Path, address: str, capsys: pytest.CaptureFixture[str]) -> None:
     from shiftbench.distributed import RayExecutor
-
     from shiftbench.distributed.local import free_port
 
     addr = address.format(port=free_port())
@@ -271,10 +270,10 @@ def test_executor_predicts_what_the_runner_stores(cluster: Any, tmp_path: Path) 
     import ray
 
     from shiftbench.distributed import ModelSpec, RayExecutor, work_items
-    from ._eval_toys import evaluate_c as evaluate
     from shiftbench.evaluation.data import ImageFolderSource
     from shiftbench.evaluation.models import resolve_label_space
 
+    from ._eval_toys import evaluate_c as evaluate
     from ._eval_toys import image_folder, toy_classifier
 
     data = image_folder(tmp_path / "data", n_per_class=3, n_classes=2)

@@ -113,6 +113,7 @@ class InProcessCluster:
 @pytest.mark.parametrize("reverse", [False, True])
 def test_executor_hook_stores_the_rows_of_the_local_loop(tmp_path: Path, reverse: bool) -> None:
     from shiftbench.distributed.predictions import RayPredictions
+
     from ._eval_toys import evaluate_c as evaluate
 
     data = image_folder(tmp_path / "data", n_per_class=3, n_classes=2)
@@ -138,6 +139,7 @@ def test_executor_hook_stores_the_rows_of_the_local_loop(tmp_path: Path, reverse
 def test_executor_hook_resumes_a_partial_store(tmp_path: Path) -> None:
     """Rows stored before an interruption are not predicted again; the rest are, to the same rows."""
     from shiftbench.distributed.predictions import RayPredictions
+
     from ._eval_toys import evaluate_c as evaluate
 
     data = image_folder(tmp_path / "data", n_per_class=4, n_classes=2)
@@ -157,6 +159,7 @@ def test_executor_hook_resumes_a_partial_store(tmp_path: Path) -> None:
 
 def test_noc_through_the_executor_hook(tmp_path: Path) -> None:
     from shiftbench.distributed.predictions import RayPredictions
+
     from ._eval_toys import evaluate_noc
 
     data = image_folder(tmp_path / "data", n_per_class=2, n_classes=2)
@@ -181,6 +184,7 @@ def test_imagenet_d_through_the_executor_hook(tmp_path: Path) -> None:
     import shutil
 
     from shiftbench.distributed.predictions import RayPredictions
+
     from ._eval_toys import evaluate_imagenet_d
 
     photos = sample_paths()
@@ -229,6 +233,7 @@ def test_imagenet_p_through_the_executor_hook(tmp_path: Path, reverse: bool) -> 
     """Sequences generated on the workers from a shipped frame source: the same T x 5 records and scores."""
     from shiftbench.distributed.predictions import RayPredictions
     from shiftbench.perturbations import get_perturbation
+
     from ._eval_toys import evaluate_p
 
     data = image_folder(tmp_path / "data", n_per_class=2, n_classes=2)
@@ -264,8 +269,9 @@ def test_cifar_p_arrays_are_not_shipped(tmp_path: Path) -> None:
     import numpy as np
 
     from shiftbench.distributed.predictions import RayPredictions
-    from ._eval_toys import evaluate_p
     from shiftbench.perturbations import video as V
+
+    from ._eval_toys import evaluate_p
 
     cifar = tmp_path / "CIFAR-10-P"
     rng = np.random.default_rng(0)
@@ -392,6 +398,7 @@ def test_a_worker_with_other_style_images_is_refused(tmp_path: Path) -> None:
 def test_workers_with_other_weights_are_refused(tmp_path: Path) -> None:
     from shiftbench.distributed.executor import ModelSpec
     from shiftbench.distributed.predictions import RayPredictions
+
     from ._eval_toys import evaluate_c as evaluate
 
     data = image_folder(tmp_path / "data", n_per_class=1, n_classes=2)
@@ -593,6 +600,7 @@ def test_python_model_object_on_cluster(cluster: Any, tmp_path: Path) -> None:
     import ray
 
     from shiftbench.distributed import RayExecutor, RayPredictions
+
     from ._eval_toys import evaluate_c as evaluate
 
     data = image_folder(tmp_path / "data", n_per_class=3, n_classes=2)

@@ -29,11 +29,11 @@ pytest.importorskip("matplotlib")
 
 from shiftbench.benchmarks import get_benchmark, list_benchmarks  # noqa: E402
 from shiftbench.cli import main  # noqa: E402
-from ._eval_toys import evaluate_c as evaluate  # noqa: E402
 from shiftbench.report import build_report  # noqa: E402
 from shiftbench.zoo.tables import table  # noqa: E402
 
 from ._eval_toys import SAMPLE_DIR, image_folder, toy_classifier  # noqa: E402
+from ._eval_toys import evaluate_c as evaluate  # noqa: E402
 
 EMOJI = SAMPLE_DIR.parent / "emoji-styles"
 FIXTURE = Path(__file__).parent / "fixtures" / "stores" / "v2_all.sqlite"

@@ -21,7 +21,8 @@ from shiftbench.evaluation.baselines import alexnet_baseline
 from shiftbench.report import build_report
 from shiftbench.report.intervals import bootstrap_mce, scrub_paths, wilson
 
-from ._eval_toys import evaluate_c as evaluate, image_folder, toy_classifier
+from ._eval_toys import evaluate_c as evaluate
+from ._eval_toys import image_folder, toy_classifier
 
 
 def test_wilson_interval_values() -> None:

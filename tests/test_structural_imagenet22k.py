@@ -3,8 +3,6 @@ checked against a copy of their script's lines, and the WordNet-built variant.""
 
 from __future__ import annotations
 
-import glob
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path

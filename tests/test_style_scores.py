@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from shiftbench.errors import InvalidArgumentError
-from shiftbench.evaluation.metrics import corruption_error
 from shiftbench.benchmarks.style_scores import (
     ALEXNET_CLEAN_ERROR,
     ALEXNET_MEAN_ERROR,
@@ -13,6 +11,8 @@ from shiftbench.benchmarks.style_scores import (
     per_severity_ce,
     style_scores,
 )
+from shiftbench.errors import InvalidArgumentError
+from shiftbench.evaluation.metrics import corruption_error
 
 
 def test_published_constants() -> None:

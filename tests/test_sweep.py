@@ -13,8 +13,8 @@ import pytest
 
 from shiftbench.benchmarks import get_benchmark
 from shiftbench.cli import main
-from shiftbench.cli.sweep import evaluate_params, headline_of, sweep
 from shiftbench.cli.evaluate import evaluate_cmd
+from shiftbench.cli.sweep import evaluate_params, headline_of, sweep
 from shiftbench.evaluation.models import MODEL_SOURCES, register_model_source
 
 from ._eval_toys import image_folder, toy_classifier

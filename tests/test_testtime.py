@@ -16,7 +16,14 @@ from shiftbench import corrupt
 from shiftbench.cli import main
 from shiftbench.errors import InvalidArgumentError
 from shiftbench.evaluation.models import MODEL_SOURCES, register_model_source
-from shiftbench.evaluation.testtime import TestTimeClassifier, clahe, nlm_denoise, noise_sigma, ten_crops, with_test_time
+from shiftbench.evaluation.testtime import (
+    TestTimeClassifier,
+    clahe,
+    nlm_denoise,
+    noise_sigma,
+    ten_crops,
+    with_test_time,
+)
 from shiftbench.io import load_image_rgb
 
 from ._eval_toys import image_folder, toy_classifier

@@ -170,7 +170,6 @@ def test_every_compiled_kernel_releases_the_gil() -> None:
     from numba.core.registry import CPUDispatcher
 
     import shiftbench.corruptions
-
     import shiftbench.corruptions._cpu
     import shiftbench.rng
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shiftbench.rng.xxh64 import xxh64_bytes
 from shiftbench.rng.seeding import image_key
+from shiftbench.rng.xxh64 import xxh64_bytes
 
 # Digests published with xxHash implementations and users (ClickHouse's xxHash64 tests, the
 # python-xxhash README, nim-xxhash, DragonFly's HAMMER2 with its seed, BDN): (data, seed, XXH64).

@@ -4,8 +4,8 @@ and ``load_model("zoo:...")`` end to end with real EfficientNet-Lite0 weights se
 from __future__ import annotations
 
 import hashlib
-import json
 import io
+import json
 import os
 import re
 import socket

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import sys as _sys
 
-from . import errors
-from .rng import seeding
-from .corruptions._registry import Corruption, get_corruption, list_corruptions
+from . import errors, style
 from .api import Corrupt, corrupt, release_jpeg, sample_draws
+from .corruptions._registry import Corruption, get_corruption, list_corruptions
 from .editions import EDITIONS, Edition, edition_for_size, get_edition, preprocess
+from .rng import seeding
 from .style import set_style_source
 from .version import __version__
-from . import style
 
 __all__ = [
     "__version__",

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from PIL import Image
 
-from .errors import InvalidArgumentError, UnknownNameError
 from .checks import suggest
+from .errors import InvalidArgumentError, UnknownNameError
 from .io import image_rgb
 
 __all__ = ["Edition", "EDITIONS", "get_edition", "edition_for_size", "preprocess"]

@@ -26,7 +26,7 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +34,16 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .version import __version__
-from .corruptions._registry import FAMILIES, get_corruption, list_corruptions
-from .checks import check_severity
 from .api import corrupt
+from .checks import check_severity
+from .corruptions._registry import FAMILIES, get_corruption, list_corruptions
 from .editions import get_edition, preprocess
 from .errors import DataError, InvalidArgumentError
+from .io import ImageRecord, load_image_rgb, scan_image_folder
 from .outputs import check_output_folder
 from .rng.seeding import image_key
-from .io import ImageRecord, load_image_rgb, scan_image_folder
 from .sources import ArraySource, load_array_source
+from .version import __version__
 
 __all__ = ["GenerateConfig", "GenerateReport", "generate"]
 

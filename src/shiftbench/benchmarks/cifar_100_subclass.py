@@ -10,7 +10,6 @@ restricted unpickler). Model: a ``train_classifier`` checkpoint (``--model``) or
 
 from __future__ import annotations
 
-
 from ..errors import InvalidArgumentError
 from ..structural import LabelledImages, Split, cifar100_subclass_split, read_cifar100
 from . import register_benchmark

@@ -21,13 +21,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-
-from dataclasses import dataclass
 
 from ..errors import InvalidArgumentError
 from ..evaluation.protocol import option

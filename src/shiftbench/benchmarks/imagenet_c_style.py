@@ -31,9 +31,9 @@ from ..evaluation.metrics import Baseline
 from ..evaluation.protocol import Benchmark, Metric, Plan, Report, Section, Settings, Summary, option
 from ..evaluation.store import EvaluationInfo, ResultsStore, records_to_csv
 from ..style import StyleConfig, configure, style_backend, style_settings, style_source
-from .style_scores import ALEXNET_MEAN_ERROR, SEVERITIES, per_severity_ce, style_scores
 from . import register_benchmark
 from .imagenet_c import EvaluationResult, corruption_plan, corruption_result, parse_severities
+from .style_scores import ALEXNET_MEAN_ERROR, SEVERITIES, per_severity_ce, style_scores
 
 __all__ = ["ImageNetCStyle", "StyleSettings", "StyleResult", "style_tag", "score_evaluation"]
 

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..params import load_json
 from ..errors import InvalidArgumentError
 from ..evaluation.metrics import corruption_error, relative_corruption_error
+from ..params import load_json
 
 __all__ = [
     "ALEXNET_MEAN_ERROR",

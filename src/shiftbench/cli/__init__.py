@@ -24,9 +24,9 @@ from typing import Any
 import click
 
 from ..errors import ImageTypeError, InvalidArgumentError, ShiftbenchError
+from ..overlap.cli import overlap_group, select_cmd
 from ..version import __version__
 from .corrupt import corrupt_cmd, generate_group, list_cmd
-from ..overlap.cli import overlap_group, select_cmd
 from .evaluate import evaluate_cmd
 from .report import report_cmd
 from .reproduce import reproduce_cmd

@@ -15,9 +15,9 @@ from typing import Any
 import click
 from rich.console import Console
 
-from ..progress import progress_for
 from ..errors import InvalidArgumentError
 from ..evaluation.protocol import Report
+from ..progress import progress_for
 
 __all__ = ["FORMATS", "TABLE_WIDTH", "check_results_file", "emit", "emit_table", "emit_text", "progress", "stdout_console", "UserError", "one_line", "safe_markup", "SafeConsole", "printable"]
 

@@ -160,7 +160,14 @@ def generate_imagenet_c(
     n_threads = resolve_model_threads(threads)
     if workers == 0 and ray_address is None:
         workers = n_threads
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from ..generate import GenerateConfig, generate
 

@@ -45,6 +45,7 @@ from ._jpeg_tables import (
     quant_tables,
 )
 
+
 def _descale(x: torch.Tensor, n: int) -> torch.Tensor:
     return (x + (1 << (n - 1))) >> n
 

@@ -29,10 +29,10 @@ import numba
 import numpy as np
 import torch
 
-from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 from ._geometry import cached_zoom_axis_table, clipped_zoom, run_threaded, use_compiled
 from ._geometry import motion_blur as _im_motion_blur
 from ._ops import extend_index, fdiv, gaussian_kernel1d
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 
 __all__ = [
     "gaussian_blur",

@@ -29,9 +29,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._registry import ApplyContext, SampleContext, register
 from ._bounds import require_shape
 from ._ops import fdiv, gaussian_filter2d
+from ._registry import ApplyContext, SampleContext, register
 
 __all__ = [
     "affine_source_points",
@@ -160,7 +160,6 @@ def warp_affine(x: torch.Tensor, m: Any, mode: str = "fixed") -> torch.Tensor:
     inv = invert_affine(m_np)
     dev = x.device
     x = x.to(torch.float32)
-    xs = np.arange(w, dtype=np.float64)
     ys = np.arange(h, dtype=np.float64)
     if mode == "fixed":
         # integer source coordinates in units of 1/32 pixel, as OpenCV's fixed-point warp

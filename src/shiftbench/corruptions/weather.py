@@ -24,7 +24,7 @@ in float64 in the 0..255 domain, snow and spatter in float32 on ``x / 255``
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any, NamedTuple
 
@@ -33,12 +33,12 @@ import numba
 import numpy as np
 import torch
 
-from ..rng.pcg64 import raw_words
-from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 from ..editions import get_edition
+from ..rng.pcg64 import raw_words
 from ._bounds import require_shape, require_within
 from ._geometry import cached_zoom_axis_table, clipped_zoom, motion_blur, motion_blur_planes, motion_blur_taps
 from ._ops import as_tensor_matrix, fdiv, gaussian_filter2d, gaussian_matrix
+from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 
 __all__ = [
     "plasma_fractal",
@@ -175,7 +175,7 @@ FROST_SELECTABLE = 5
 _FROST_MARGIN = 1.1
 
 
-@lru_cache(maxsize=None)
+@cache
 def _frost_native(index: int) -> np.ndarray:
     """Texture ``index`` as decoded by OpenCV (BGR, alpha dropped), converted to RGB; read-only."""
     data = resources.files("shiftbench").joinpath("assets", "frost", FROST_FILES[index]).read_bytes()
@@ -187,7 +187,7 @@ def _frost_native(index: int) -> np.ndarray:
     return rgb
 
 
-@lru_cache(maxsize=None)
+@cache
 def _frost_edition(index: int, scale: float | None) -> np.ndarray:
     """Texture ``index`` resized by the edition's factor (``cv2.resize`` bilinear, fx = fy = scale)."""
     tex = _frost_native(index)
@@ -288,9 +288,9 @@ def frost(x: torch.Tensor, c: FrostParams, d: dict[str, torch.Tensor], ctx: Appl
     if x.dtype == torch.uint8:
         x = x.to(torch.float64)
     layer = torch.empty_like(x)
-    for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
+    for n, (i, t, left) in enumerate(zip(idx, tops, lefts)):
         tex = _frost_tensor(int(i), ctx.edition, h, w, x.device)
-        layer[n].copy_(tex[:, t : t + h, l : l + w])
+        layer[n].copy_(tex[:, t : t + h, left : left + w])
     layer *= c.frost
     layer += x * c.image
     return layer.clamp_(0, 255)
@@ -306,12 +306,12 @@ def _frost_compiled(x: torch.Tensor, c: FrostParams, d: dict[str, torch.Tensor],
     lefts = d["left"].cpu().tolist()
     xa = np.ascontiguousarray(x.detach().numpy())
     out = ctx.result_array(xa.shape, np.float64)  # uint8: truncated
-    for n, (i, t, l) in enumerate(zip(idx, tops, lefts)):
+    for n, (i, t, left) in enumerate(zip(idx, tops, lefts)):
         require_within("index", i, 0, len(FROST_FILES) - 1)
         tex = _frost_tensor(int(i), ctx.edition, h, w, x.device).numpy()
         require_within("top", t, 0, tex.shape[1] - h)
-        require_within("left", l, 0, tex.shape[2] - w)
-        blend_crop(xa[n], tex, int(t), int(l), float(c.image), float(c.frost), out[n])
+        require_within("left", left, 0, tex.shape[2] - w)
+        blend_crop(xa[n], tex, int(t), int(left), float(c.image), float(c.frost), out[n])
     return torch.from_numpy(out)
 
 

@@ -30,7 +30,15 @@ from ..evaluation.protocol import Metric, Summary
 from ..evaluation.store import ResultsStore
 from ..io import load_image_rgb
 from .dataset import DomainNetDataset
-from .mapping import DOMAINS, MAPPINGS, ImageNetDMapping, benchmark_name, domainnet_classes, load_mapping, resolve_mapping
+from .mapping import (
+    DOMAINS,
+    MAPPINGS,
+    ImageNetDMapping,
+    benchmark_name,
+    domainnet_classes,
+    load_mapping,
+    resolve_mapping,
+)
 from .metrics import (
     FilteredResult,
     PredictionCount,
@@ -269,8 +277,8 @@ def stored_scores(store: str | Path, mapping: str | ImageNetDMapping | None = No
     ImageNet-C evaluations, ``"IN-C mCE"`` and ``"IN clean"`` (%). A model with
     several evaluations keeps the latest of each.
     """
-    from ..evaluation.metrics import summarize
     from ..evaluation.baselines import resolve_baseline
+    from ..evaluation.metrics import summarize
 
     m = resolve_mapping(mapping)  # one mapping: scores of different mappings are not comparable
     path = Path(store)

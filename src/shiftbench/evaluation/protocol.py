@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import typing
 import re
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field

@@ -22,8 +22,8 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import torch
 
-from ..version import __version__
 from ..errors import ShiftbenchError
+from ..version import __version__
 from .data import CLEAN, Condition, Source, WorkBatch
 from .errors import ModelOutputError
 from .models import Classifier, LabelSpace, check_logits

@@ -474,7 +474,7 @@ def _import_companions(db: sqlite3.Connection) -> None:
         ls = label_space(space.digest, space.mode, space.classes)
         cols = {r[1] for r in db.execute("PRAGMA table_info(imagenet_d_evaluations)")}
         mapping = "mapping" if "mapping" in cols else "NULL"
-        for eid, model, ident, checksum, data, data_ident, digest, created, mname in db.execute(
+        for eid, model, ident, checksum, data, data_ident, digest, created, _mname in db.execute(
             "SELECT id, model, model_identity, model_checksum, data, data_identity, mapping_digest, created, "
             f"{mapping} FROM imagenet_d_evaluations ORDER BY id"
         ).fetchall():

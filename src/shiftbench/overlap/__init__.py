@@ -24,12 +24,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ..corruptions.candidates import CANDIDATES, PAPER_CANDIDATES, candidate_names
 from . import sampling
 from .analysis import (
     Balance,
     Coverage,
-    balance,
     MixtureCoverage,
+    balance,
     coverage,
     mean_overlaps,
     mixture_coverage,
@@ -38,9 +39,7 @@ from .analysis import (
     overlap_block,
     plot_overlap_heatmap,
 )
-from ..corruptions.candidates import CANDIDATES, PAPER_CANDIDATES, candidate_names
 from .calibrate import Calibration, calibrate, calibrate_model, plot_calibration
-from .sampling import corrupt_candidate
 from .noc import (
     IMAGENET_NOC,
     alexnet_noc_baseline,
@@ -49,6 +48,7 @@ from .noc import (
     load_benchmark,
     save_benchmark,
 )
+from .sampling import corrupt_candidate
 from .scores import (
     AccuracyMatrix,
     OverlapMatrix,

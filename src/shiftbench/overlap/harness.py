@@ -28,21 +28,20 @@ import json
 import math
 import re
 import time
+import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tomllib
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..checks import check_seed
-from ..corruptions import get_corruption
+from ..corruptions.candidates import PAPER_CANDIDATES
 from ..errors import DataError, InvalidArgumentError, MissingDependencyError
-from ..corruptions.candidates import CANDIDATES, PAPER_CANDIDATES
 from ..training.loop import EpochLog, Recipe, fit, load_checkpoint, stream_id
 from ..training.models import SmallCNN, build_network
 from .scores import CLEAN, STANDARD, AccuracyMatrix, OverlapMatrix, overlap_matrix
@@ -219,8 +218,6 @@ def check_path_name(value: Any, argument: str) -> str:
 
 
 def _validate(cfg: StudyConfig) -> StudyConfig:
-    from ..checks import suggest
-    from ..errors import UnknownCorruptionError
 
     if not cfg.name or not isinstance(cfg.name, str):
         raise _bad("study.name", cfg.name, "a non-empty name")

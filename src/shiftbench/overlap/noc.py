@@ -25,7 +25,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-
 from ..corruptions.candidates import CANDIDATES
 from ..errors import DataError, InvalidArgumentError
 from ..evaluation.data import CLEAN, Condition, Item, Source, WorkBatch

@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..corruptions import to_batch
-from ..corruptions import SampleContext, get_corruption
 from ..checks import check_seed
+from ..corruptions import SampleContext, get_corruption, to_batch
 from ..corruptions.candidates import CANDIDATES, CandidateSpec
 from ..errors import InvalidArgumentError
 from ..rng.seeding import FastDraws, derive_generator, image_key, key_to_int

@@ -194,8 +194,8 @@ def resolve(spec: str, *, where: str = "corruption") -> StudyCorruption:
         UnknownCorruptionError: no registered or user corruption of that name (with suggestions).
         InvalidArgumentError: a bad ``@severity`` suffix.
     """
-    from ..corruptions import get_corruption, list_corruptions
     from ..checks import suggest
+    from ..corruptions import get_corruption, list_corruptions
 
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidArgumentError(where, spec, "a corruption name such as 'fog', 'fog@3' or 'noc_rain'")

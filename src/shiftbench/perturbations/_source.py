@@ -42,8 +42,8 @@ import torch
 from PIL import Image
 
 from ..errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
-from ..rng.seeding import image_key, key_to_int
 from ..io import image_rgb, load_image_rgb
+from ..rng.seeding import image_key, key_to_int
 from ._spec import resolve_p_edition
 from ._warp import pil_resize
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
-from ..params import load_json
 from ..checks import suggest
 from ..editions import get_edition
 from ..errors import InvalidArgumentError
+from ..params import load_json
 from ._errors import InvalidDifficultyError, UnknownPerturbationError
 
 __all__ = [
@@ -127,7 +127,7 @@ def _freeze(v: Any) -> Any:
     return v
 
 
-@lru_cache(maxsize=None)
+@cache
 def _registry() -> dict[str, Perturbation]:
     table = load_json("imagenet_p_params.json")["editions"]
     out: dict[str, Perturbation] = {}

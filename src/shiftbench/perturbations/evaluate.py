@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..errors import InvalidArgumentError
+from ..evaluation.models import parse_device
 from ._source import prepare
 from ._spec import TEST_PERTURBATIONS, check_difficulty, get_perturbation, list_perturbations
 from .metrics import (
@@ -28,7 +29,6 @@ from .metrics import (
     top5_distances_per_video,
     top5_from_logits,
 )
-from ..evaluation.models import parse_device
 from .sequences import perturb_chunks
 
 __all__ = [

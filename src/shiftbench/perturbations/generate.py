@@ -33,7 +33,16 @@ import numpy as np
 import torch
 
 from ..errors import DataError, InvalidArgumentError
-from ..generate import STATE_DIR, Journal, RunDir, atomic_write_bytes, lock_file, map_in_processes, sha256_file, software_versions
+from ..generate import (
+    STATE_DIR,
+    Journal,
+    RunDir,
+    atomic_write_bytes,
+    lock_file,
+    map_in_processes,
+    sha256_file,
+    software_versions,
+)
 from ..io import load_image_rgb, scan_image_folder
 from ..outputs import check_output_folder
 from ..version import __version__
@@ -140,7 +149,7 @@ class _VideoChunk:
 def _run_video_chunk(chunk: _VideoChunk) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]], int]:
     photos: dict[int, np.ndarray] = {}
     failed: list[tuple[str, str]] = []
-    for i, (path, cls, stem) in enumerate(chunk.records):
+    for i, (path, cls, _stem) in enumerate(chunk.records):
         try:
             photos[i] = np.asarray(load_image_rgb(Path(path)))
         except Exception as e:  # noqa: BLE001 - report any unreadable file, keep going

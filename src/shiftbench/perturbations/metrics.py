@@ -29,8 +29,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ..params import load_json
 from ..errors import InvalidArgumentError
+from ..params import load_json
 from ._errors import InvalidDifficultyError
 from ._spec import TEST_PERTURBATIONS, check_difficulty, get_perturbation
 

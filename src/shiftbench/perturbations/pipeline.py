@@ -34,9 +34,8 @@ import cv2
 import numpy as np
 import torch
 
-from ..editions import get_edition
-from ..io import DECODE_ERRORS, load_image_rgb
 from ..checks import check_seed
+from ..editions import get_edition
 from ..errors import DataError, InvalidArgumentError, UnknownNameError
 from ..evaluation.data import (
     CLEAN,
@@ -46,13 +45,14 @@ from ..evaluation.data import (
     Source,
     WorkBatch,
     digest,
-    spread_evenly,
     foolbox_imagenet,
+    spread_evenly,
 )
 from ..evaluation.errors import ImageReadError, IncompleteDatasetError
 from ..evaluation.models import Classifier
 from ..evaluation.protocol import Metric, Plan, Planned, Summary
 from ..evaluation.store import ResultsStore, RunInfo
+from ..io import DECODE_ERRORS, load_image_rgb
 from ._errors import CorruptVideoError, InvalidDifficultyError, UnknownPerturbationError
 from ._source import prepare
 from ._spec import TEST_PERTURBATIONS, check_difficulty, get_perturbation, list_perturbations
@@ -531,7 +531,7 @@ class _FrameSource(Source):
                 x = torch.cat(buf) if len(buf) > 1 else buf[0]
                 rows, where = where[:n], where[n:]
                 buf = [x[n:]] if x.shape[0] > n else []
-                return WorkBatch(cond, [k for k, _, _ in rows], torch.tensor([lab for _, lab, _ in rows],
+                return WorkBatch(cond, [k for k, _, _ in rows], torch.tensor([lab for _, lab, _ in rows],  # noqa: B023 (called inside this iteration only)
                                  dtype=torch.int64), x[:n], frames=[f for _, _, f in rows])  # fmt: skip
 
             group = max(1, math.ceil(2 * batch_size / t))

@@ -233,7 +233,7 @@ def render_result(r: PEvaluationResult, console: Console, *, details: bool = Tru
             t.add_column(SHORT_NAMES.get(n, n) + split, justify="right")
 
         def row(label: str, mean: str, cell: Any) -> None:
-            t.add_row(label, mean, *[cell(r.scores.get((n, d))) for n in cols])
+            t.add_row(label, mean, *[cell(r.scores.get((n, d))) for n in cols])  # noqa: B023 (used within this iteration)
 
         row("FR (%)", _pct(s.mfr), lambda sc: "–" if sc is None else _pct(sc.fr))
         row("T5D (%)", _pct(s.mt5d), lambda sc: "–" if sc is None else _pct(sc.t5d))

@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..checks import check_seed
 from ..corruptions import ApplyContext, Corruption, SampleContext, get_corruption
 from ..corruptions.kernels import fdiv, gaussian_filter2d
 from ..corruptions.kernels import motion_blur as im_motion_blur
-from ..checks import check_seed
 from ..errors import InvalidArgumentError
 from ..rng.seeding import Draws, FastDraws, derive_generator
 from ._source import PreparedImages, center_window, prepare, resize_short_size, resized_crop_window
@@ -184,7 +184,6 @@ def _motion_blur(job: _Job) -> Iterator[torch.Tensor]:
 def _snow(job: _Job) -> Iterator[torch.Tensor]:
     cspec = get_corruption("snow")
     p = job.params
-    s = job.size
     c = (p["loc"], p["scale"], p["zoom"], p["threshold"], p["radius"], p["sigma"], p["blend"])
     layers = torch.from_numpy(np.stack([g["layer"] for g in _layer_draws(job)])).to(job.device)
     x = job.crops(cspec.dtype)
@@ -249,7 +248,6 @@ def run_down(layer: torch.Tensor, kernel: Sequence[float]) -> torch.Tensor:
 def _spatter(job: _Job) -> Iterator[torch.Tensor]:
     cspec = get_corruption("spatter")
     p = job.params
-    s = job.size
     raw = torch.from_numpy(np.stack([g["layer"] for g in _layer_draws(job)])).to(job.device)
     layer = gaussian_filter2d(raw, float(p["smoothing"]), "nearest", 4.0)
     layer = torch.where(layer < p["threshold"], torch.zeros_like(layer), layer)

@@ -9,7 +9,7 @@ Needs ``pip install 'shiftbench[report]'`` (jinja2, matplotlib).
 
 from __future__ import annotations
 
-from .build import ReportResult, build_report
 from ..evaluation.figures import ReportFigure
+from .build import ReportResult, build_report
 
 __all__ = ["ReportResult", "build_report", "ReportFigure"]

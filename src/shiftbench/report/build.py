@@ -24,9 +24,9 @@ from .. import __version__
 from ..benchmarks import get_benchmark, list_benchmarks
 from ..errors import InvalidArgumentError
 from ..evaluation.errors import MissingPackageError
+from ..evaluation.figures import ReportFigure, png_bytes, png_data_uri, pyplot, svg_text
 from ..evaluation.protocol import Benchmark, Section, is_fraction_key
 from ..evaluation.store import ResultsStore
-from ..evaluation.figures import ReportFigure, png_bytes, png_data_uri, pyplot, svg_text
 from .intervals import EvaluationFacts, data_label, scrub_paths, store_facts
 
 __all__ = [
@@ -253,9 +253,9 @@ def compare_models(
 def study_figures(study: Path) -> list[ReportFigure]:
     """Overlap heatmaps of every study in an overlap-study store (Laugros et al., 2020 and 2021, Fig. 2); a study not finished yet
     gets a figure-less entry saying why."""
+    from ..evaluation.figures import heatmap
     from ..overlap.scores import overlap_matrix
     from ..overlap.store import OverlapStore
-    from ..evaluation.figures import heatmap
 
     out: list[ReportFigure] = []
     with OverlapStore(study, readonly=True) as st:
@@ -384,7 +384,7 @@ def render_html(jinja2: Any, **context: Any) -> str:
     corruptions = list(dict.fromkeys(g.corruption for g in context["gallery"] if g.severity))
     return env.get_template("report.html.j2").render(
         version=__version__,
-        generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        generated=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         gallery_rows=corruptions,
         gallery_map=rows,
         **context,

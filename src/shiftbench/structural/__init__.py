@@ -39,12 +39,12 @@ __all__ = [
 from .evaluate import HoldoutScore, ItemPredictions, evaluate_split, plot_seen_unseen, predict, score  # noqa: E402
 from .splits import (  # noqa: E402
     CIFAR100_COARSE_TO_FINE,
+    IMAGENET22K_SPLITS,
     PAPER_HELD_OUT_SUBTYPES,
     Split,
     cifar100_held_out,
     cifar100_subclass_split,
     default_style,
-    IMAGENET22K_SPLITS,
     imagenet22k_superclasses,
     imagenet22k_wnids,
     leave_one_style_out,

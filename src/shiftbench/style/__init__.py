@@ -66,8 +66,8 @@ def stylize(images: Any, severity: int, **kwargs: Any) -> Any:
     """``shiftbench.corrupt(images, "style_transfer", severity, **kwargs)`` for severities 1..5;
     severity 0 returns ``images`` themselves (the clean images; AdaIN at alpha = 0 would not be:
     its decoder still redraws the content)."""
-    from ..checks import check_severity
     from ..api import corrupt
+    from ..checks import check_severity
 
     if check_severity(severity, low=0, high=5) == 0:
         return images

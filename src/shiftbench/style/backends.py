@@ -27,10 +27,10 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ..params import load_json
 from ..checks import check_severity, suggest
 from ..editions import get_edition
 from ..errors import DataError, InvalidArgumentError, MissingDependencyError, UnknownNameError
+from ..params import load_json
 from .networks import AdaINNetworks
 from .source import StyleSource
 

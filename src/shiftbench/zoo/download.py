@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import http.client
 import os
-import socket
 import sys
 import urllib.error
 import urllib.request
@@ -178,7 +177,7 @@ def _transfer(
             os.replace(part, final)
             return final
         raise DownloadError(url, final, f"HTTP {e.code} {e.reason}") from e
-    except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
+    except (TimeoutError, urllib.error.URLError, ConnectionError) as e:
         reason = getattr(e, "reason", e)
         raise OfflineError(url, final, f"the server could not be reached ({reason})") from e
     with resp:  # type: ignore[attr-defined]

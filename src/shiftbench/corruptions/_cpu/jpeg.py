@@ -40,7 +40,6 @@ from numba.extending import intrinsic
 
 from ...rng.simd import mul_high
 from ...rng.simd import wide_vectors as _wide
-from . import jpeg_vec as _V
 from .._jpeg_tables import (
     F0_298,
     F0_390,
@@ -58,6 +57,7 @@ from .._jpeg_tables import (
     fix,
     quant_tables,
 )
+from . import jpeg_vec as _V
 
 
 def _int_op(op: str, bits: int):  # type: ignore[no-untyped-def]
