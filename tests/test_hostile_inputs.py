@@ -3,6 +3,8 @@ huge seeds, odd arrays and devices. Each either works correctly or raises a type
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -162,7 +164,8 @@ def test_generate_empty_or_dropped_selections_are_errors(tmp_path, capsys, extra
 
 
 def _one_line_error(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    # progress lines ("generating: 0/2 corrupted images ...", printed when stderr is not a terminal) are not errors
+    lines = [ln for ln in err.splitlines() if ln.strip() and not re.match(r"^[a-z][\w -]*: \d+/\d+ ", ln)]
     assert len(lines) == 1 and "Traceback" not in err, err
     return lines[0]
 

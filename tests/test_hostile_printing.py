@@ -28,7 +28,8 @@ def store(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("argv", [["results"], ["results", "--runs"], ["results", "--results-format", "csv"]])
-def test_stored_names_print_as_typed(store: Path, capsys, argv: list[str]) -> None:
+def test_stored_names_print_as_typed(store: Path, capsys, monkeypatch, argv: list[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough that the runs table does not wrap the name
     assert main([*argv, "--store", str(store)]) == 0
     out = capsys.readouterr()
     text = out.out + out.err

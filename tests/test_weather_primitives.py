@@ -33,6 +33,7 @@ from shiftbench.corruptions.elastic import (
 from shiftbench.corruptions.weather import (
     FROST_FILES,
     FROST_SELECTABLE,
+    FogParams,
     fog_mapsize,
     frost_texture,
     plasma_fractal,
@@ -162,7 +163,7 @@ def test_compiled_plasma_equals_numpy_plasma(mapsize: int, decay: float, h: int,
         gen = np.random.Generator(np.random.PCG64(seed))
         ed = {256: "224", 512: "299", 64: "64", 32: "32"}[mapsize]
         assert fog_mapsize(ed, h, w) == mapsize
-        ctx = SampleContext(params=(spec.severity_params(ed, 1)[0], decay), height=h, width=w, edition=ed, severity=1)
+        ctx = SampleContext(params=FogParams(spec.severity_params(ed, 1)[0], decay), height=h, width=w, edition=ed, severity=1)
         got = spec.sample(FastDraws(gen), ctx)["plasma"]
         assert got.shape == (h, w) and got.dtype == np.float32 and np.array_equal(got, want)
         assert float(got.min()) >= 0.0 and float(got.max()) <= 1.0
