@@ -144,6 +144,36 @@ def _warp_row(planes, wtab, adelta, bdelta, x0, y0, nh, nw, base, warped) -> Non
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _taps(i, j, dy, dx, nh, nw, top, right):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """The four bilinear weights and flat source indices of output pixel (i, j) displaced by (dy, dx), reflected."""
+    r = i + np.float64(dy)
+    c = j + np.float64(dx)
+    if not (r >= 0.0 and r <= top):
+        r = _fold(r, nh)
+    if not (c >= 0.0 and c <= right):
+        c = _fold(c, nw)
+    fr = math.floor(r)
+    fc = math.floor(c)
+    ty64 = r - fr
+    tx64 = c - fc
+    ir = int(fr)
+    jc = int(fc)
+    i0 = min(max(ir, 0), nh - 1)
+    i1 = min(max(ir + 1, 0), nh - 1)
+    j0 = min(max(jc, 0), nw - 1)
+    j1 = min(max(jc + 1, 0), nw - 1)
+    a00 = (1.0 - ty64) * (1.0 - tx64)
+    a01 = (1.0 - ty64) * tx64
+    a10 = ty64 * (1.0 - tx64)
+    a11 = ty64 * tx64
+    p00 = i0 * nw + j0
+    p01 = i0 * nw + j1
+    p10 = i1 * nw + j0
+    p11 = i1 * nw + j1
+    return a00, a01, a10, a11, p00, p01, p10, p11
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _map_row(warped, dxr, dyr, i, nh, nw, oplanes) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     # one output row of map_coordinates(order=1, mode='reflect') and the final clip * 255
     nc = warped.shape[0]
@@ -151,44 +181,9 @@ def _map_row(warped, dxr, dyr, i, nh, nw, oplanes) -> None:  # type: ignore[no-u
     top = np.float64(nh - 1)
     right = np.float64(nw - 1)
     for j in range(nw):
-        r = i + np.float64(dyr[j])
-        c = j + np.float64(dxr[j])
-        if not (r >= 0.0 and r <= top):
-            r = _fold(r, nh)
-        if not (c >= 0.0 and c <= right):
-            c = _fold(c, nw)
-        fr = math.floor(r)
-        fc = math.floor(c)
-        ty64 = r - fr
-        tx64 = c - fc
-        ir = int(fr)
-        jc = int(fc)
-        i0 = min(max(ir, 0), nh - 1)
-        i1 = min(max(ir + 1, 0), nh - 1)
-        j0 = min(max(jc, 0), nw - 1)
-        j1 = min(max(jc + 1, 0), nw - 1)
-        a00 = (1.0 - ty64) * (1.0 - tx64)
-        a01 = (1.0 - ty64) * tx64
-        a10 = ty64 * (1.0 - tx64)
-        a11 = ty64 * tx64
-        p00 = i0 * nw + j0
-        p01 = i0 * nw + j1
-        p10 = i1 * nw + j0
-        p11 = i1 * nw + j1
+        a00, a01, a10, a11, p00, p01, p10, p11 = _taps(i, j, dyr[j], dxr[j], nh, nw, top, right)
         for ch in range(nc):
-            src = warped[ch]
-            v64 = (
-                a00 * np.float64(src[p00])
-                + a01 * np.float64(src[p01])
-                + a10 * np.float64(src[p10])
-                + a11 * np.float64(src[p11])
-            )
-            v = np.float32(v64)
-            if v < 0:
-                v = np.float32(0.0)
-            elif v > 1:
-                v = np.float32(1.0)
-            oplanes[ch, base + j] = v * np.float32(255.0)
+            oplanes[ch, base + j] = _lerp_clip255(a00, a01, a10, a11, warped[ch], p00, p01, p10, p11)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -263,30 +258,7 @@ def _map_rgb(warped, dx, dy, nh, nw, oplanes) -> None:  # type: ignore[no-untype
         dyr = dy[i]
         base = i * nw
         for j in range(nw):
-            r = i + np.float64(dyr[j])
-            c = j + np.float64(dxr[j])
-            if not (r >= 0.0 and r <= top):
-                r = _fold(r, nh)
-            if not (c >= 0.0 and c <= right):
-                c = _fold(c, nw)
-            fr = math.floor(r)
-            fc = math.floor(c)
-            ty64 = r - fr
-            tx64 = c - fc
-            ir = int(fr)
-            jc = int(fc)
-            i0 = min(max(ir, 0), nh - 1)
-            i1 = min(max(ir + 1, 0), nh - 1)
-            j0 = min(max(jc, 0), nw - 1)
-            j1 = min(max(jc + 1, 0), nw - 1)
-            a00 = (1.0 - ty64) * (1.0 - tx64)
-            a01 = (1.0 - ty64) * tx64
-            a10 = ty64 * (1.0 - tx64)
-            a11 = ty64 * tx64
-            p00 = i0 * nw + j0
-            p01 = i0 * nw + j1
-            p10 = i1 * nw + j0
-            p11 = i1 * nw + j1
+            a00, a01, a10, a11, p00, p01, p10, p11 = _taps(i, j, dyr[j], dxr[j], nh, nw, top, right)
             o0[base + j] = _lerp_clip255(a00, a01, a10, a11, w0, p00, p01, p10, p11)
             o1[base + j] = _lerp_clip255(a00, a01, a10, a11, w1, p00, p01, p10, p11)
             o2[base + j] = _lerp_clip255(a00, a01, a10, a11, w2, p00, p01, p10, p11)
