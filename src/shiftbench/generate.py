@@ -502,16 +502,7 @@ def _generate_folder(
         tasks = []
         for name in names:
             for s in sevs:
-                missing = []
-                for i, r in enumerate(recs):
-                    rel = f"{name}/{s}/{_out_name(r.relpath)}"
-                    if rel in journal.done and (out / rel).exists():
-                        continue
-                    if (out / rel).exists():  # renamed into place but not journaled (killed in between)
-                        h, nb = _sha256_file(out / rel)
-                        recovered.append((rel, h, nb))
-                        continue
-                    missing.append(i)
+                missing = missing_outputs(journal, out, [f"{name}/{s}/{_out_name(r.relpath)}" for r in recs], recovered)
                 if missing:
                     tasks.append((name, s, missing))
         if tasks:
@@ -658,6 +649,21 @@ STATE_DIR = _STATE_DIR
 Journal = _Journal
 RunDir = _RunDir
 atomic_write_bytes = _atomic_write_bytes
+def missing_outputs(journal: Journal, out: Path, rels: list[str], recovered: list[tuple[str, str, int]]) -> list[int]:
+    """Indices of the output files `rels` (relative to `out`) still to write. A file renamed into place but not
+    journaled (killed in between) is kept and its checksum appended to `recovered` for the journal."""
+    missing = []
+    for i, rel in enumerate(rels):
+        if rel in journal.done and (out / rel).exists():
+            continue
+        if (out / rel).exists():
+            h, nb = _sha256_file(out / rel)
+            recovered.append((rel, h, nb))
+            continue
+        missing.append(i)
+    return missing
+
+
 sha256_file = _sha256_file
 lock_file = _lock
 map_in_processes = _map

@@ -40,7 +40,7 @@ from ..generate import (
     atomic_write_bytes,
     lock_file,
     map_in_processes,
-    sha256_file,
+    missing_outputs,
     software_versions,
 )
 from ..io import load_image_rgb, scan_image_folder
@@ -303,16 +303,8 @@ def _generate_videos(
         recs = [(str(r.path), r.class_name, Path(r.path).stem) for r in records[a : a + bs]]
         todo = []
         for name, d in runs:
-            missing = []
-            for i, (_, cls, stem) in enumerate(recs):
-                rel = f"{folder_name(name, d)}/{cls}/{stem}.mp4"
-                if rel in journal.done and (out / rel).exists():
-                    continue
-                if (out / rel).exists():  # renamed into place but not journaled (killed in between)
-                    h, nb = sha256_file(out / rel)
-                    recovered.append((rel, h, nb))
-                    continue
-                missing.append(i)
+            rels = [f"{folder_name(name, d)}/{cls}/{stem}.mp4" for _, cls, stem in recs]
+            missing = missing_outputs(journal, out, rels, recovered)
             if missing:
                 todo.append((name, d, missing))
         if todo:
