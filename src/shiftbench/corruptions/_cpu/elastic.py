@@ -107,7 +107,7 @@ def _weight_table() -> np.ndarray:  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _warp_row(planes, wtab, adelta, bdelta, x0, y0, nh, nw, base, warped) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _warp_row(planes, wtab, adelta, bdelta, x0, y0, nh, nw, base, warped) -> None:  # pragma: no cover - compiled
     # one output row of the fixed-point warp; planes, warped: C x (H*W) float32
     nc = planes.shape[0]
     for j in range(nw):
@@ -144,7 +144,7 @@ def _warp_row(planes, wtab, adelta, bdelta, x0, y0, nh, nw, base, warped) -> Non
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _taps(i, j, dy, dx, nh, nw, top, right):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _taps(i, j, dy, dx, nh, nw, top, right):  # pragma: no cover - compiled
     """The four bilinear weights and flat source indices of output pixel (i, j) displaced by (dy, dx), reflected."""
     r = i + np.float64(dy)
     c = j + np.float64(dx)
@@ -174,7 +174,7 @@ def _taps(i, j, dy, dx, nh, nw, top, right):  # type: ignore[no-untyped-def]  # 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _map_row(warped, dxr, dyr, i, nh, nw, oplanes) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _map_row(warped, dxr, dyr, i, nh, nw, oplanes) -> None:  # pragma: no cover - compiled
     # one output row of map_coordinates(order=1, mode='reflect') and the final clip * 255
     nc = warped.shape[0]
     base = i * nw
@@ -187,7 +187,7 @@ def _map_row(warped, dxr, dyr, i, nh, nw, oplanes) -> None:  # type: ignore[no-u
 
 
 @numba.njit(cache=True, nogil=True)
-def _warp_rgb(planes, wtab, adelta, bdelta, x0, y0, nh, nw, warped) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _warp_rgb(planes, wtab, adelta, bdelta, x0, y0, nh, nw, warped) -> None:  # pragma: no cover - compiled
     """_warp_row for every row of a 3-plane image (planes, warped: 3 x (H*W) float32)."""
     s0, s1, s2 = planes[0], planes[1], planes[2]
     d0, d1, d2 = warped[0], warped[1], warped[2]
@@ -237,7 +237,7 @@ def _warp_rgb(planes, wtab, adelta, bdelta, x0, y0, nh, nw, warped) -> None:  # 
 
 
 @numba.njit(cache=True, inline="always", nogil=True)
-def _lerp_clip255(a00, a01, a10, a11, src, p00, p01, p10, p11):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _lerp_clip255(a00, a01, a10, a11, src, p00, p01, p10, p11):  # pragma: no cover - compiled
     v = np.float32(a00 * np.float64(src[p00]) + a01 * np.float64(src[p01]) + a10 * np.float64(src[p10]) + a11 * np.float64(src[p11]))
     if v < 0:
         v = np.float32(0.0)
@@ -247,7 +247,7 @@ def _lerp_clip255(a00, a01, a10, a11, src, p00, p01, p10, p11):  # type: ignore[
 
 
 @numba.njit(cache=True, nogil=True)
-def _map_rgb(warped, dx, dy, nh, nw, oplanes) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _map_rgb(warped, dx, dy, nh, nw, oplanes) -> None:  # pragma: no cover - compiled
     """_map_row for every row of a 3-plane image (dx, dy: H x W float32; oplanes: 3 x (H*W))."""
     w0, w1, w2 = warped[0], warped[1], warped[2]
     o0, o1, o2 = oplanes[0], oplanes[1], oplanes[2]

@@ -60,17 +60,17 @@ from .._jpeg_tables import (
 from . import jpeg_vec as _V
 
 
-def _int_op(op: str, bits: int):  # type: ignore[no-untyped-def]
+def _int_op(op: str, bits: int):
     """A binary operation on ``bits``-wide integers, result of the same width. Numba widens 32-bit
     arithmetic to 64 bits, which halves the vector lanes and makes multiplications slow; these keep
     it at libjpeg-turbo's width (16 bits where sums are known to fit: twice the lanes)."""
     t = types.int32 if bits == 32 else types.int16
 
     @intrinsic
-    def _op(typingctx, a, b):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    def _op(typingctx, a, b):  # pragma: no cover - compiled
         sig = t(t, t)
 
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):
             return getattr(builder, op)(args[0], args[1])
 
         return sig, codegen
@@ -93,15 +93,15 @@ _shl = _int_op("shl", 32)
 _and = _int_op("and_", 32)
 
 
-def _clip_byte(bits: int, narrow: bool):  # type: ignore[no-untyped-def]
+def _clip_byte(bits: int, narrow: bool):
     """An intrinsic: a ``bits``-bit integer clipped to 0..255, as uint8 when ``narrow``, else of the same width."""
     t = types.int32 if bits == 32 else types.int16
 
     @intrinsic
-    def _clip(typingctx, a):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    def _clip(typingctx, a):  # pragma: no cover - compiled
         sig = (types.uint8 if narrow else t)(t)
 
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):
             it = ir.IntType(bits)
             x = args[0]
             x = builder.select(builder.icmp_signed("<", x, ir.Constant(it, 0)), ir.Constant(it, 0), x)
@@ -120,22 +120,22 @@ _mulhi16 = mul_high(16, signed=True)  # high word of the product of two int16 (v
 
 
 @intrinsic
-def _below16(typingctx, a, b):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _below16(typingctx, a, b):  # pragma: no cover - compiled
     """1 where ``a < b`` as unsigned 16-bit numbers (the carry out of ``b + x = a``), else 0."""
     sig = types.int16(types.int16, types.int16)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         return builder.zext(builder.icmp_unsigned("<", args[0], args[1]), ir.IntType(16))
 
     return sig, codegen
 
 
 @intrinsic
-def _quant(typingctx, f, c, m, s, q):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _quant(typingctx, f, c, m, s, q):  # pragma: no cover - compiled
     """Quantise and dequantise a coefficient: sign(f) * (((|f| + c) * m) >> s) * q."""
     sig = types.int32(types.int32, types.int32, types.int32, types.int32, types.int32)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         f, c, m, s, q = args
         zero = ir.Constant(ir.IntType(32), 0)
         neg = builder.icmp_signed("<", f, zero)
@@ -169,7 +169,7 @@ assert max(abs(c) for c in (_Y_R, _Y_G16, _Y_B, _CB_R, _CB_G, _CR_G, _CR_B, _R_C
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _odd(t0, t1, t2, t3):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _odd(t0, t1, t2, t3):  # pragma: no cover - compiled
     """The islow DCTs' odd part (forward and inverse), in libjpeg's order."""
     z5 = _mul(_add(_add(t0, t2), _add(t1, t3)), F1_175)
     z1 = _mul(_add(t0, t3), -F0_899)
@@ -185,7 +185,7 @@ def _odd(t0, t1, t2, t3):  # type: ignore[no-untyped-def]  # pragma: no cover - 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _fdct(d0, d1, d2, d3, d4, d5, d6, d7, dc_bits, dc_shift, n):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _fdct(d0, d1, d2, d3, d4, d5, d6, d7, dc_bits, dc_shift, n):  # pragma: no cover - compiled
     """One islow forward DCT pass: outputs 0 and 4 shifted left by ``dc_bits`` or descaled by
     ``dc_shift`` bits; the rotated outputs descaled by ``n`` bits."""
     tmp0, tmp7 = _add(d0, d7), _sub(d0, d7)
@@ -210,7 +210,7 @@ def _fdct(d0, d1, d2, d3, d4, d5, d6, d7, dc_bits, dc_shift, n):  # type: ignore
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _idct(d0, d1, d2, d3, d4, d5, d6, d7):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _idct(d0, d1, d2, d3, d4, d5, d6, d7):  # pragma: no cover - compiled
     """One islow inverse DCT pass before its descale (libjpeg's all-zero shortcuts give the same numbers)."""
     z1 = _mul(_add(d2, d6), F0_541)
     tmp3 = _add(z1, _mul(d2, F0_765))
@@ -227,7 +227,7 @@ def _idct(d0, d1, d2, d3, d4, d5, d6, d7):  # type: ignore[no-untyped-def]  # pr
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _sample(v):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _sample(v):  # pragma: no cover - compiled
     """Descale the second inverse pass (13 + 2 + 3 bits) and apply libjpeg's range-limit table:
     x + 128 clipped to 0..255 for x in -384..639, the 10-bit wrap-round beyond."""
     x = _sub(_and(_add(_shr(_add(v, 1 << 17), 18), 512), 1023), 512)  # the 10 bits, signed
@@ -260,7 +260,7 @@ def _luma(img: np.ndarray, h: int, w: int, nby: int, plane: np.ndarray) -> None:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _chroma_pair(r0, g0, b0, r1, g1, b1, r2, g2, b2, r3, g3, b3, bias):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _chroma_pair(r0, g0, b0, r1, g1, b1, r2, g2, b2, r3, g3, b3, bias):  # pragma: no cover - compiled
     """Cb and Cr of 2 x 2 pixels, summed with libjpeg's per-pixel rounding, averaged with ``bias``, level shifted."""
     cb = _add(
         _add(
@@ -429,7 +429,7 @@ def _upsample(dec: np.ndarray, h: int, w: int, cby: int, v: np.ndarray, up: np.n
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _rounded16(a, c):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _rounded16(a, c):  # pragma: no cover - compiled
     """``(a * c + 2**15) >> 16`` of two int16: the product's high word plus its low word's top bit."""
     return _add16(_mulhi16(a, c), _lshr16(_mul16(a, c), 15))
 
@@ -510,14 +510,14 @@ def _tables(quality: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarr
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _plane_view(flat, n, nby):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _plane_view(flat, n, nby):  # pragma: no cover - compiled
     """The 8 nby x 8 nbx plane (rows permuted) that holds the first 64 n values of ``flat``."""
     return flat[: 64 * n].reshape(8 * nby, 64 * n // (8 * nby))
 
 
 # compiles _V.code in, whose width numba's cache does not see: cached only when that is
 @numba.njit(cache=_V.CACHE, nogil=True)
-def _batch(x, out, h, w, nby, cby, ny, nc, yflat, cflat, yo, yws, co, cws, ydec, cdec, v, up, ltab, ctab):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _batch(x, out, h, w, nby, cby, ny, nc, yflat, cflat, yo, yws, co, cws, ydec, cdec, v, up, ltab, ctab):  # pragma: no cover - compiled
     """:func:`jpeg_round_trip_planes`' loop over the images with the word-vector DCT passes, in
     one compiled call (the buffers of :class:`_Buffers`: the flat level and decoded planes of
     ``ny`` luma and ``nc`` chroma blocks, seen as planes here)."""

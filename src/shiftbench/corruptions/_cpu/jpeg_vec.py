@@ -199,14 +199,14 @@ class _Emit:
         return self.b.shuffle_vector(v, v, _mask([0] * LANES))
 
 
-def _row_pointer(context, builder, aty, aval):  # type: ignore[no-untyped-def]
+def _row_pointer(context, builder, aty, aval):
     """Data pointer and row length of a C-contiguous 2-D array."""
     ary = context.make_array(aty)(context, builder, aval)
     ncol = cgutils.unpack_tuple(builder, ary.shape, 2)[1]
     return ary.data, ncol
 
 
-def _address(builder, data, ncol, row, j):  # type: ignore[no-untyped-def]
+def _address(builder, data, ncol, row, j):
     idx = builder.add(builder.mul(row, ncol), j)
     return builder.bitcast(builder.gep(data, [idx]), _W.as_pointer())
 
@@ -250,26 +250,26 @@ def _idct(e: _Emit, d: list[ir.Value]) -> list[list[ir.Value]]:
     ]  # fmt: skip
 
 
-def _segments(builder, data, n, r, j, vtype):  # type: ignore[no-untyped-def]
+def _segments(builder, data, n, r, j, vtype):
     """Pointers (as ``vtype``) to the eight runs of 32 samples that hold segments r * n + j ..
     r * n + j + 31 of a plane (8 samples each, see :class:`._jpeg_cpu._Plane`)."""
     first = builder.mul(builder.add(builder.mul(r, n), j), ir.Constant(r.type, 8))
     return [builder.bitcast(builder.gep(data, [builder.add(first, ir.Constant(r.type, 32 * i))]), vtype.as_pointer()) for i in range(8)]
 
 
-def _load_rows(context, builder, aty, aval, rows, j):  # type: ignore[no-untyped-def]
+def _load_rows(context, builder, aty, aval, rows, j):
     data, ncol = _row_pointer(context, builder, aty, aval)
     return [builder.load(_address(builder, data, ncol, r, j), align=2) for r in rows]
 
 
 @intrinsic
-def _row_step(typingctx, level, o, n, r, j):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _row_step(typingctx, level, o, n, r, j):  # pragma: no cover - compiled
     """Blocks j..j+31, row r: the forward DCT's row pass from the plane's 8-sample segments
     (segment r * n + j is row r of block j, see :class:`._jpeg_cpu._Plane`) to ``o[r * 8 + u, j']``,
     the blocks in lane order (:meth:`_Emit.transpose`: block j + 4i + L at word 8L + i)."""
     sig = types.none(_FLAT, _ARR, types.intp, types.intp, types.intp)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         e, b = _Emit(builder), builder
         n, r, j = args[2], args[3], args[4]
         intp = r.type
@@ -285,14 +285,14 @@ def _row_step(typingctx, level, o, n, r, j):  # type: ignore[no-untyped-def]  # 
 
 
 @intrinsic
-def _column_step(typingctx, o, ws, tab, u, j):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _column_step(typingctx, o, ws, tab, u, j):  # pragma: no cover - compiled
     """Blocks j..j+31, coefficient column u: the forward DCT's column pass, quantisation and
     dequantisation (``tab`` rows: q, reciprocal, correction, shift - 16, as words), the inverse
     DCT's column pass descaled by 11 bits and packed with saturation (as libjpeg-turbo's SIMD
     code does): ``o[v * 8 + u, j]`` -> ``ws[v * 8 + u, j]``."""
     sig = types.none(_ARR, _ARR, _ARR, types.intp, types.intp)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         e, b = _Emit(builder), builder
         u, j = args[3], args[4]
         intp = u.type
@@ -318,13 +318,13 @@ def _column_step(typingctx, o, ws, tab, u, j):  # type: ignore[no-untyped-def]  
 
 
 @intrinsic
-def _sample_step(typingctx, ws, dec, n, r, j):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _sample_step(typingctx, ws, dec, n, r, j):  # pragma: no cover - compiled
     """Blocks j..j+31 (in lane order), row r: the inverse DCT's row pass, descaled by 18 bits, and
     libjpeg's range limit (x + 128 clipped to 0..255 for x in -384..639, the 10-bit wrap-round
     beyond): ``ws[r * 8 + k, j']`` -> the decoded plane's segments r * n + j.. (as :func:`_row_step`)."""
     sig = types.none(_ARR, _FLAT8, types.intp, types.intp, types.intp)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         e, b = _Emit(builder), builder
         n, r, j = args[2], args[3], args[4]
         intp = r.type

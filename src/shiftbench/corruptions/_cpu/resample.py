@@ -57,7 +57,7 @@ def box_taps(in_size: int, out_size: int) -> Taps:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _level(acc):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _level(acc):  # pragma: no cover - compiled
     """A pass's fixed-point sum (the half already added) as Pillow's 8-bit level: shifted, clipped to 0..255."""
     v = acc >> PRECISION_BITS
     return 0 if v < 0 else (255 if v > 255 else v)
