@@ -104,14 +104,14 @@ def preprocess(img: Image.Image, edition: str | int | Edition) -> Image.Image:
         short, long = (w, h) if w <= h else (h, w)
         new_short, new_long = 256, int(256 * long / short)
         new_w, new_h = (new_short, new_long) if w <= h else (new_long, new_short)
-        img = img.resize((new_w, new_h), Image.BILINEAR)
+        img = img.resize((new_w, new_h), Image.Resampling.BILINEAR)
         return _center_crop(img, 224, 224)
     if ed.name == "299":
         ch, cw = int(0.875 * h), int(0.875 * w)
         img = _center_crop(img, ch, cw)
-        return img.resize((299, 299), Image.BILINEAR)
+        return img.resize((299, 299), Image.Resampling.BILINEAR)
     if ed.name == "64":
-        return img.resize((64, 64), Image.BILINEAR)
+        return img.resize((64, 64), Image.Resampling.BILINEAR)
     if (w, h) != (32, 32):
-        return img.resize((32, 32), Image.BILINEAR)
+        return img.resize((32, 32), Image.Resampling.BILINEAR)
     return img

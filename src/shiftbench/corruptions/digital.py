@@ -112,7 +112,7 @@ def _resample_rows(x: torch.Tensor, out_size: int) -> torch.Tensor:
 
 
 def pillow_box_resize(x: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """``Image.resize((width, height), Image.BOX)`` of 8-bit RGB images, bit for bit.
+    """``Image.resize((width, height), Image.Resampling.BOX)`` of 8-bit RGB images, bit for bit.
 
     Args:
         x: B x C x H x W uint8 (or integer) tensor.
@@ -181,7 +181,7 @@ def _pillow_pixelate(x: torch.Tensor, c: float) -> torch.Tensor:
     imgs = _hwc_images(x)
     out = np.empty_like(imgs)
     for i, a in enumerate(imgs):
-        out[i] = np.asarray(Image.fromarray(a).resize((int(w * c), int(h * c)), Image.BOX).resize((w, h), Image.BOX))
+        out[i] = np.asarray(Image.fromarray(a).resize((int(w * c), int(h * c)), Image.Resampling.BOX).resize((w, h), Image.Resampling.BOX))
     return _chw_tensor(out, x)
 
 

@@ -532,7 +532,7 @@ def _read_files(files: Sequence[Path], size: int) -> torch.Tensor:
 
     out = []
     for f in files:
-        out.append(np.asarray(load_image_rgb(f).resize((size, size), Image.BILINEAR)))
+        out.append(np.asarray(load_image_rgb(f).resize((size, size), Image.Resampling.BILINEAR)))
     return torch.from_numpy(np.stack(out)).permute(0, 3, 1, 2).contiguous()
 
 

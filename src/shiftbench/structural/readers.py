@@ -153,7 +153,7 @@ class LabelledImages:
         from PIL import Image
 
         out = np.stack(
-            [np.asarray(Image.fromarray(im).resize((size, size), Image.BILINEAR)) for im in self.images]
+            [np.asarray(Image.fromarray(im).resize((size, size), Image.Resampling.BILINEAR)) for im in self.images]
         ) if len(self) else np.zeros((0, size, size, 3), np.uint8)
         return LabelledImages(self.name, out, self.labels, self.classes, self.subtypes, self.styles, self.extra)
 
@@ -256,7 +256,7 @@ def _decode(path: Path, size: int | None) -> np.ndarray:
                 im = Image.alpha_composite(bg, im)
             rgb = image_rgb(im, repr(str(path)))
             if size is not None and rgb.size != (size, size):
-                rgb = rgb.resize((size, size), Image.BILINEAR)
+                rgb = rgb.resize((size, size), Image.Resampling.BILINEAR)
             return np.asarray(rgb, dtype=np.uint8)
     except (OSError, UnidentifiedImageError, ValueError) as e:
         raise DataError(f"{str(path)!r}: not a readable image ({e})") from e

@@ -92,7 +92,7 @@ class StyleSource:
             w, h = im.size
             s = short_side / min(w, h)
             size = (max(short_side, round(w * s)), max(short_side, round(h * s)))
-            im = im.resize(size, Image.BILINEAR)
+            im = im.resize(size, Image.Resampling.BILINEAR)
             t = torch.from_numpy(np.asarray(im, dtype=np.float32) / 255.0).permute(2, 0, 1).contiguous()
         with self._lock:
             self._cache[key] = t

@@ -217,7 +217,7 @@ def _whole_factor(in_size: int, out_size: int) -> tuple[int, np.ndarray] | None:
 
 
 def box_resize_planes(planes: np.ndarray, height: int, width: int, out: np.ndarray | None = None) -> np.ndarray:
-    """``Image.resize((width, height), Image.BOX)`` of 8-bit planes (P x H x W uint8), bit for bit;
+    """``Image.resize((width, height), Image.Resampling.BOX)`` of 8-bit planes (P x H x W uint8), bit for bit;
     into ``out`` (P x height x width uint8) when given.
 
     A reducing horizontal pass runs as a vertical pass on the transposed planes (OpenCV's SIMD
