@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from .errors import InvalidArgumentError, UnknownNameError
@@ -143,7 +143,7 @@ class Registry(Mapping[str, T]):
                 k, names + list(self._aliases), n=3, cutoff=self.cutoff))
         return k
 
-    def get(self, name: str, default: object = _MISSING) -> T:  # type: ignore[override]
+    def get(self, name: str, default: object = _MISSING) -> T:
         """The entry called ``name`` (or an alias of it); see :meth:`key` for the error (with ``default``:
         that instead of the error, as ``dict.get``)."""
         if default is not _MISSING and name not in self:
@@ -166,6 +166,6 @@ class Registry(Mapping[str, T]):
     def __len__(self) -> int:
         return len(self.names())
 
-    def items(self) -> list[tuple[str, T]]:
+    def items(self) -> ItemsView[str, T]:
         self.load()
-        return list(self._entries.items())
+        return dict(self._entries).items()

@@ -126,11 +126,16 @@ class ImageNetDMapping:
     digest: str
     name: str = "custom"
     folders: Mapping[str, str] = field(default_factory=dict)
+    # lookups derived in __post_init__
+    _folder_cache: dict[str, str] = field(init=False, repr=False, compare=False)
+    _folder_order: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _set_cache: dict[str, frozenset[int]] = field(init=False, repr=False, compare=False)
+    _rev_cache: dict[int, tuple[str, ...]] = field(init=False, repr=False, compare=False)
 
     @property
     def folder_names(self) -> tuple[str, ...]:
         """The DomainNet folders whose images are part of ImageNet-D, in DomainNet label order."""
-        return self._folder_order  # type: ignore[attr-defined,no-any-return]
+        return self._folder_order
 
     def class_of(self, folder: str) -> str:
         """The ImageNet-D class the images of a DomainNet folder are scored as (``couch`` -> ``bed``)."""
@@ -163,11 +168,11 @@ class ImageNetDMapping:
         return dict(sorted(c.items()))
 
     def _check(self, name: str) -> str:
-        resolved = self._folder_cache.get(name)  # type: ignore[attr-defined]
+        resolved = self._folder_cache.get(name)
         if resolved is None:
-            choices = list(self._folder_order)  # type: ignore[attr-defined]
+            choices = list(self._folder_order)
             raise UnknownNameError("domainnet_class", name, choices, suggest(name, choices))
-        return resolved  # type: ignore[no-any-return]
+        return resolved
 
     def __post_init__(self) -> None:
         folders = dict(self.folders) or {c: c for c in self.classes}
@@ -189,10 +194,10 @@ class ImageNetDMapping:
         object.__setattr__(self, "_rev_cache", {i: tuple(v) for i, v in rev.items()})
 
     def _sets(self) -> dict[str, frozenset[int]]:
-        return self._set_cache  # type: ignore[attr-defined,no-any-return]
+        return self._set_cache
 
     def _reverse(self) -> dict[int, tuple[str, ...]]:
-        return self._rev_cache  # type: ignore[attr-defined,no-any-return]
+        return self._rev_cache
 
 
 def load_mapping(name: str = DEFAULT_MAPPING) -> ImageNetDMapping:

@@ -86,7 +86,8 @@ def xxh64(data: np.ndarray, seed: np.uint64) -> np.uint64:
 
 def xxh64_bytes(data: bytes | bytearray | memoryview | np.ndarray, seed: int = 0) -> int:
     """XXH64 of any bytes-like object (or an array's bytes, C order) as a Python int."""
-    a = np.frombuffer(
-        memoryview(np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data).cast("B"), dtype=np.uint8
-    )
+    if isinstance(data, np.ndarray):
+        a = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    else:
+        a = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
     return int(xxh64(a, np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF)))

@@ -235,6 +235,7 @@ def fetch(
     if dest.is_file():
         return verify_cached(e, dest, trust_cache=trust_cache)
     stop = None
+    cb: ProgressCallback | None
     if progress is True:
         cb, stop = default_progress(f"zoo:{e.name}")
     else:

@@ -69,7 +69,10 @@ def symmetric_tap_groups(k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     sym_r = bool(np.array_equal(kk, kk[::-1]))
     sym_c = bool(np.array_equal(kk, kk[:, ::-1]))
     seen = np.zeros(kk.shape, dtype=bool)
-    weights, counts, dys, dxs = [], [], [], []
+    weights: list[float] = []
+    counts: list[int] = []
+    dys: list[int] = []
+    dxs: list[int] = []
     for i in range(n):
         for j in range(n):
             if seen[i, j] or kk[i, j] == 0.0:
