@@ -10,6 +10,8 @@ restricted unpickler). Model: a ``train_classifier`` checkpoint (``--model``) or
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..errors import InvalidArgumentError
 from ..structural import LabelledImages, Split, cifar100_subclass_split, read_cifar100
 from . import register_benchmark
@@ -29,12 +31,16 @@ class Cifar100Subclass(HoldoutBenchmark):
     published_heldout = {"cifar100:k=1": (40.9, 149), "cifar100:k=2": (26.78, 149), "cifar100:k=3": (25.3, 149)}
 
     def read(self, s: HoldoutSettings) -> LabelledImages:
-        if s.data is None:
-            raise InvalidArgumentError("data", None, "the cifar-100-python folder (train and test)")
-        return read_cifar100(s.data, "train")
+        return read_cifar100(_folder(s), "train")
 
     def splits(self, data: LabelledImages, s: HoldoutSettings) -> list[Split]:
         h = str(s.holdout or "1").strip()
         if h not in ("1", "2", "3"):
             raise InvalidArgumentError("holdout", h, "1, 2 or 3 held-out subclasses per superclass (the paper's settings)")
-        return [cifar100_subclass_split(data, read_cifar100(s.data, "test"), int(h), seed=s.seed)]
+        return [cifar100_subclass_split(data, read_cifar100(_folder(s), "test"), int(h), seed=s.seed)]
+
+
+def _folder(s: HoldoutSettings) -> str | Path:
+    if s.data is None:
+        raise InvalidArgumentError("data", None, "the cifar-100-python folder (train and test)")
+    return s.data

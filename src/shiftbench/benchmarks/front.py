@@ -72,7 +72,7 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON output as a dict."""
-        return json.loads(self.report.json())  # type: ignore[no-any-return]
+        return json.loads(self.report.json())
 
     def to_json(self) -> str:
         """The JSON output (what ``--results-format json`` prints)."""

@@ -68,7 +68,8 @@ TITLE = "ImageNet-C (Hendrycks & Dietterich, ICLR 2019)"
 class ImageNetCSettings(Settings):
     """The options of ImageNet-C (and its editions)."""
 
-    data: str | Path | Source | None = option(
+    # the annotation is the option's run-time check: widened to accept a Source object
+    data: str | Path | Source | None = option(  # type: ignore[assignment]
         None, metavar="PATH", help="Clean images (ImageFolder: <data>/<wnid>/<image>), corrupted on the fly. With "
         "--released: the clean images for the clean error. Default: the 20 demo images.")
     released: str | Path | Source | None = option(
@@ -419,7 +420,9 @@ def report_figures(rows: list[dict[str, Any]]) -> list[Any]:
         ))
     cats = [c for c in BENCHMARK_CORRUPTIONS if any(c in r.get("corruptions", {}) for r in rows)]
     if cats:
-        panels = {c: {"AlexNet (published)": {s: 100.0 * base.errors[c][s] for s in range(1, 6)}} for c in cats}
+        panels: dict[str, dict[str, dict[int, float | None]]] = {
+            c: {"AlexNet (published)": {s: 100.0 * base.errors[c][s] for s in range(1, 6)}} for c in cats
+        }
         for r in rows:
             for c, d in r.get("corruptions", {}).items():
                 if c in panels:

@@ -101,12 +101,12 @@ class StyledSource(Source):
         self.base, self.tag, self.config = base, tag, config
         self.kind, self.classes, self.edition, self.on_the_fly = base.kind, base.classes, base.edition, base.on_the_fly
 
-    @property  # type: ignore[override]
-    def identity(self) -> str:
+    @property
+    def identity(self) -> str:  # type: ignore[override]  # read-only here: the base source's identity and the style tag
         return f"{self.base.identity}|{self.tag}"
 
-    @property  # type: ignore[override]
-    def location(self) -> str:
+    @property
+    def location(self) -> str:  # type: ignore[override]
         return f"{self.base.location} ({self.tag})"
 
     @property

@@ -51,7 +51,8 @@ __all__ = ["ImageNetD", "ImageNetDSettings", "ImageNetValResult", "report_figure
 class ImageNetDSettings(Settings):
     """The options of ImageNet-D."""
 
-    data: str | Path | DomainNetDataset | None = option(
+    # the annotation is the option's run-time check: widened to accept a DomainNetDataset
+    data: str | Path | DomainNetDataset | None = option(  # type: ignore[assignment]
         None, metavar="PATH", help="The DomainNet folder (<root>/<domain>/<class>/<image>) or one domain folder; an "
         "ImageNet val folder gives Rusak et al.'s (2022) Table 4 IN val row.")
     mapping: str | None = option(

@@ -57,6 +57,12 @@ def _environment_message(e: BaseException) -> str | None:
     return None
 
 
+class _BadArgument(click.ClickException):
+    """A bad argument: one line, exit status 2."""
+
+    exit_code = 2
+
+
 class _Group(click.Group):
     """Turns shiftbench's typed errors (and failures of the environment) into one clear line and exit code 2 or 1."""
 
@@ -66,16 +72,13 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except ShiftbenchError as e:
-            err = click.ClickException(one_line(str(e)))
-            err.exit_code = 2 if isinstance(e, (InvalidArgumentError, ImageTypeError)) else 1
-            raise err from e
+            bad_argument = isinstance(e, (InvalidArgumentError, ImageTypeError))
+            raise (_BadArgument if bad_argument else click.ClickException)(one_line(str(e))) from e
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except (OSError, MemoryError, UnicodeError, sqlite3.Error) as e:
             msg = _environment_message(e)
-            err = click.ClickException(one_line(msg or str(e)))
-            err.exit_code = 1
-            raise err from e
+            raise click.ClickException(one_line(msg or str(e))) from e  # exit status 1
 
 
 

@@ -53,7 +53,7 @@ class SafeConsole(Console):
         kwargs.setdefault("emoji", False)
         super().__init__(*args, **kwargs)
 
-    def render_str(self, text: str, **kwargs: Any) -> Any:  # type: ignore[override]
+    def render_str(self, text: str, **kwargs: Any) -> Any:
         kwargs["markup"] = False
         return super().render_str(printable(text, "\n\t"), **kwargs)
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
 from ..errors import DataError, InvalidArgumentError
+
+T = TypeVar("T")
 
 
 def _split_list(values: tuple[str, ...]) -> list[str]:
@@ -17,7 +20,7 @@ def _split_list(values: tuple[str, ...]) -> list[str]:
     return out
 
 
-def _nonempty(option: str, given: tuple[str, ...], parsed: list) -> list:  # type: ignore[type-arg]
+def _nonempty(option: str, given: tuple[str, ...], parsed: list[T]) -> list[T]:
     """An option given with nothing in it is an error, not the default."""
     if given and not parsed:
         raise InvalidArgumentError(option, ",".join(given), "one or more values (leave the option out for the default)")

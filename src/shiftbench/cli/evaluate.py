@@ -186,8 +186,9 @@ class EvaluateCommand(click.Command):
     """
 
     _META = "shiftbench.evaluate.params"
+    _built: list[click.Parameter] | None = None
 
-    @property  # type: ignore[override]
+    @property
     def params(self) -> list[click.Parameter]:
         if self._built is None:
             self._built = evaluate_params()

@@ -89,7 +89,7 @@ def _reproduce(ctx: click.Context, **kw: Any) -> None:
         with model_threads(threads):
             result = run_sweep_command(ctx, [f"zoo:{n}" for n in ready], list(t.benchmarks), kw)
     else:
-        result = SweepResult(kw["store"], [], list(t.benchmarks), [])  # type: ignore[arg-type]
+        result = SweepResult(kw["store"], [], list(t.benchmarks), [])
     comparison = compare(t.id, measured_of(t.id, result))
     fmt = kw["results_format"]
     if fmt == "json":

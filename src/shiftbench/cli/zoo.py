@@ -38,7 +38,7 @@ def zoo_group() -> None:
 @click.option("--results-format", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def list_command(results_format: str) -> None:
     """The zoo's models with their published numbers and whether their weights are cached."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, e in sorted(entries().items()):
         rows.append(
             {

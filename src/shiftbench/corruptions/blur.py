@@ -526,6 +526,7 @@ def disk_kernel(radius: float, alias_blur: float) -> np.ndarray:
 def _disk_kernel(radius: float, alias_blur: float) -> np.ndarray:
     import cv2
 
+    grid: np.ndarray
     if radius <= 8:
         grid = np.arange(-8, 8 + 1)
         ksize = (3, 3)

@@ -55,10 +55,10 @@ def affine_source_points(height: int, width: int) -> np.ndarray:
     pairs are handed to OpenCV as (x, y) points, i.e. the first element (derived
     from H) is used as the x coordinate, as the reference does.
     """
-    centre = np.float32([height, width]) // 2
+    centre = np.array([height, width], dtype=np.float32) // 2
     half = min(height, width) // 3
-    return np.float32(
-        [centre + half, [centre[0] + half, centre[1] - half], centre - half]
+    return np.array(
+        [centre + half, [centre[0] + half, centre[1] - half], centre - half], dtype=np.float32
     )
 
 

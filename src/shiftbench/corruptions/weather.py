@@ -255,7 +255,7 @@ def _sample_frost(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     tex = frost_texture(index, ctx.edition, ctx.height, ctx.width)
     top = int(draws.integers(0, tex.shape[0] - ctx.height))
     left = int(draws.integers(0, tex.shape[1] - ctx.width))
-    return {"index": np.int64(index), "top": np.int64(top), "left": np.int64(left)}
+    return {k: np.asarray(v, dtype=np.int64) for k, v in (("index", index), ("top", top), ("left", left))}
 
 
 class FrostParams(NamedTuple):
@@ -351,7 +351,7 @@ def _sample_snow(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     c = ctx.params
     layer = draws.normal(size=(ctx.height, ctx.width), loc=c.loc, scale=c.scale)
     angle = draws.uniform(-135, -45)
-    return {"layer": np.asarray(layer, dtype=np.float64), "angle": np.float64(angle)}
+    return {"layer": np.asarray(layer, dtype=np.float64), "angle": np.asarray(angle, dtype=np.float64)}
 
 
 @register(
@@ -457,7 +457,7 @@ def _snow_kernel(x, layer, zr, zc, thresh, k, dxs, dys, c6, start, end, out):  #
                     ob[ch, y, i] = min(max(v, 0.0), 1.0) * 255.0
 
 
-def _snow_cpu(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+def _snow_cpu(x: torch.Tensor, c: SnowParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """The snow steps in one compiled pass per image (CPU, 3-channel images)."""
     from ._geometry import run_threaded
 

@@ -200,7 +200,7 @@ class Predictor:
                 "checkpoint (random weights, --weights none, differ on each node)."
             )
         out: list[PredictionBatch] = []
-        cond = tuple(item.condition)
+        cond = (item.condition[0], item.condition[1])  # a tuple, whatever sequence the item arrived with
         for wb in self.source.batches({cond: set(item.keys)}, batch_size=self.batch_size, seed=self.seed,
                                       release=self.release, stop=threading.Event()):
             n = int(wb.images.shape[0])

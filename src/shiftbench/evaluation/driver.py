@@ -224,7 +224,7 @@ def run(
             done.append(_evaluate(bench, settings, plan, ctx, db, where, int(batch_size), rerun, progress, executor,
                                   prefetch))
             summaries.append(bench.score(db, done[-1]))
-    summary = summaries[0] if len(summaries) == 1 else bench.combine(summaries)  # type: ignore[attr-defined]
+    summary = summaries[0] if len(summaries) == 1 else bench.combine(summaries)
     return Outcome(summary, done)
 
 
@@ -261,9 +261,9 @@ def _register(bench: Benchmark[Any], plan: Plan, clf: Classifier, space: LabelSp
     for src in (first, *(p.source for p in plan.conditions)):
         if id(src) not in sids:
             made = plan.source_record() if callable(plan.source_record) else plan.source_record
-            rec = made if not sids and made else (
+            kind, identity, location, classes = made if not sids and made else (
                 src.kind, src.identity, src.location, src.classes)
-            sids[id(src)] = db.register_source(*rec, {})
+            sids[id(src)] = db.register_source(kind, identity, location, classes, {})
     lid = db.register_label_space(space.digest, space.mode, space.classes)
     eid = db.register_evaluation(mid, sids[id(first)], bench.name, plan.edition, plan.stored_seed, plan.release, lid, plan.options)
     return eid, sids
@@ -287,6 +287,7 @@ def _evaluate(
     items: dict[Any, list[Any]] = {}
     pending: dict[Any, set[str]] = {}
     for p in plan.conditions:
+        assert p.name is not None and p.level is not None  # filled in by Planned.__post_init__
         items[p.condition] = its = p.source.items(p.condition)
         rid = run_ids[p.condition] = db.register_run(eid, sids[id(p.source)], p.name, p.level, len(its), versions,
                                                      frames=p.frames)

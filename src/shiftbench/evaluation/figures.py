@@ -15,7 +15,7 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from .errors import MissingPackageError
 
@@ -98,7 +98,7 @@ def text_label(name: Any) -> str:
     return " " + text if text.startswith("_") else text
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -138,7 +138,8 @@ def published_scatter(
         ax.scatter([p[1] for p in pub], [p[2] for p in pub], color=PUBLISHED_COLOR, s=28, label="published", zorder=2)
         for n, x, y in pub:
             ax.annotate(text_label(n), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7, color="#555555")
-    for i, (n, x, y) in enumerate(m for m in measured if _finite(m[1]) and _finite(m[2])):
+    mine = [(n, x, y) for n, x, y in measured if _finite(x) and _finite(y)]
+    for i, (n, x, y) in enumerate(mine):
         colour = USER_COLORS[i % len(USER_COLORS)]
         ax.scatter([x], [y], color=colour, marker="*", s=140, label=text_label(n), zorder=3)
         xi, yi = (intervals or {}).get(n, (None, None))

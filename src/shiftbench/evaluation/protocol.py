@@ -241,7 +241,7 @@ class Settings:
         """Every declared option, in declaration order."""
         cached = cls.__dict__.get("_specs")
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached
         hints = typing.get_type_hints(cls)
         out = []
         for f in dataclasses.fields(cls):
@@ -309,6 +309,10 @@ class Planned:
             self.level = int(self.condition[1])
 
 
+SourceRecord = tuple[str, str, str, Sequence[str]]
+"""``(kind, identity, location, classes)``: how a data source is stored (``ResultsStore.register_source``)."""
+
+
 @dataclass
 class Plan:
     """What one evaluation of a benchmark runs: the driver registers, resumes, loops and stores it.
@@ -358,7 +362,7 @@ class Plan:
     describe: Callable[[Any], str] | None = None
     model: Any = None
     model_record: tuple[str, str, str, dict[str, Any]] | None = None
-    source_record: Any = None
+    source_record: SourceRecord | Callable[[], SourceRecord] | None = None
     versions: tuple[str, ...] = ()
     prefetch: bool | None = None
     keep: bool = True
@@ -411,7 +415,7 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         """Its fields and headline numbers (what the default report writes as JSON)."""
-        fields = dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}
+        fields: dict[str, Any] = dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}
         return {**fields, **self.headline()}
 
 
@@ -544,7 +548,7 @@ class Benchmark(ABC, Generic[S]):
         from .store import ResultsStore, records_to_csv
 
         with ResultsStore(store, create=False) as db:
-            recs = [{"evaluation": e.id, "model": e.model, "data": e.source,
+            recs: list[dict[str, Any]] = [{"evaluation": e.id, "model": e.model, "data": e.source,
                      **{f"error_{r.condition}" + (f"_{r.level}" if r.level else ""): r.top1_error for r in db.runs(e.id)}}
                     for e in db.evaluations_of([self.name], model, evaluation)]
         if not recs:
@@ -582,7 +586,7 @@ class Benchmark(ABC, Generic[S]):
         evaluation driver; the report (``shiftbench.evaluate`` returns the whole result)."""
         if _RUNNER is None:
             raise RuntimeError("no benchmark runner: import shiftbench.benchmarks first")
-        return _RUNNER(self, options, progress)  # type: ignore[no-any-return]
+        return _RUNNER(self, options, progress)
 
     def combine(self, summaries: list[Summary]) -> Summary:
         """One summary of several evaluations of one call (a benchmark whose plan returns several overrides it)."""

@@ -165,12 +165,12 @@ def content_identity(value: Any) -> str | None:
         for root, dirs, files in os.walk(p):
             dirs.sort()
             for name in sorted(files):
-                f = Path(root) / name
+                fp = Path(root) / name
                 try:
-                    fs = f.stat()
+                    fs = fp.stat()
                 except OSError:
                     continue
-                rel = f.relative_to(p).as_posix()
+                rel = fp.relative_to(p).as_posix()
                 h.update(f"{rel}\0{fs.st_size}\0{fs.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
         return "tree:" + h.hexdigest()
     return None
@@ -1116,7 +1116,9 @@ class ResultsStore:
     ) -> None:
         """Store finished multi-frame items ``(key, label, T x 5 top-5)`` and skips ``(key, label, reason)``
         in one transaction (:func:`encode_top5`). Rows already present are left as they are."""
-        rows = [(run_id, k, int(lab), encode_top5(t5), None) for k, lab, t5 in items]
+        rows: list[tuple[int, str, int, bytes | None, str | None]] = [
+            (run_id, k, int(lab), encode_top5(t5), None) for k, lab, t5 in items
+        ]
         rows += [(run_id, k, int(lab), None, reason[:500] or "unreadable") for k, lab, reason in skipped]
         with self.transaction():
             self._db.executemany(

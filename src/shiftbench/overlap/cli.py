@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
 from ..errors import DataError, InvalidArgumentError
 from .harness import DEFAULT_THRESHOLDS
@@ -86,7 +87,7 @@ def read_overlap_matrix(path: str | Path) -> OverlapMatrix:
             f"{len(vals)} rows of {sorted({len(r) for r in vals})} values for {len(header)} names",
             "a square matrix",
         )
-    return OverlapMatrix(header, vals)
+    return OverlapMatrix(header, np.asarray(vals, dtype=np.float64))
 
 
 def _parse_set(values: tuple[str, ...]) -> dict[str, Any]:

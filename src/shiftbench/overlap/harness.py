@@ -32,7 +32,7 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -48,6 +48,9 @@ from .scores import CLEAN, STANDARD, AccuracyMatrix, OverlapMatrix, overlap_matr
 from .select import Selection, check_threshold, select_for_thresholds
 from .store import OverlapStore
 from .study_corruptions import StudyCorruption, apply_corruption, mixture, resolve
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "DataConfig",
@@ -191,7 +194,7 @@ _TYPE_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def _fill(cls: type, section: Any, where: str) -> Any:
+def _fill(cls: type[DataclassInstance], section: Any, where: str) -> Any:
     if not isinstance(section, dict):
         raise _bad(where, section, "a TOML table of keys")
     fields = cls.__dataclass_fields__
@@ -871,7 +874,7 @@ def run_study(
             )
         models = cfg.models
         # the corrupted test sets are the same for every model: keep them when they are small
-        cache = {} if ds.test_x is not None and ds.test_x.numel() * len(cfg.tests) <= 2e8 else None
+        cache: dict[tuple[str, int], torch.Tensor] | None = {} if ds.test_x is not None and ds.test_x.numel() * len(cfg.tests) <= 2e8 else None
         if cfg.train.cpu_threads:
             torch.set_num_threads(int(cfg.train.cpu_threads))
         trained = 0

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import DataError
 from .scores import AccuracyMatrix
 
@@ -254,7 +256,7 @@ class OverlapStore:
                 f"the accuracy matrix of study {study_id} in {str(self.path)!r} is incomplete: {len(missing)} entries "
                 f"missing ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); run the study to completion"
             )
-        return AccuracyMatrix(ms, ts, [[acc[m][t] for t in ts] for m in ms])
+        return AccuracyMatrix(ms, ts, np.asarray([[acc[m][t] for t in ts] for m in ms], dtype=np.float64))
 
     # analyses and calibrations ----------------------------------------------------------------
 

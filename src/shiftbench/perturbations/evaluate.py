@@ -206,10 +206,10 @@ def summarize_p(scores: Iterable[SequenceScores], difficulty: int) -> PSummary:
     by_name = {s.perturbation: s for s in scores if s.difficulty == d and s.perturbation in TEST_PERTURBATIONS}
     names = tuple(p for p in TEST_PERTURBATIONS if p in by_name)
     complete = len(names) == len(TEST_PERTURBATIONS)
-    frs = [by_name[p].fr for p in names]
-    t5s = [by_name[p].t5d for p in names]
-    mfr = float(np.mean(frs)) if complete and all(v is not None for v in frs) else None
-    mt5d = float(np.mean(t5s)) if complete and all(v is not None for v in t5s) else None
+    frs = [v for v in (by_name[p].fr for p in names) if v is not None]
+    t5s = [v for v in (by_name[p].t5d for p in names) if v is not None]
+    mfr = float(np.mean(frs)) if complete and len(frs) == len(names) else None
+    mt5d = float(np.mean(t5s)) if complete and len(t5s) == len(names) else None
     mean_fp = float(np.mean([by_name[p].fp for p in names])) if names else None
     return PSummary(d, mfr, mt5d, mean_fp, names)
 
@@ -290,7 +290,7 @@ def evaluate_sequences(
     model_fn: ModelFn,
     images: Any,
     labels: Sequence[int] | np.ndarray | None = None,
-    perturbations: str | Sequence[str] = "test",
+    perturbations: str | list[str] | tuple[str, ...] = "test",
     difficulty: int | Sequence[int] = 1,
     seed: int = 0,
     batch_size: int = 64,
@@ -429,7 +429,7 @@ def evaluate_released(
     if isinstance(videos, np.ndarray):
         clips = list(videos)
     else:
-        for v, frames in videos:  # type: ignore[misc]
+        for v, frames in videos:
             clips.append(frames)
             labels.append(int(v.label))
     if not clips:

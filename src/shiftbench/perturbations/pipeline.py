@@ -689,7 +689,7 @@ def stored_p_baseline(db: ResultsStore, spec: str, *, edition: str) -> dict[int,
     for b in out.values():
         for name in list(b.fp):
             if b.fp[name] == 0 or b.ut5d[name] == 0:  # a zero cannot normalise
-                del b.fp[name], b.ut5d[name]  # type: ignore[attr-defined]
+                del b.fp[name], b.ut5d[name]
     return out
 
 

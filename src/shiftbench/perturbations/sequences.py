@@ -116,6 +116,11 @@ def _split(y: torch.Tensor, b: int, t: int) -> torch.Tensor:
 _NOISE_KEYS = {"gaussian_noise": "sigma", "shot_noise": "photons", "speckle_noise": "sigma"}
 
 
+def _returning(a: np.ndarray) -> Callable[[], np.ndarray]:
+    """A sampler context's image levels: the crop's, already at hand."""
+    return lambda: a
+
+
 def _noise(job: _Job) -> Iterator[torch.Tensor]:
     cspec = get_corruption(job.spec.name)
     assert cspec.sample is not None
@@ -126,7 +131,7 @@ def _noise(job: _Job) -> Iterator[torch.Tensor]:
     levels = [np.ascontiguousarray(c.permute(1, 2, 0).numpy()) for c in job.prepared.crops]
     ctxs = [
         SampleContext(params=level, height=s, width=s, edition=job.prepared.edition, severity=job.difficulty,
-                      _levels=(lambda a=a: a))
+                      _levels=_returning(a))
         for a in levels
     ]
     for a, b in job.ranges():
@@ -453,7 +458,7 @@ def _sample_all(job: _Job) -> list[dict[str, np.ndarray]]:
         for i in range(job.n):
             a = np.ascontiguousarray(job.prepared.crops[i].permute(1, 2, 0).numpy())
             ctx = SampleContext(params=level, height=s, width=s, edition=job.prepared.edition, severity=job.difficulty,
-                                _levels=(lambda a=a: a))
+                                _levels=_returning(a))
             frames = [cspec.sample(job.draws[i], ctx) for _ in range(t)]
             out.append({k: np.stack([np.asarray(f[k]) for f in frames]) for k in frames[0]})
         return out

@@ -16,6 +16,7 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ __all__ = [
 
 LONG_TEXT = 60
 
-def _pct_cell(v: Any, ci: tuple[float, float] | None = None) -> tuple[str, str, str]:
+def _pct_cell(v: Any, ci: Sequence[float] | None = None) -> tuple[str, str, str]:
     """A fraction as a percent cell, with its 95 % interval when known."""
     if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
         return _fmt(v)
@@ -173,7 +174,8 @@ def annotate(sections: list[tuple[Benchmark, Section]], facts: dict[int, Evaluat
                 recs.append(rec)
                 continue
             rec = dict(rec)
-            f = facts.get(rec.get("evaluation")) if isinstance(rec.get("evaluation"), int) else None
+            ev = rec.get("evaluation")
+            f = facts.get(ev) if isinstance(ev, int) else None
             if f is not None and not rec.get("reference") and str(rec.get("model")) == f.model:
                 label = labels[(f.model, f.checksum)]
                 if label != f.model:

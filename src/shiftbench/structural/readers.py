@@ -249,8 +249,8 @@ def _decode(path: Path, size: int | None) -> np.ndarray:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as im:
-            im = im.convert("RGBA") if im.mode in ("P", "LA", "RGBA") else im
+        with Image.open(path) as opened:
+            im: Image.Image = opened.convert("RGBA") if opened.mode in ("P", "LA", "RGBA") else opened
             if im.mode == "RGBA":  # icons with transparency: composite on white, as rendered icons are shown
                 bg = Image.new("RGBA", im.size, (255, 255, 255, 255))
                 im = Image.alpha_composite(bg, im)

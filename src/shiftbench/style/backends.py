@@ -272,7 +272,7 @@ def configure(
                 _STATE["backend"] = backend
             else:
                 cls = _backend_class(backend)
-                _STATE["backend"] = cls(vgg, decoder) if cls is AdaINBackend else cls()  # type: ignore[call-arg]
+                _STATE["backend"] = cls(vgg, decoder) if cls is AdaINBackend else cls()
         elif vgg is not None or decoder is not None:
             _STATE["backend"] = AdaINBackend(vgg, decoder)
         if schedule is not _UNSET:

@@ -95,7 +95,7 @@ def build_decoder() -> nn.Sequential:
     """The AdaIN decoder in the published module order (29 modules, 9 convs)."""
     layers: list[nn.Module] = []
     for item in _DECODER:
-        if item == "U":
+        if isinstance(item, str):  # "U"
             layers.append(nn.Upsample(scale_factor=2, mode="nearest"))
         else:
             cin, cout = item

@@ -18,7 +18,7 @@ __all__ = ["load_zoo_model", "transform_of"]
 def transform_of(entry: ZooEntry) -> InputTransform:
     """The entry's preprocessing as an :class:`InputTransform`."""
     p = entry.preprocessing
-    return InputTransform(p.size, p.mean, p.std, p.scale, p.interpolation, p.crop_fraction)  # type: ignore[arg-type]
+    return InputTransform(p.size, p.mean, p.std, p.scale, p.interpolation, p.crop_fraction)
 
 
 def load_zoo_model(

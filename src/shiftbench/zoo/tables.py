@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..checks import suggest
 from ..errors import InvalidArgumentError, UnknownNameError
@@ -267,15 +267,16 @@ def measured_from_report(report: Mapping[str, Any], table_id: str) -> dict[str, 
             got[name] = sc.get("relative_ce" if relative else "ce")
         for key, group in (("imagenet_c_mce_set1", CE_SET1), ("imagenet_c_mce_set2", CE_SET2)):
             vals = [got.get(c) for c in group]
-            if all(_finite(v) for v in vals):  # the mean over the set (Laugros, Caplier & Ospici, 2021, Table 1)
-                got[key] = sum(float(v) for v in vals) / len(group)  # type: ignore[arg-type]
+            finite = [float(v) for v in vals if _finite(v)]
+            if len(finite) == len(vals):  # the mean over the set (Laugros, Caplier & Ospici, 2021, Table 1)
+                got[key] = sum(finite) / len(group)
         metrics = {k: round(100 * float(v), 4) for k, v in got.items() if k in keys and v is not None}
         if metrics:
             out[str(row.get("model"))] = metrics
     return out
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
 
 

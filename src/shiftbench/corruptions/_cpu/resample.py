@@ -22,7 +22,7 @@ from .._resample import PRECISION_BITS, box_coefficients
 
 class Taps(NamedTuple):
     start: np.ndarray  # per output: first tap (uintp, length out + 1)
-    index: np.ndarray  # input index per tap (uintp)
+    source: np.ndarray  # input index per tap (uintp; not "index", which would hide tuple.index)
     weight: np.ndarray  # fixed-point weight per tap (int32)
     gather: bool  # every output has one tap of weight 1 << 22
     dense_index: np.ndarray  # out x K: the taps padded to a fixed count K (weight 0, index of tap 0)
@@ -209,7 +209,7 @@ def _whole_factor(in_size: int, out_size: int) -> tuple[int, np.ndarray] | None:
     starts = t.start.astype(np.int64)
     if not np.all(np.diff(starts) == k):
         return None
-    idx = t.index.astype(np.int64).reshape(out_size, k)
+    idx = t.source.astype(np.int64).reshape(out_size, k)
     wts = t.weight.reshape(out_size, k)
     if not (np.array_equal(idx, k * np.arange(out_size)[:, None] + np.arange(k)[None, :]) and np.all(wts == wts[0])):
         return None
@@ -248,7 +248,7 @@ def box_resize_planes(planes: np.ndarray, height: int, width: int, out: np.ndarr
             for k in range(n):
                 cv2.transpose(y[k], dst=tr[k])
             red = np.empty((n, width, h), dtype=np.uint8)
-            _cols_pass(tr, t.start, t.index, t.weight, False, red)
+            _cols_pass(tr, t.start, t.source, t.weight, False, red)
             wide = np.empty((n, h, width), dtype=np.uint8)
             for k in range(n):
                 cv2.transpose(red[k], dst=wide[k])
@@ -258,7 +258,7 @@ def box_resize_planes(planes: np.ndarray, height: int, width: int, out: np.ndarr
     if height != h:
         t = box_taps(h, height)
         dst = out if out is not None else np.empty((y.shape[0], height, y.shape[2]), dtype=np.uint8)
-        _cols_pass(y, t.start, t.index, t.weight, t.gather, dst)
+        _cols_pass(y, t.start, t.source, t.weight, t.gather, dst)
         return dst
     if out is not None:
         out[...] = y
