@@ -31,6 +31,7 @@ intensities are not. Images are in [0, 1] before any normalisation (the engine h
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,7 @@ import torch.nn.functional as F
 
 from ..editions import EDITIONS
 from ._ops import hsv_to_rgb, rgb_to_hsv
-from ._registry import ApplyContext, SampleContext, list_corruptions, register
+from ._registry import ApplyContext, ApplyFn, Corruption, SampleContext, SampleFn, list_corruptions, register
 
 __all__ = [
     "CandidateSpec",
@@ -498,7 +499,7 @@ def _shapes(
     return mask, fill
 
 
-def _sample_shapes(spec: CandidateSpec, with_value: bool):  # type: ignore[no-untyped-def]
+def _sample_shapes(spec: CandidateSpec, with_value: bool) -> SampleFn:
     kmax = int(spec.range[1])
 
     def sample(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
@@ -515,7 +516,7 @@ def _sample_shapes(spec: CandidateSpec, with_value: bool):  # type: ignore[no-un
     return sample
 
 
-def _sample_scalar(spec: CandidateSpec, *, sign: bool = False):  # type: ignore[no-untyped-def]
+def _sample_scalar(spec: CandidateSpec, *, sign: bool = False) -> SampleFn:
     def sample(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
         v = _value(draws, ctx, spec)
         out = {"v": _f(v)}
@@ -556,7 +557,7 @@ def _bounds(spec: CandidateSpec, extra: Any = None) -> Any:
     return bounds
 
 
-def _reg(spec: CandidateSpec, sample: Any, bounds: Any = None):  # type: ignore[no-untyped-def]
+def _reg(spec: CandidateSpec, sample: Any, bounds: Any = None) -> Callable[[ApplyFn], Corruption]:
     table = {ed: spec.severity_table() for ed in EDITIONS}
     return register(
         spec.name,
@@ -648,7 +649,7 @@ def noc_pixelate(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: Apply
     return out
 
 
-def _reg_shapes(name: str, kind: str, radius: float, mode: str):  # type: ignore[no-untyped-def]
+def _reg_shapes(name: str, kind: str, radius: float, mode: str) -> ApplyFn:
     spec = S[name]
 
     def apply(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
@@ -674,7 +675,7 @@ noc_rain = _reg_shapes("noc_rain", "disc", 7, "rain")
 noc_circles = _reg_shapes("noc_circles", "disc", 7, "fill")
 
 
-def _sample_square(spec: CandidateSpec):  # type: ignore[no-untyped-def]
+def _sample_square(spec: CandidateSpec) -> SampleFn:
     def sample(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
         side = min(_px(_value(draws, ctx, spec), ctx.height, ctx.width), ctx.height, ctx.width)
         top = int(draws.integers(0, ctx.height - side + 1))
@@ -694,7 +695,7 @@ def _apply_square(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: Appl
     return _fill(x, mask, _per_image(d, "val", x) * 255.0)
 
 
-def _sample_band(spec: CandidateSpec):  # type: ignore[no-untyped-def]
+def _sample_band(spec: CandidateSpec) -> SampleFn:
     def sample(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
         t = min(_px(_value(draws, ctx, spec), ctx.height, ctx.width), (min(ctx.height, ctx.width) + 1) // 2)
         return {"t": _f(t), "val": _f(float(draws.uniform(0.0, 1.0)))}

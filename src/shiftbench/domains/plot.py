@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..evaluation.errors import MissingPackageError
 from .metrics import ConfusionMatrix, PredictionCount
@@ -15,7 +16,7 @@ INSIDE_COLOR = "#1f77b4"  # blue: the predicted class is inside ImageNet-D
 OUTSIDE_COLOR = "#ff7f0e"  # orange: outside ImageNet-D
 
 
-def _pyplot(what: str):  # type: ignore[no-untyped-def]
+def _pyplot(what: str) -> Any:
     if importlib.util.find_spec("matplotlib") is None:
         raise MissingPackageError("matplotlib", what, "pip install 'shiftbench[plot]'  (or: pip install matplotlib)")
     import matplotlib
