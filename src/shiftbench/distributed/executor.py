@@ -148,7 +148,7 @@ def work_items(source: Any, pending: Mapping[tuple[str, int], set[str]], size: i
     out: list[WorkItem] = []
     for cond, keys in pending.items():
         order = [it.key for it in source.items(cond) if it.key in keys]
-        out += [WorkItem(tuple(cond), tuple(order[i : i + size])) for i in range(0, len(order), size)]  # type: ignore[arg-type]
+        out += [WorkItem((cond[0], cond[1]), tuple(order[i : i + size])) for i in range(0, len(order), size)]
     return out
 
 

@@ -1094,8 +1094,8 @@ class ResultsStore:
             if not t:
                 raise InvalidArgumentError("topk", list(top), "at least one predicted class per image")
             ok = int(t[0] == int(label)) if correct is None else int(bool(correct[j]))
-            t += [None] * (5 - len(t))  # type: ignore[list-item]
-            rows.append((run_id, key, int(label), *t, ok))
+            padded: list[int | None] = [*t, *[None] * (5 - len(t))]
+            rows.append((run_id, key, int(label), *padded, ok))
         with self.transaction():
             self._db.executemany(
                 "INSERT OR IGNORE INTO records(run_id, item, label, top1, top2, top3, top4, top5, correct) "

@@ -88,7 +88,7 @@ def _verify(url: str, part: Path, final: Path, sha256: str | None, size: int | N
     return digest
 
 
-def _open(url: str, offset: int, timeout: float) -> tuple[object, int]:
+def _open(url: str, offset: int, timeout: float) -> tuple[http.client.HTTPResponse, int]:
     """Open the URL (from ``offset`` with a Range request); returns (response, status)."""
     headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
     if offset:
@@ -180,25 +180,25 @@ def _transfer(
     except (TimeoutError, urllib.error.URLError, ConnectionError) as e:
         reason = getattr(e, "reason", e)
         raise OfflineError(url, final, f"the server could not be reached ({reason})") from e
-    with resp:  # type: ignore[attr-defined]
-        ctype = str(resp.headers.get("Content-Type", "")).lower()  # type: ignore[attr-defined]
+    with resp:
+        ctype = str(resp.headers.get("Content-Type", "")).lower()
         if "text/html" in ctype:
             raise NotACheckpointError(
                 url, final, "the server answered with a web page, not the file (a file host's confirmation page?)"
             )
         if status == 206:
-            start = _range_start(resp.headers.get("Content-Range"))  # type: ignore[attr-defined]
+            start = _range_start(resp.headers.get("Content-Range"))
             if start == offset:
                 mode = "ab"
             elif start == 0:  # the server sent the file from byte 0 after all: start again, never append it
                 offset, mode = 0, "wb"
             else:
                 raise DownloadError(url, final, f"asked for bytes from {offset}, the server answered "
-                                    f"Content-Range {resp.headers.get('Content-Range')!r}; delete {part} to start "  # type: ignore[attr-defined]
+                                    f"Content-Range {resp.headers.get('Content-Range')!r}; delete {part} to start "
                                     "again")  # fmt: skip
         else:  # 200: the server ignored the range (or there was none): start from byte 0
             offset, mode = 0, "wb"
-        length = resp.headers.get("Content-Length")  # type: ignore[attr-defined]
+        length = resp.headers.get("Content-Length")
         total = offset + int(length) if length is not None else size
         done = offset
         if progress is not None:
@@ -206,7 +206,7 @@ def _transfer(
         try:
             with open(part, mode) as out:
                 while True:
-                    chunk = resp.read(CHUNK)  # type: ignore[attr-defined]
+                    chunk = resp.read(CHUNK)
                     if not chunk:
                         break
                     out.write(chunk)
