@@ -228,13 +228,16 @@ def _glass_bounds(h: int, w: int, edition: str, params: GlassParams, d: Any) -> 
     return {"offsets": (-int(params.delta), int(params.delta) - 1)}
 
 
-@register("glass_blur", family="blur", group="benchmark", sample=_sample_glass, params=GlassParams, bounds=_glass_bounds)
+@register(
+    "glass_blur", family="blur", group="benchmark", sample=_sample_glass, params=GlassParams, bounds=_glass_bounds,
+    accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
+)
 def glass_blur(x: torch.Tensor, c: GlassParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Gaussian blur, local pixel shuffling by up to delta pixels (iterations sweeps), Gaussian blur."""
     sigma, delta = float(c.sigma), int(c.delta)
     offsets = d["offsets"]
     _check_offsets(x, offsets, delta)
-    g = _gaussian_nearest_torch(fdiv(x, 255.0), sigma)
+    g = _gaussian_nearest_torch(fdiv(x.to(torch.float64), 255.0), sigma)
     u = torch.clamp(torch.trunc(g * 255), 0, 255)  # np.uint8(...) of values within 0..255
     u = glass_shuffle_torch(u, offsets, delta)
     return torch.clamp(_gaussian_nearest_torch(fdiv(u, 255.0), sigma), 0, 1) * 255
@@ -242,16 +245,19 @@ def glass_blur(x: torch.Tensor, c: GlassParams, d: dict[str, torch.Tensor], ctx:
 
 @glass_blur.kernel("compiled")
 def _glass_blur_compiled(x: torch.Tensor, c: GlassParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """One compiled pass per image (:func:`._cpu.blur.glass_kernel`): 8-bit levels or float values in,
+    float64 values or (``ctx.levels``) the truncated 8-bit levels out."""
     sigma, delta = float(c.sigma), int(c.delta)
     offsets = d["offsets"]
     _check_offsets(x, offsets, delta)
-    xa = _cpu_array(x)
+    xa = np.ascontiguousarray(x.detach().numpy())
     off = np.ascontiguousarray(offsets.detach().to("cpu").numpy())
-    out = np.empty_like(xa)
+    out = ctx.result_array(tuple(xa.shape), np.float64)
     kern = glass_kernel
     wts = _half_weights(sigma)
     run_threaded(xa.shape[0], lambda s, e: kern(xa, wts, off, delta, s, e, out))
-    return torch.from_numpy(out).to(x.dtype)
+    y = torch.from_numpy(out)
+    return y if torch.uint8 in (x.dtype, y.dtype) else y.to(x.dtype)
 
 
 # --------------------------------------------------------------------------- defocus
@@ -468,6 +474,11 @@ def _motion_blur_compiled(x: torch.Tensor, c: MotionParams, d: dict[str, torch.T
 def _zoom_tables(h: int, w: int, zooms: tuple[float, ...]) -> tuple[np.ndarray, ...]:
     rows = [cached_zoom_axis_table(h, z) for z in zooms]
     cols = [cached_zoom_axis_table(w, z) for z in zooms]
+    runs = [_column_runs(col[0], col[1]) for col in cols]
+    most = max((len(r) for r in runs), default=0)
+    packed = np.zeros((len(zooms), max(1, most), 4), dtype=np.int64)
+    for z, r in enumerate(runs):
+        packed[z, : len(r)] = r
     out = (
         np.stack([r[0] for r in rows]),
         np.stack([r[1] for r in rows]),
@@ -476,10 +487,25 @@ def _zoom_tables(h: int, w: int, zooms: tuple[float, ...]) -> tuple[np.ndarray, 
         np.stack([col[1] for col in cols]),
         np.stack([col[2] for col in cols]),
         np.array([z == 1.0 for z in zooms]),
+        packed,
+        np.array([len(r) for r in runs], dtype=np.int64),
     )
     for a in out:
         a.setflags(write=False)
     return out
+
+
+def _column_runs(i0: np.ndarray, i1: np.ndarray) -> np.ndarray:
+    """Runs of outputs whose source columns (i0, i1) both advance by one from one output to the
+    next: rows (first output, length, i0 - lo, i1 - lo), with lo = i0[0] (the zoom's first column)."""
+    n = len(i0)
+    if n == 0:
+        return np.zeros((0, 4), dtype=np.int64)
+    breaks = np.flatnonzero((np.diff(i0) != 1) | (np.diff(i1) != 1)) + 1
+    first = np.concatenate([[0], breaks])
+    length = np.diff(np.concatenate([first, [n]]))
+    lo = int(i0[0])
+    return np.stack([first, length, i0[first] - lo, i1[first] - lo], axis=1).astype(np.int64)
 
 
 def _zoom_blur_torch(x: torch.Tensor, zooms: list[float]) -> torch.Tensor:
@@ -493,19 +519,26 @@ def _zoom_blur_torch(x: torch.Tensor, zooms: list[float]) -> torch.Tensor:
     return torch.clamp(y, 0, 1) * 255
 
 
-@register("zoom_blur", family="blur", group="benchmark", sample=None, dtype=torch.float32)
+@register(
+    "zoom_blur", family="blur", group="benchmark", sample=None, dtype=torch.float32, accepts_levels=True,
+    chunk_values=IMAGE_BY_IMAGE,
+)
 def zoom_blur(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Average of the image and its centre zooms by each factor in the list (float32)."""
-    return _zoom_blur_torch(x, [float(z) for z in c]).to(x.dtype)
+    y = _zoom_blur_torch(x, [float(z) for z in c])
+    return y if x.dtype == torch.uint8 else y.to(x.dtype)
 
 
 @zoom_blur.kernel("compiled")
 def _zoom_blur_compiled(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """One compiled pass per image (:func:`._cpu.blur.zoom_kernel`): 8-bit levels or float32 values in,
+    float32 values or (``ctx.levels``) the truncated 8-bit levels out."""
     zooms = tuple(float(z) for z in c)
     h, w = int(x.shape[-2]), int(x.shape[-1])
     tables = _zoom_tables(h, w, zooms)
-    xa = _cpu_array(x)
-    out = np.empty(xa.shape, dtype=np.float32)
+    xa = np.ascontiguousarray(x.detach().numpy())
+    out = ctx.result_array(tuple(xa.shape), np.float32)
     kern = zoom_kernel
     run_threaded(xa.shape[0], lambda s, e: kern(xa, *tables, s, e, out))
-    return torch.from_numpy(out).to(x.dtype)
+    y = torch.from_numpy(out)
+    return y if torch.uint8 in (x.dtype, y.dtype) else y.to(x.dtype)
