@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ._cpu.blur import gauss_planes, gaussian_blur_kernel, glass_kernel, shuffle_batch, zoom_kernel
+from ._cpu.blur import gauss_planes, gaussian_blur_kernel, glass_kernel_for, shuffle_batch, zoom_kernel
 from ._geometry import cached_zoom_axis_table, clipped_zoom, run_threaded, use_compiled
 from ._geometry import motion_blur as _im_motion_blur
 from ._ops import extend_index, fdiv, gaussian_kernel1d
@@ -253,8 +253,8 @@ def _glass_blur_compiled(x: torch.Tensor, c: GlassParams, d: dict[str, torch.Ten
     xa = np.ascontiguousarray(x.detach().numpy())
     off = np.ascontiguousarray(offsets.detach().to("cpu").numpy())
     out = ctx.result_array(tuple(xa.shape), np.float64)
-    kern = glass_kernel
     wts = _half_weights(sigma)
+    kern = glass_kernel_for(len(wts) - 1, int(xa.shape[1]))
     run_threaded(xa.shape[0], lambda s, e: kern(xa, wts, off, delta, s, e, out))
     y = torch.from_numpy(out)
     return y if torch.uint8 in (x.dtype, y.dtype) else y.to(x.dtype)

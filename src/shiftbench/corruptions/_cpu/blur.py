@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["gauss_planes", "gaussian_blur_kernel", "shuffle_batch", "glass_kernel", "zoom_kernel"]
+__all__ = ["gauss_planes", "gaussian_blur_kernel", "shuffle_batch", "glass_kernel", "glass_kernel_for", "zoom_kernel"]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -51,6 +51,35 @@ def _gauss_plane(src, w, tmp, line, dst):  # type: ignore[no-untyped-def]  # pra
         _scale_into(orow, line[r : r + wd], w[0])
         for j in range(r, 0, -1):
             _pair_axpy(orow, line[r - j : r - j + wd], line[r + j : r + j + wd], w[j])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _gauss_plane_k(src, w, tmp, line, dst, k):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # _gauss_plane for a radius k known when compiled (k == w.shape[0] - 1): each output is summed in
+    # a register over its taps, r..1 after the centre as SciPy adds them (the same operations in the
+    # same order, so the same values), and the loop over a row vectorises around the unrolled taps.
+    h, wd = src.shape
+    w0 = w[0]
+    for y in range(h):
+        trow = tmp[y]
+        c = src[y]
+        for i in range(wd):
+            acc = c[i] * w0
+            for j in range(k, 0, -1):
+                acc += (src[max(y - j, 0), i] + src[min(y + j, h - 1), i]) * w[j]
+            trow[i] = acc
+    for y in range(h):
+        trow = tmp[y]
+        for j in range(k):
+            line[j] = trow[0]
+            line[k + wd + j] = trow[wd - 1]
+        line[k : k + wd] = trow
+        orow = dst[y]
+        for i in range(wd):
+            acc = line[k + i] * w0
+            for j in range(k, 0, -1):
+                acc += (line[k - j + i] + line[k + j + i]) * w[j]
+            orow[i] = acc
 
 
 @numba.njit(cache=True, nogil=True)
@@ -117,12 +146,18 @@ def _shuffle_packed(q, off, delta):  # type: ignore[no-untyped-def]  # pragma: n
                 qrow[col] = q[row + orow[wi, 1], col + orow[wi, 0]]
 
 
-@numba.njit(cache=True, nogil=True)
-def glass_kernel(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+@numba.njit(cache=True, nogil=True, inline="always")
+def _gauss_plane_r(src, w, tmp, line, dst, k):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # the Gaussian of radius k (0: any radius, read from w)
+    if k == 0:
+        _gauss_plane(src, w, tmp, line, dst)
+    else:
+        _gauss_plane_k(src, w, tmp, line, dst, k)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _glass_body(x, w, off, delta, start, end, out, k):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
-    if nc > 4:
-        _glass_kernel_planes(x, w, off, delta, start, end, out)
-        return
     u = np.empty((h, wd))
     g = np.empty((h, wd))
     tmp = np.empty((h, wd))
@@ -134,7 +169,7 @@ def glass_kernel(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-
         for c in range(nc):
             u[:, :] = x[b, c]
             u /= 255.0
-            _gauss_plane(u, w, tmp, line, g)
+            _gauss_plane_r(u, w, tmp, line, g, k)
             sh = np.uint32(8 * c)
             for y in range(h):
                 gy = g[y]
@@ -154,11 +189,51 @@ def glass_kernel(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-
                 for i in range(wd):
                     uy[i] = np.float64((qy[i] >> sh) & np.uint32(255))
             u /= 255.0
-            _gauss_plane(u, w, tmp, line, g)
+            _gauss_plane_r(u, w, tmp, line, g, k)
             o = out[b, c]
             for y in range(h):
                 for i in range(wd):
                     o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
+
+
+@numba.njit(cache=True, nogil=True)
+def glass_kernel(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Glass blur of images start..end-1 (any radius; more than four channels: plane by plane)."""
+    if x.shape[1] > 4:
+        _glass_kernel_planes(x, w, off, delta, start, end, out)
+        return
+    _glass_body(x, w, off, delta, start, end, out, 0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _glass_kernel_3(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    _glass_body(x, w, off, delta, start, end, out, 3)
+
+
+@numba.njit(cache=True, nogil=True)
+def _glass_kernel_4(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    _glass_body(x, w, off, delta, start, end, out, 4)
+
+
+@numba.njit(cache=True, nogil=True)
+def _glass_kernel_5(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    _glass_body(x, w, off, delta, start, end, out, 5)
+
+
+@numba.njit(cache=True, nogil=True)
+def _glass_kernel_6(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    _glass_body(x, w, off, delta, start, end, out, 6)
+
+
+_GLASS_BY_RADIUS = {3: _glass_kernel_3, 4: _glass_kernel_4, 5: _glass_kernel_5, 6: _glass_kernel_6}
+
+
+def glass_kernel_for(radius: int, channels: int):  # type: ignore[no-untyped-def]
+    """The glass kernel for a Gaussian of ``radius`` (ImageNet-C's sigmas 0.7 to 1.5: radii 3 to 6) on
+    images of ``channels`` channels: one compiled for that radius where there is one, else the general one."""
+    if channels <= 4 and radius in _GLASS_BY_RADIUS:
+        return _GLASS_BY_RADIUS[radius]
+    return glass_kernel
 
 
 @numba.njit(cache=True, nogil=True)
