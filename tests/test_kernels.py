@@ -211,12 +211,12 @@ def test_salt_and_pepper_masks() -> None:
 
 
 def test_raw_word_uniforms_equal_generator_random() -> None:
-    from shiftbench.rng.seeding import FastDraws, _poisson_alias_tables
+    from shiftbench.rng.seeding import FastDraws, poisson_alias_tables
 
     fast = FastDraws(np.random.Generator(np.random.PCG64(11)))
     ref = np.random.Generator(np.random.PCG64(11))
     levels = np.random.default_rng(0).integers(0, 256, (64, 80, 3)).astype(np.uint8)
-    prob, alias = _poisson_alias_tables(60.0)
+    prob, alias = poisson_alias_tables(60.0)
     k = prob.shape[0] // 256
     v = ref.random(levels.shape).ravel() * k
     j = v.astype(np.int64)

@@ -134,7 +134,7 @@ class FastDraws:
         """Poisson(scale * level / 255) for uint8 levels, exact, via per-level alias tables."""
         from .discrete import alias_lookup
 
-        prob, alias = _poisson_alias_tables(float(scale))
+        prob, alias = poisson_alias_tables(float(scale))
         k = prob.shape[0] // 256
         # the raw words of generator.random(levels.shape): same uniforms, no float array in between
         raw = raw_words(self.generator.bit_generator, levels.size)
@@ -142,7 +142,7 @@ class FastDraws:
 
 
 @lru_cache(maxsize=64)
-def _poisson_alias_tables(scale: float) -> tuple[np.ndarray, np.ndarray]:
+def poisson_alias_tables(scale: float) -> tuple[np.ndarray, np.ndarray]:
     """Walker/Vose alias tables of Poisson(scale * l / 255), l = 0..255, flattened (256 rows of K).
 
     Rows are truncated at K = scale + 12 sqrt(scale) + 30, where the tail mass is below 1e-17.
