@@ -71,18 +71,10 @@ def elastic_kernel(
     _, nc, nh, nw = x.shape
     warped = np.empty((nc, nh * nw), dtype=np.float32)
     wtab = _weight_table()
-    if nc == 3:  # RGB: the three levels of a pixel side by side (and a fourth lane), one set of indices per pixel
-        px = np.empty((nh * nw, 4), dtype=np.float32)
-        wpx = np.empty((nh * nw, 4), dtype=np.float32)
+    if nc == 3:  # RGB: the three planes side by side, one set of indices and weights per pixel
         for n in range(start, end):
-            xs = x[n].reshape(3, nh * nw)
-            for k in range(nh * nw):
-                px[k, 0] = xs[0, k]
-                px[k, 1] = xs[1, k]
-                px[k, 2] = xs[2, k]
-                px[k, 3] = 0.0
-            _warp_px(px, wtab, adelta[n], bdelta[n], x0[n], y0[n], nh, nw, wpx)
-            _map_px(wpx, dx[n], dy[n], nh, nw, out[n].reshape(3, nh * nw))
+            _warp_rgb(x[n].reshape(3, nh * nw), wtab, adelta[n], bdelta[n], x0[n], y0[n], nh, nw, warped)
+            _map_rgb(warped, dx[n], dy[n], nh, nw, out[n].reshape(3, nh * nw))
         return
     for n in range(start, end):
         planes = x[n].reshape(nc, nh * nw)
@@ -270,79 +262,3 @@ def _map_rgb(warped, dx, dy, nh, nw, oplanes) -> None:  # type: ignore[no-untype
             o0[base + j] = _lerp_clip255(a00, a01, a10, a11, w0, p00, p01, p10, p11)
             o1[base + j] = _lerp_clip255(a00, a01, a10, a11, w1, p00, p01, p10, p11)
             o2[base + j] = _lerp_clip255(a00, a01, a10, a11, w2, p00, p01, p10, p11)
-
-
-@numba.njit(cache=True, nogil=True)
-def _warp_px(px, wtab, adelta, bdelta, x0, y0, nh, nw, wpx) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    """_warp_rgb on interleaved pixels (px, wpx: (H*W) x 4 float32, the levels of a pixel side by side):
-    one load of the four lanes per tap, the same float32 products and sums per lane."""
-    for i in range(nh):
-        xr = x0[i]
-        yr = y0[i]
-        base = i * nw
-        for j in range(nw):
-            sx = (xr + adelta[j]) >> _SHIFT
-            sy = (yr + bdelta[j]) >> _SHIFT
-            ix = sx >> _INTER_BITS
-            iy = sy >> _INTER_BITS
-            k = (sy & (_INTER_TAB - 1)) * _INTER_TAB + (sx & (_INTER_TAB - 1))
-            w0 = wtab[k, 0]
-            w1 = wtab[k, 1]
-            w2 = wtab[k, 2]
-            w3 = wtab[k, 3]
-            if ix >= 0 and iy >= 0 and ix < nw - 1 and iy < nh - 1:
-                p00 = iy * nw + ix
-                p01 = p00 + 1
-                p10 = p00 + nw
-                p11 = p10 + 1
-            else:
-                r0 = _reflect101(iy, nh) * nw
-                r1 = _reflect101(iy + 1, nh) * nw
-                c0 = _reflect101(ix, nw)
-                c1 = _reflect101(ix + 1, nw)
-                p00 = r0 + c0
-                p01 = r0 + c1
-                p10 = r1 + c0
-                p11 = r1 + c1
-            a = px[p00]
-            b = px[p01]
-            c = px[p10]
-            d = px[p11]
-            o = wpx[base + j]
-            for ch in range(4):
-                v = a[ch] * w0
-                v += b[ch] * w1
-                v += c[ch] * w2
-                v += d[ch] * w3
-                o[ch] = v
-
-
-@numba.njit(cache=True, nogil=True)
-def _map_px(wpx, dx, dy, nh, nw, oplanes) -> None:  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    """_map_rgb reading interleaved warped pixels (wpx: (H*W) x 4 float32)."""
-    o0, o1, o2 = oplanes[0], oplanes[1], oplanes[2]
-    top = np.float64(nh - 1)
-    right = np.float64(nw - 1)
-    k255 = np.float32(255.0)
-    for i in range(nh):
-        dxr = dx[i]
-        dyr = dy[i]
-        base = i * nw
-        for j in range(nw):
-            a00, a01, a10, a11, p00, p01, p10, p11 = _taps(i, j, dyr[j], dxr[j], nh, nw, top, right)
-            qa = wpx[p00]
-            qb = wpx[p01]
-            qc = wpx[p10]
-            qd = wpx[p11]
-            for ch in range(3):
-                v = np.float32(a00 * np.float64(qa[ch]) + a01 * np.float64(qb[ch]) + a10 * np.float64(qc[ch]) + a11 * np.float64(qd[ch]))
-                if v < 0:
-                    v = np.float32(0.0)
-                elif v > 1:
-                    v = np.float32(1.0)
-                if ch == 0:
-                    o0[base + j] = v * k255
-                elif ch == 1:
-                    o1[base + j] = v * k255
-                else:
-                    o2[base + j] = v * k255
