@@ -474,11 +474,6 @@ def _motion_blur_compiled(x: torch.Tensor, c: MotionParams, d: dict[str, torch.T
 def _zoom_tables(h: int, w: int, zooms: tuple[float, ...]) -> tuple[np.ndarray, ...]:
     rows = [cached_zoom_axis_table(h, z) for z in zooms]
     cols = [cached_zoom_axis_table(w, z) for z in zooms]
-    runs = [_column_runs(col[0], col[1]) for col in cols]
-    most = max((len(r) for r in runs), default=0)
-    packed = np.zeros((len(zooms), max(1, most), 4), dtype=np.int64)
-    for z, r in enumerate(runs):
-        packed[z, : len(r)] = r
     out = (
         np.stack([r[0] for r in rows]),
         np.stack([r[1] for r in rows]),
@@ -487,25 +482,10 @@ def _zoom_tables(h: int, w: int, zooms: tuple[float, ...]) -> tuple[np.ndarray, 
         np.stack([col[1] for col in cols]),
         np.stack([col[2] for col in cols]),
         np.array([z == 1.0 for z in zooms]),
-        packed,
-        np.array([len(r) for r in runs], dtype=np.int64),
     )
     for a in out:
         a.setflags(write=False)
     return out
-
-
-def _column_runs(i0: np.ndarray, i1: np.ndarray) -> np.ndarray:
-    """Runs of outputs whose source columns (i0, i1) both advance by one from one output to the
-    next: rows (first output, length, i0 - lo, i1 - lo), with lo = i0[0] (the zoom's first column)."""
-    n = len(i0)
-    if n == 0:
-        return np.zeros((0, 4), dtype=np.int64)
-    breaks = np.flatnonzero((np.diff(i0) != 1) | (np.diff(i1) != 1)) + 1
-    first = np.concatenate([[0], breaks])
-    length = np.diff(np.concatenate([first, [n]]))
-    lo = int(i0[0])
-    return np.stack([first, length, i0[first] - lo, i1[first] - lo], axis=1).astype(np.int64)
 
 
 def _zoom_blur_torch(x: torch.Tensor, zooms: list[float]) -> torch.Tensor:

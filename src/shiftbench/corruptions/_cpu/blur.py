@@ -265,65 +265,82 @@ def _glass_kernel_planes(x, w, off, delta, start, end, out):  # type: ignore[no-
                     o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
 
 
+_ZOOM_ROWS = 32  # output rows per block of the compiled zoom blur
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lerp_row(dst, a, b, t):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    for j in range(dst.shape[0]):
+        dst[j] = a[j] + (b[j] - a[j]) * t
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lerp_acc32(dst, a, b, t):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    for j in range(dst.shape[0]):
+        dst[j] += np.float32(a[j] + (b[j] - a[j]) * t)
+
+
 @numba.njit(cache=True, nogil=True)
-def zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, runs, nruns, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover
-    # x: B x C x H x W float64 (0..255) or uint8 levels; out: float32. Per zoom z the rows are
-    # interpolated with (ri0, ri1, rt)[z] and the columns with (ci0, ci1, ct)[z] as a + (b - a) t in
-    # float64; each zoomed value is rounded to float32 and accumulated in float32 in the list order,
-    # as the reference does. One output row at a time: its zoomed source line (the row pass, whole
-    # contiguous lines), then the column pass over runs of outputs whose two source columns both
-    # advance by one (runs[z, r] = (first output, length, i0 - lo, i1 - lo); nruns[z] of them), so
-    # every load is contiguous and nothing is transposed.
+def zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    # x: B x C x H x W 8-bit levels or float values (0..255); out: float32 values or uint8 levels (truncated). Per zoom z the rows are
+    # interpolated with (ri0, ri1, rt)[z] and the columns with (ci0, ci1, ct)[z]
+    # as a + (b - a) t in float64; each zoomed value is rounded to float32 and
+    # accumulated in float32 in the list order, as the reference does. The
+    # column pass runs on a transposed copy so that both passes work on
+    # contiguous lines.
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
     nz = ri0.shape[0]
     x32 = np.empty((h, wd), dtype=np.float32)
     xd = np.empty((h, wd))
-    line = np.empty(wd)
-    acc = np.empty(wd, dtype=np.float32)
+    # one block of _ZOOM_ROWS output rows at a time, stored column-major (wd x rows), so that
+    # the column pass interpolates whole columns of the block with one weight; everything
+    # the block touches stays in the first-level cache
+    rows = _ZOOM_ROWS
+    t_blk = np.empty((wd, rows))
+    row_blk = np.empty((rows, wd))
+    acc_blk = np.empty((wd, rows), dtype=np.float32)
+    src0 = np.empty(rows, dtype=np.int64)
+    src1 = np.empty(rows, dtype=np.int64)
+    wt = np.empty(rows)
     denom = np.float32(nz + 1)
     one = np.float32(1.0)
     zero = np.float32(0.0)
     scale = np.float32(255.0)
     for b in range(start, end):
         for c in range(nc):
-            xc = x[b, c]
             for y in range(h):
-                xy = xc[y]
-                x32y = x32[y]
-                xdy = xd[y]
                 for i in range(wd):
-                    v32 = np.float32(np.float64(xy[i]) / 255.0)
-                    x32y[i] = v32
-                    xdy[i] = np.float64(v32)
+                    v32 = np.float32(np.float64(x[b, c, y, i]) / 255.0)
+                    x32[y, i] = v32
+                    xd[y, i] = np.float64(v32)
             o = out[b, c]
-            for y in range(h):
-                for i in range(wd):
-                    acc[i] = 0.0
+            for y0 in range(0, h, rows):
+                nr = min(rows, h - y0)
+                acc_blk[:, :] = 0.0
                 for z in range(nz):
                     if ident[z]:
-                        xr = x32[y]
                         for i in range(wd):
-                            acc[i] += xr[i]
+                            for r in range(nr):
+                                acc_blk[i, r] += x32[y0 + r, i]
                         continue
                     lo = ci0[z, 0]
                     n = ci1[z, wd - 1] + 1 - lo
-                    ra = xd[ri0[z, y], lo : lo + n]
-                    rb = xd[ri1[z, y], lo : lo + n]
-                    t = rt[z, y]
+                    for r in range(rows):  # rows past the image repeat its last row (never written out)
+                        y = min(y0 + r, h - 1)
+                        src0[r] = ri0[z, y]
+                        src1[r] = ri1[z, y]
+                        wt[r] = rt[z, y]
+                    for r in range(rows):
+                        _lerp_row(row_blk[r, :n], xd[src0[r], lo : lo + n], xd[src1[r], lo : lo + n], wt[r])
                     for j in range(n):
-                        line[j] = ra[j] + (rb[j] - ra[j]) * t
-                    ctz = ct[z]
-                    for r in range(nruns[z]):
-                        i0 = runs[z, r, 0]
-                        ln = runs[z, r, 1]
-                        la = line[runs[z, r, 2] : runs[z, r, 2] + ln]
-                        lb = line[runs[z, r, 3] : runs[z, r, 3] + ln]
-                        av = acc[i0 : i0 + ln]
-                        tv = ctz[i0 : i0 + ln]
-                        for m in range(ln):
-                            av[m] += np.float32(la[m] + (lb[m] - la[m]) * tv[m])
-                orow = o[y]
-                xr = x32[y]
-                for i in range(wd):
-                    v32 = (xr[i] + acc[i]) / denom
-                    orow[i] = min(max(v32, zero), one) * scale
+                        tj = t_blk[j]
+                        for r in range(rows):
+                            tj[r] = row_blk[r, j]
+                    for i in range(wd):
+                        _lerp_acc32(acc_blk[i], t_blk[ci0[z, i] - lo], t_blk[ci1[z, i] - lo], ct[z, i])
+                for r in range(nr):
+                    orow = o[y0 + r]
+                    xr = x32[y0 + r]
+                    for i in range(wd):
+                        v32 = (xr[i] + acc_blk[i, r]) / denom
+                        orow[i] = min(max(v32, zero), one) * scale

@@ -313,14 +313,23 @@ def _reduce_along_rows(src, start, index, weight, common, dst, acc):  # type: ig
         cw = common[i]
         if cw >= 0:
             s = src[index[a]]
+            if e - a == 1:  # the products and sums in int32 (numba would widen them to int64 lanes)
+                for x in range(n):
+                    d[x] = _level(np.int32(np.int32(s[x]) * cw + half))
+                continue
+            s1 = src[index[a + 1]]
+            if e - a == 2:
+                for x in range(n):
+                    d[x] = _level(np.int32((np.int32(s[x]) + np.int32(s1[x])) * cw + half))
+                continue
             for x in range(n):
-                acc[x] = np.int32(s[x])
-            for t in range(a + 1, e):
+                acc[x] = np.int32(s[x]) + np.int32(s1[x])
+            for t in range(a + 2, e):
                 s = src[index[t]]
                 for x in range(n):
                     acc[x] += np.int32(s[x])
             for x in range(n):
-                d[x] = _level(acc[x] * cw + half)
+                d[x] = _level(np.int32(acc[x] * cw + half))
             continue
         for x in range(n):
             acc[x] = half
@@ -328,19 +337,61 @@ def _reduce_along_rows(src, start, index, weight, common, dst, acc):  # type: ig
             s = src[index[t]]
             w = weight[t]
             for x in range(n):
-                acc[x] += np.int32(s[x]) * w
+                acc[x] += np.int32(np.int32(s[x]) * w)
         for x in range(n):
             d[x] = _level(acc[x])
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _reduce_by_k(src, cw, k, dst):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Along each row by a whole factor ``k`` known when compiled, every output weighing its k inputs
+    by ``cw``: dst[y, i] = level((src[y, k i] + ... + src[y, k i + k - 1]) * cw + half), in int32."""
+    half = np.int32(1 << (PRECISION_BITS - 1))
+    n = dst.shape[1]
+    for y in range(dst.shape[0]):
+        s = src[y]
+        d = dst[y]
+        for i in range(n):
+            acc = np.int32(s[k * i])
+            for t in range(1, k):
+                acc = np.int32(acc + np.int32(s[k * i + t]))
+            d[i] = _level(np.int32(acc * cw + half))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _grow_by_k(src, k, dst):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Along each row by a whole factor ``k`` known when compiled: dst[y, k i + t] = src[y, i]."""
+    n = src.shape[1]
+    for y in range(dst.shape[0]):
+        s = src[y]
+        d = dst[y]
+        for i in range(n):
+            v = s[i]
+            for t in range(k):
+                d[k * i + t] = v
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _copy_rows(src, rows, dst):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """dst[y] = src[rows[y]] (an explicit loop: numba's row-slice assignment is several times slower)."""
+    n = dst.shape[1]
+    for y in range(dst.shape[0]):
+        s = src[rows[y]]
+        d = dst[y]
+        for i in range(n):
+            d[i] = s[i]
+
+
 @numba.njit(cache=True, nogil=True)
-def pixelate_kernel(planes, hs, ws, hg, wg, small_h, small_w, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def pixelate_kernel(planes, hs, ws, hg, wg, small_h, small_w, hk, hkw, gk, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     """Pillow's BOX resize of each plane to small_h x small_w and back (P x H x W uint8 -> out).
 
     ``hs``/``ws``: the reducing passes' span tables (rows H -> small_h, columns W -> small_w);
     ``hg``/``wg``: the enlarging passes' source rows and columns (each output copies one input).
     Horizontal passes run on transposed planes (16 x 16 vector transposes), so every pass works
-    on whole rows; Pillow's order (horizontal, then vertical, each rounded to 8 bits) is kept.
+    on whole rows, except by a whole factor (``hk``: 2, 3 or 4 inputs of weight ``hkw`` per output;
+    ``gk``: each input copied 2, 3 or 4 times), where strided loads or stores along the rows do.
+    Pillow's order (horizontal, then vertical, each rounded to 8 bits) is kept.
     """
     wide_vectors()
     npl, h, w = planes.shape
@@ -353,34 +404,42 @@ def pixelate_kernel(planes, hs, ws, hg, wg, small_h, small_w, out):  # type: ign
     grown_t = np.empty((w, hsr), dtype=np.uint8)
     grown = np.empty((hsr, w), dtype=np.uint8)
     acc = np.empty(max(h, wsr), dtype=np.int32)
+    same_h = np.arange(h)
+    same_s = np.arange(hsr)
     hstart, hindex, hweight, hcommon = hs
     wstart, windex, wweight, wcommon = ws
     for p in range(npl):
         src = planes[p]
-        if wsr != w:
+        if hk == 2:  # a whole factor: strided loads along the rows, no transposes
+            _reduce_by_k(src, hkw, 2, back)
+        elif hk == 3:
+            _reduce_by_k(src, hkw, 3, back)
+        elif hk == 4:
+            _reduce_by_k(src, hkw, 4, back)
+        elif wsr != w:
             transpose_into(src, tr)
             _reduce_along_rows(tr, wstart, windex, wweight, wcommon, red, acc)
             transpose_into(red, back)
         else:
-            back[:, :] = src
+            _copy_rows(src, same_h, back)
         if hsr != h:
             _reduce_along_rows(back, hstart, hindex, hweight, hcommon, small, acc)
         else:
-            small[:, :] = back
+            _copy_rows(back, same_s, small)
         # enlarge: columns (on the transposed small plane: row copies), then rows (row copies)
-        if wsr != w:
+        if gk == 2:
+            _grow_by_k(small, 2, grown)
+        elif gk == 3:
+            _grow_by_k(small, 3, grown)
+        elif gk == 4:
+            _grow_by_k(small, 4, grown)
+        elif wsr != w:
             transpose_into(small, small_t)
-            for x in range(w):
-                grown_t[x, :] = small_t[wg[x]]
+            _copy_rows(small_t, wg, grown_t)
             transpose_into(grown_t, grown)
         else:
-            grown[:, :] = small
-        o = out[p]
-        if hsr != h:
-            for y in range(h):
-                o[y, :] = grown[hg[y]]
-        else:
-            o[:, :] = grown
+            _copy_rows(small, same_s, grown)
+        _copy_rows(grown, hg if hsr != h else same_h, out[p])
 
 
 def pixelate_planes(planes: np.ndarray, small_h: int, small_w: int, out: np.ndarray) -> np.ndarray | None:
@@ -394,5 +453,10 @@ def pixelate_planes(planes: np.ndarray, small_h: int, small_w: int, out: np.ndar
         return None
     hs = span_table(h, small_h) if small_h != h else span_table(1, 1)
     ws = span_table(w, small_w) if small_w != w else span_table(1, 1)
-    pixelate_kernel(planes, tuple(hs), tuple(ws), hg, wg, small_h, small_w, out)
+    hk, hkw = 0, 0
+    whole = _whole_factor(w, small_w) if small_w != w else None
+    if whole is not None and np.all(whole[1] == whole[1][0]):
+        hk, hkw = whole[0], int(whole[1][0])
+    gk = (_whole_expansion(small_w, w) or 0) if small_w != w else 0
+    pixelate_kernel(planes, tuple(hs), tuple(ws), hg, wg, small_h, small_w, hk, np.int32(hkw), gk, out)
     return out
