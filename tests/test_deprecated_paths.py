@@ -12,9 +12,15 @@ import shiftbench
 from shiftbench.rng import seeding
 
 
-def _fresh_import(monkeypatch: pytest.MonkeyPatch) -> object:
+def _forget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unload the old module (hasattr would import it through the package's __getattr__)."""
     monkeypatch.delitem(sys.modules, "shiftbench.seeding", raising=False)
-    monkeypatch.delattr(shiftbench, "seeding", raising=False)
+    if "seeding" in vars(shiftbench):
+        monkeypatch.delattr(shiftbench, "seeding")
+
+
+def _fresh_import(monkeypatch: pytest.MonkeyPatch) -> object:
+    _forget(monkeypatch)
     with pytest.warns(DeprecationWarning, match=r"shiftbench\.rng\.seeding"):
         return importlib.import_module("shiftbench.seeding")
 
@@ -34,8 +40,7 @@ def test_old_seeding_module_forwards_every_name_and_warns(monkeypatch: pytest.Mo
 
 def test_old_seeding_attribute_and_from_import(monkeypatch: pytest.MonkeyPatch) -> None:
     _fresh_import(monkeypatch)
-    monkeypatch.delitem(sys.modules, "shiftbench.seeding")
-    monkeypatch.delattr(shiftbench, "seeding", raising=False)
+    _forget(monkeypatch)
     with pytest.warns(DeprecationWarning):
         mod = shiftbench.seeding  # the attribute of the package, as before the move
     assert mod.LegacyDraws is seeding.LegacyDraws
