@@ -697,3 +697,21 @@ def test_one_call_pixelate_equals_two_resizes(h: int, w: int) -> None:
         assert pixelate_planes(planes, sh, sw, out) is out
         assert np.array_equal(out, box_resize_planes(box_resize_planes(planes, sh, sw), h, w)), (sh, sw)
 
+
+
+def test_integers_stored_narrow_are_the_same_draws() -> None:
+    """``integers(..., dtype=np.int8)`` (glass blur's offsets) writes NumPy's int64 draws straight into int8:
+    the same values and the same generator state afterwards, for FastDraws (compiled and NumPy paths) and LegacyDraws."""
+    from shiftbench.rng.seeding import FastDraws, LegacyDraws
+
+    for seed in range(12):
+        for lo, hi, size in [(-2, 2, (3, 50, 60, 2)), (-4, 4, 1000), (0, 3, 777), (-1, 1, 300), (0, 100, (4, 5))]:
+            mine = np.random.Generator(np.random.PCG64(seed))
+            ref = np.random.Generator(np.random.PCG64(seed))
+            got = FastDraws(mine).integers(lo, hi, size=size, dtype=np.int8)
+            want = ref.integers(lo, hi, size)
+            assert got.dtype == np.int8 and np.array_equal(got, want), (seed, lo, hi)
+            assert mine.bit_generator.state == ref.bit_generator.state
+            assert np.array_equal(FastDraws(mine).integers(lo, hi, size=size), ref.integers(lo, hi, size))
+    legacy = LegacyDraws(5).integers(-3, 3, (40, 2), dtype=np.int8)
+    assert legacy.dtype == np.int8 and np.array_equal(legacy, np.random.RandomState(5).randint(-3, 3, (40, 2)))

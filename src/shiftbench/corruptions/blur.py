@@ -143,7 +143,7 @@ def _sample_glass(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     n_w = max(0, ctx.width - 2 * delta)
     # reference: randint(-d, d, size=2) -> (dx, dy) per visited pixel, rows and
     # columns descending, `iters` sweeps; one bulk call yields the same stream.
-    off = draws.integers(-delta, delta, size=(iters, n_h, n_w, 2))
+    off = draws.integers(-delta, delta, size=(iters, n_h, n_w, 2), dtype=np.int8)
     return {"offsets": np.asarray(off, dtype=np.int8)}
 
 
