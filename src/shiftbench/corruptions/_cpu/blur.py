@@ -167,8 +167,12 @@ def _glass_body(x, w, off, delta, start, end, out, k):  # type: ignore[no-untype
     q = np.empty((h, wd), dtype=np.uint32)
     for b in range(start, end):
         for c in range(nc):
-            u[:, :] = x[b, c]
-            u /= 255.0
+            xc = x[b, c]
+            for y in range(h):  # x / 255 in float64 (explicit loops: numba's slice assignment is slower)
+                xy = xc[y]
+                uy = u[y]
+                for i in range(wd):
+                    uy[i] = np.float64(xy[i]) / 255.0
             _gauss_plane_r(u, w, tmp, line, g, k)
             sh = np.uint32(8 * c)
             for y in range(h):
@@ -187,13 +191,14 @@ def _glass_body(x, w, off, delta, start, end, out, k):  # type: ignore[no-untype
                 qy = q[y]
                 uy = u[y]
                 for i in range(wd):
-                    uy[i] = np.float64((qy[i] >> sh) & np.uint32(255))
-            u /= 255.0
+                    uy[i] = np.float64((qy[i] >> sh) & np.uint32(255)) / 255.0
             _gauss_plane_r(u, w, tmp, line, g, k)
             o = out[b, c]
             for y in range(h):
+                gy = g[y]
+                oy = o[y]
                 for i in range(wd):
-                    o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
+                    oy[i] = min(max(gy[i], 0.0), 1.0) * 255.0
 
 
 @numba.njit(cache=True, nogil=True)
