@@ -269,7 +269,7 @@ def _write_scored(clf: Classifier, space: LabelSpace, lmap: np.ndarray, sink: Re
     """Check a batch's restricted logits (width, finite values) and hand it to the sink."""
     if logits is None or not wb.keys:
         return sink.write(wb.condition, wb, np.zeros(0, dtype=np.int64), None) if wb.skipped else 0
-    if logits.shape[1] != len(space.classes):
+    if space.mode != "outputs" and logits.shape[1] != len(space.classes):
         raise ModelOutputError(
             clf.name,
             "output width does not match the class set",

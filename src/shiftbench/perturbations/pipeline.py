@@ -56,8 +56,8 @@ from ..io import DECODE_ERRORS, load_image_rgb
 from ._errors import CorruptVideoError, InvalidDifficultyError, UnknownPerturbationError
 from ._source import prepare
 from ._spec import TEST_PERTURBATIONS, check_difficulty, get_perturbation, list_perturbations
-from .evaluate import PSummary, SequenceScores, score_top5, summarize_p
 from .metrics import PBaseline, alexnet_p_baseline, top5_from_logits
+from .scores import PSummary, SequenceScores, score_top5, summarize_p
 from .sequences import perturb_chunks
 from .video import cifar_p_path, folder_name, read_cifar_p, read_video
 
