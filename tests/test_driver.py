@@ -324,3 +324,14 @@ def test_the_evaluation_core_names_no_benchmark() -> None:
             continue  # the corruption metrics, AlexNet's baseline and the released-data readers are shared helpers
         text = path.read_text(encoding="utf-8")
         assert "imagenet-c" not in text and "BENCHMARKS" not in text, path.name
+
+
+def test_one_benchmark_class_one_progress_protocol() -> None:
+    defined: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name in ("Benchmark", "Progress", "Registry"):
+                defined.setdefault(node.name, []).append(str(path.relative_to(SRC.parent)))
+    assert defined == {"Benchmark": ["shiftbench/evaluation/protocol.py"],
+                       "Progress": ["shiftbench/evaluation/protocol.py"], "Registry": ["shiftbench/registry.py"]}
+

@@ -14,7 +14,6 @@ benchmark from the stored predictions. ``--rerun`` ignores the markers.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -216,7 +215,7 @@ def bench_options(bench: Benchmark, options: Mapping[str, Any]) -> dict[str, Any
     own = bench.Settings.from_options({k: v for k, v in options.items() if k in names and v is not None},
                                       benchmark=bench.name)
     common = {k: v for k, v in options.items() if bench.accepts(k) and k not in names}
-    return common | {f.name: getattr(own, f.name) for f in dataclasses.fields(own)}
+    return common | {n: getattr(own, n) for n in names}
 
 
 def _finished(store: Path, key: str, legacy: str) -> str | None:

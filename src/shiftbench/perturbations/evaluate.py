@@ -27,7 +27,7 @@ from ..evaluation.protocol import Plan, Planned
 from ._source import PreparedImages, prepare
 from ._spec import check_difficulty, get_perturbation, list_perturbations
 from .metrics import PBaseline, top5_from_logits
-from .pipeline import _Block, _FrameSource, _PSource, _Video
+from .pipeline import FrameSource, Video, VideoBlock, VideoSource
 from .scores import PSummary, SequenceScores, score_top5, summarize_p
 from .sequences import perturb_chunks
 
@@ -111,7 +111,7 @@ class _Timing:
         self.frames = 0
 
 
-class _Photos(_PSource):
+class _Photos(VideoSource):
     """Prepared photos (:func:`~shiftbench.perturbations.prepare`) as videos ``"0".."N-1"``, generated in memory."""
 
     kind, location, on_the_fly, has_labels, classes = "in-memory", "memory", True, False, ()
@@ -120,11 +120,11 @@ class _Photos(_PSource):
         self.prep, self.timing, self.edition = prep, timing, prep.edition
         self.identity = f"in-memory {len(prep)} images, edition {prep.edition}"
 
-    def videos(self, name: str, level: int) -> list[_Video]:
-        return [_Video(str(i), -1) for i in range(len(self.prep))]
+    def videos(self, name: str, level: int) -> list[Video]:
+        return [Video(str(i), -1) for i in range(len(self.prep))]
 
-    def blocks(self, name: str, level: int, todo: list[_Video], *, seed: int, device: torch.device,
-               group: int) -> Iterator[_Block]:
+    def blocks(self, name: str, level: int, todo: list[Video], *, seed: int, device: torch.device,
+               group: int) -> Iterator[VideoBlock]:
         rows = [int(v.key) for v in todo]
         runs: list[tuple[int, int]] = []  # (first, count): up to ``group`` consecutive images at a time
         for r in rows:
@@ -141,10 +141,10 @@ class _Photos(_PSource):
                 if chunk is None:
                     break
                 f0, frames = chunk
-                yield _Block([str(i) for i in range(first, first + n)], [-1] * n, f0, frames)
+                yield VideoBlock([str(i) for i in range(first, first + n)], [-1] * n, f0, frames)
 
 
-class _Clips(_PSource):
+class _Clips(VideoSource):
     """Released sequences already in memory (T x H x W x 3 uint8 each) as videos ``"0".."N-1"``."""
 
     kind, location, on_the_fly, has_labels, classes = "in-memory", "memory", False, False, ()
@@ -153,14 +153,14 @@ class _Clips(_PSource):
         self.clips, self.edition = clips, edition
         self.identity = f"in-memory {len(clips)} videos"
 
-    def videos(self, name: str, level: int) -> list[_Video]:
-        return [_Video(str(i), -1) for i in range(len(self.clips))]
+    def videos(self, name: str, level: int) -> list[Video]:
+        return [Video(str(i), -1) for i in range(len(self.clips))]
 
-    def blocks(self, name: str, level: int, todo: list[_Video], *, seed: int, device: torch.device,
-               group: int) -> Iterator[_Block]:
+    def blocks(self, name: str, level: int, todo: list[Video], *, seed: int, device: torch.device,
+               group: int) -> Iterator[VideoBlock]:
         for v in todo:
             x = torch.from_numpy(np.ascontiguousarray(np.asarray(self.clips[int(v.key)]).transpose(0, 3, 1, 2)))
-            yield _Block([v.key], [-1], 0, x[None])
+            yield VideoBlock([v.key], [-1], 0, x[None])
 
 
 class _Outputs(Classifier):
@@ -230,13 +230,13 @@ class _Callback:
         pass
 
 
-def _run(src: _PSource, runs: list[tuple[str, int]], n: int, t_of: Mapping[str, int], model: _Outputs,
+def _run(src: VideoSource, runs: list[tuple[str, int]], n: int, t_of: Mapping[str, int], model: _Outputs,
          batch_size: int, seed: int, timing: _Timing,
          progress: Callable[[str, int, int], None] | None = None) -> dict[Condition, np.ndarray]:
     """The driver's run of ``runs`` ((perturbation, level) of ``n`` videos): each one's N x T x 5 top-5 classes."""
     frames = {r: t_of[r[0]] for r in runs}
     top5 = {r: np.zeros((n, frames[r], 5), dtype=np.int64) for r in runs}
-    source = _FrameSource(src, frames, model.device)
+    source = FrameSource(src, frames, model.device)
     label = {r: f"{r[0]} d{r[1]}" for r in runs}
     plan = Plan([Planned(r, source, r[0], r[1], frames[r]) for r in runs], src.edition, seed=seed,
                 space=LabelSpace((), None, "outputs"), label_map=np.full(1, -1, dtype=np.int64), check_absent=False,
