@@ -130,7 +130,7 @@ def _case(name: str, tmp: Path) -> dict[str, Any]:
         "imagenet-p": lambda: {"data": photos(), "perturbations": "gaussian_noise", "edition": "64"},
         "imagenet-noc": lambda: {"data": photos(), "corruptions": "noc_blur,noc_rain", "seed": 2},
         "imagenet-d": lambda: {"data": str(_domainnet(tmp / "DomainNet")), "mapping": "wordnet"},
-        "imagenet-c-style": lambda: {"data": photos(), "styles": str(_styles(tmp / "styles")), "severities": "1,3"},
+        "imagenet-c-style": lambda: {"data": photos(), "styles": str(_styles(tmp / "styles")), "seed": 1},
         "icons-50-style": lambda: {"data": str(EMOJI), "recipe": tiny, "limit": 20},
         "icons-50-subtype": lambda: {"data": str(EMOJI), "recipe": tiny, "limit": 20, "holdout": "random", "seed": 3},
         "cifar-100-subclass": lambda: {"data": str(_cifar100(tmp)), "holdout": "2",

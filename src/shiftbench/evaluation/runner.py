@@ -16,6 +16,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import metadata
 from typing import Any, Protocol, TypeVar
 
@@ -41,14 +42,19 @@ __all__ = [
 
 
 def package_versions(extra: Sequence[str] = ()) -> dict[str, str]:
-    """Versions of Python and of the packages that can change results."""
+    """Versions of Python and of the packages that can change results (read once per process)."""
+    return dict(_versions(tuple(extra)))
+
+
+@lru_cache(maxsize=16)
+def _versions(extra: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     out = {"python": platform.python_version(), "shiftbench": __version__, "torch": torch.__version__}
     for pkg in ("numpy", "pillow", "scipy", "opencv-python-headless", "efficientnet-lite-pytorch", *extra):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             continue
-    return out
+    return tuple(out.items())
 
 
 _DONE = object()
