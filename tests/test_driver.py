@@ -335,3 +335,86 @@ def test_one_benchmark_class_one_progress_protocol() -> None:
     assert defined == {"Benchmark": ["shiftbench/evaluation/protocol.py"],
                        "Progress": ["shiftbench/evaluation/protocol.py"], "Registry": ["shiftbench/registry.py"]}
 
+
+
+# -- every name registry reads its entry-point group ------------------------------------------------------------------
+
+REGISTRIES_PLUGIN = '''
+import torch
+
+from shiftbench.corruptions import register
+from shiftbench.evaluation.models import Classifier, InputTransform
+from shiftbench.style.backends import StyleBackend
+from shiftbench.zoo.registry import Preprocessing, ZooEntry
+
+
+@register("toy_darken", family="digital", group="toy", namespace="toyplug", sample=None,
+          params={"224": (0.1, 0.2, 0.3, 0.4, 0.5)})
+def toy_darken(x, c, d, ctx):
+    """Darken by the severity's share."""
+    return x * (1.0 - c)
+
+
+def load(name, weights):
+    net = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(3, 7))
+    return Classifier(net, name=f"toyent:{name}", transform=InputTransform(None, (0.0,) * 3, (1.0,) * 3, 255.0),
+                      classes=[str(i) for i in range(7)])
+
+
+class Flat(StyleBackend):
+    name = "flat"
+
+    def stylize(self, content, styles, level):
+        return content
+
+
+NET = ZooEntry("toy-zoo-net", "torchvision:resnet18", "https://example.org/toy.pth",
+               Preprocessing(224, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 255.0, "bilinear", 0.875))
+'''
+
+REGISTRIES_CHECK = '''
+import torch
+import shiftbench
+from shiftbench.corruptions import get_corruption, list_corruptions
+from shiftbench.errors import UnknownNameError
+from shiftbench.evaluation.models import load_model
+from shiftbench.style.backends import BACKENDS
+from shiftbench.zoo import get
+
+x = torch.full((1, 3, 224, 224), 200, dtype=torch.uint8)
+assert get_corruption("Toy-Darken").name == "toy_darken" and list_corruptions(namespace="toyplug") == ["toy_darken"]
+assert float(shiftbench.corrupt(x, "toy_darken", 2).float().mean()) < 200
+clf = load_model("toyent:tiny")
+assert clf.name == "toyent:tiny" and clf.logits(x).shape == (1, 7)
+assert BACKENDS.get("flat").__name__ == "Flat"
+assert get("zoo:toy-zoo-net").url == "https://example.org/toy.pth"
+for find, typo, near in ((get_corruption, "toy_darkn", "toy_darken"), (BACKENDS.get, "flta", "flat"),
+                         (get, "zoo:toy-zoo-nte", "zoo:toy-zoo-net"), (load_model, "toyen:tiny", "toyent:tiny")):
+    try:
+        find(typo)
+    except UnknownNameError as e:
+        assert near in e.suggestions and f"Did you mean '{near}'" in str(e), (typo, str(e))
+    else:
+        raise AssertionError(typo)
+print("ok")
+'''
+
+
+def test_every_name_registry_reads_its_entry_point_group(tmp_path: Path) -> None:
+    """Corruptions, model-name prefixes, style backends and zoo entries installed by a package (through the entry
+    points a ``pip install`` writes) are found like the built-in ones, with the same "Did you mean"."""
+    site = tmp_path / "site"
+    (site / "toy_registries").mkdir(parents=True)
+    (site / "toy_registries" / "__init__.py").write_text(textwrap.dedent(REGISTRIES_PLUGIN))
+    info = site / "toy_registries-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-registries\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[shiftbench.corruptions]\ntoy_darken = toy_registries:toy_darken\n\n"
+        "[shiftbench.model_sources]\ntoyent = toy_registries:load\n\n"
+        "[shiftbench.style_backends]\nflat = toy_registries:Flat\n\n"
+        "[shiftbench.zoo]\ntoy-zoo-net = toy_registries:NET\n")
+    (info / "RECORD").write_text("")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src")]), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", REGISTRIES_CHECK], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
