@@ -46,7 +46,7 @@ def close_matches(name: str, names: Iterable[str], n: int = 3, cutoff: float = 0
     told apart.
     """
     choices = list(dict.fromkeys(str(c) for c in names))
-    plain = {}
+    plain: dict[str, str] = {}
     for c in choices:
         plain.setdefault(_plain(c), c)
     low = _plain(name)

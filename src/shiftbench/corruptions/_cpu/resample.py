@@ -271,11 +271,11 @@ def box_resize_planes(planes: np.ndarray, height: int, width: int, out: np.ndarr
 
 
 class SpanTable(NamedTuple):
-    """A reducing pass's taps for the fused pixelate kernel: per output, its taps (start, index) and,
+    """A reducing pass's taps for the fused pixelate kernel: per output, its taps (start, source index) and,
     where all its weights are equal (Pillow's BOX filter), that weight (else -1: weight per tap)."""
 
     start: np.ndarray  # intp, out + 1
-    index: np.ndarray  # intp
+    source: np.ndarray  # intp: input index per tap
     weight: np.ndarray  # int32 per tap
     common: np.ndarray  # int32 per output: the common weight, or -1
 
@@ -289,7 +289,7 @@ def span_table(in_size: int, out_size: int) -> SpanTable:
         w = t.weight[start[i] : start[i + 1]]
         if len(w) and np.all(w == w[0]):
             common[i] = w[0]
-    return SpanTable(start, t.index.astype(np.intp), t.weight, common)
+    return SpanTable(start, t.source.astype(np.intp), t.weight, common)
 
 
 @lru_cache(maxsize=256)
@@ -302,7 +302,7 @@ def gather_index(in_size: int, out_size: int) -> np.ndarray | None:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _reduce_along_rows(src, start, index, weight, common, dst, acc):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _reduce_along_rows(src, start, index, weight, common, dst, acc):  # pragma: no cover - compiled
     """dst[i] = Pillow's level of the taps of output i over whole rows of src (Hin x N -> Hout x N).
     Outputs whose taps share one weight add the levels first and multiply once (the same integer)."""
     n = src.shape[1]
@@ -343,7 +343,7 @@ def _reduce_along_rows(src, start, index, weight, common, dst, acc):  # type: ig
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _reduce_by_k(src, cw, k, dst):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _reduce_by_k(src, cw, k, dst):  # pragma: no cover - compiled
     """Along each row by a whole factor ``k`` known when compiled, every output weighing its k inputs
     by ``cw``: dst[y, i] = level((src[y, k i] + ... + src[y, k i + k - 1]) * cw + half), in int32."""
     half = np.int32(1 << (PRECISION_BITS - 1))
@@ -359,7 +359,7 @@ def _reduce_by_k(src, cw, k, dst):  # type: ignore[no-untyped-def]  # pragma: no
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _grow_by_k(src, k, dst):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _grow_by_k(src, k, dst):  # pragma: no cover - compiled
     """Along each row by a whole factor ``k`` known when compiled: dst[y, k i + t] = src[y, i]."""
     n = src.shape[1]
     for y in range(dst.shape[0]):
@@ -372,7 +372,7 @@ def _grow_by_k(src, k, dst):  # type: ignore[no-untyped-def]  # pragma: no cover
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _copy_rows(src, rows, dst):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _copy_rows(src, rows, dst):  # pragma: no cover - compiled
     """dst[y] = src[rows[y]] (an explicit loop: numba's row-slice assignment is several times slower)."""
     n = dst.shape[1]
     for y in range(dst.shape[0]):
@@ -383,7 +383,7 @@ def _copy_rows(src, rows, dst):  # type: ignore[no-untyped-def]  # pragma: no co
 
 
 @numba.njit(cache=True, nogil=True)
-def pixelate_kernel(planes, hs, ws, hg, wg, small_h, small_w, hk, hkw, gk, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def pixelate_kernel(planes, hs, ws, hg, wg, small_h, small_w, hk, hkw, gk, out):  # pragma: no cover - compiled
     """Pillow's BOX resize of each plane to small_h x small_w and back (P x H x W uint8 -> out).
 
     ``hs``/``ws``: the reducing passes' span tables (rows H -> small_h, columns W -> small_w);

@@ -26,11 +26,11 @@ _HI = ir.Constant(ir.VectorType(ir.IntType(32), 16), [m for k in range(8) for m 
 
 
 @intrinsic
-def _block16(typingctx, src, soff, sstride, dst, doff, dstride):  # type: ignore[no-untyped-def]
+def _block16(typingctx, src, soff, sstride, dst, doff, dstride):
     """dst[doff + c * dstride + r] = src[soff + r * sstride + c] for r, c in 0..15 (flat uint8 arrays)."""
     sig = types.void(src, soff, sstride, dst, doff, dstride)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         intp = context.get_value_type(types.intp)
         sdata = context.make_array(signature.args[0])(context, builder, args[0]).data
         ddata = context.make_array(signature.args[3])(context, builder, args[3]).data
