@@ -80,7 +80,7 @@ def plot_error_analysis(
     return out
 
 
-def error_analysis_figure(analysis: Mapping[str, Sequence[PredictionCount]], *, title: str | None = None):  # type: ignore[no-untyped-def]
+def error_analysis_figure(analysis: Mapping[str, Sequence[PredictionCount]], *, title: str | None = None) -> Any:
     """The error-analysis chart of :func:`plot_error_analysis` as a matplotlib figure (not saved, not closed)."""
     plt = _pyplot("the ImageNet-D error-analysis chart")
     from matplotlib.patches import Patch
