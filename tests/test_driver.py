@@ -418,3 +418,33 @@ def test_every_name_registry_reads_its_entry_point_group(tmp_path: Path) -> None
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO / "src")]), "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", REGISTRIES_CHECK], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+# -- a plan's source record --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["tuple", "function"])
+def test_a_plans_source_record_is_how_its_first_source_is_stored(lazy: bool, tmp_path: Path) -> None:
+    """``Plan.source_record`` (kind, identity, location, classes), or a function returning it, is what the store keeps
+    for the plan's first source (with empty details); a second source is stored as itself."""
+    import sqlite3
+
+    import torch
+
+    from shiftbench.evaluation.data import TensorSource
+    from shiftbench.evaluation.driver import run_plan
+    from shiftbench.evaluation.models import imagenet_wnids
+    from shiftbench.evaluation.protocol import Plan, Planned
+
+    classes = imagenet_wnids()[:4]
+    first = TensorSource({"a": torch.zeros((4, 3, 8, 8))}, [0, 1, 2, 3], classes)
+    other = TensorSource({"b": torch.full((4, 3, 8, 8), 9.0)}, [0, 1, 2, 3], classes)
+    record = ("toy", "toy:first", "the toy folder", list(classes))
+    plan = Plan([Planned(("a", 0), first), Planned(("b", 0), other)], model=_tiny(),
+                source_record=(lambda: record) if lazy else record)
+    store = tmp_path / "results.sqlite"
+    assert run_plan(plan, lambda db, done: len(db.runs(done.id)), name="toy", store=store) == 2
+    with sqlite3.connect(store) as con:
+        rows = con.execute("SELECT kind, identity, location, classes, details FROM sources ORDER BY id").fetchall()
+    assert rows == [("toy", "toy:first", "the toy folder", json.dumps(list(classes)), "{}"),
+                    ("tensors", other.identity, other.location, json.dumps(list(classes)), "{}")]
