@@ -101,6 +101,20 @@ def test_missing_data_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "data" in capsys.readouterr().err
 
 
+def test_cifar_100_subclass_without_data_is_refused_by_both_readers() -> None:
+    """The training images and the test images are both read from --data: either read without it is a typed error
+    naming data (not a TypeError from the reader)."""
+    from shiftbench.benchmarks import get_benchmark
+    from shiftbench.errors import InvalidArgumentError
+
+    bench = get_benchmark("cifar-100-subclass")
+    settings = bench.Settings()
+    for read in (lambda: bench.read(settings), lambda: bench.splits(None, settings)):
+        with pytest.raises(InvalidArgumentError, match="cifar-100-python folder") as e:
+            read()
+        assert e.value.argument == "data"
+
+
 def test_leave_one_style_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["evaluate", "--benchmark", "icons-50-style", "--data", str(EMOJI), "--store", str(tmp_path / "s.sqlite"),
                  "--no-progress", "--recipe", TINY, "--limit", "30", "--holdout", "all", "--results-format", "json"]) == 0
