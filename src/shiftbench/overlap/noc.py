@@ -382,6 +382,9 @@ class CandidateSource(Source):
     def items(self, condition: Condition) -> list[Item]:
         return self.images.items(CLEAN)
 
+    def content_digest(self) -> str:
+        return self.images.content_digest()  # the clean images, whichever candidates are requested
+
     def select_classes(self, classes: Sequence[str]) -> None:
         self.images.select_classes(classes)
         self.identity = self.images.identity

@@ -45,6 +45,7 @@ from ..evaluation.data import (
     Source,
     WorkBatch,
     digest,
+    files_digest,
     foolbox_imagenet,
     spread_evenly,
 )
@@ -192,6 +193,11 @@ class _PSource:
     def describe(self) -> str:
         return f"{self.kind} {self.location}"
 
+    def content_digest(self) -> str:
+        """Every video or array file of the released root (size and modification time), whichever perturbations
+        are requested."""
+        return files_digest(Path(self.location), lambda f: f.suffix in (".mp4", ".npy"))
+
 
 class _OnTheFly(_PSource):
     """Clean photos (an ImageFolder or the foolbox demo) turned into sequences in memory."""
@@ -212,6 +218,9 @@ class _OnTheFly(_PSource):
 
     def describe(self) -> str:
         return self.src.describe()
+
+    def content_digest(self) -> str:
+        return self.src.content_digest()
 
     def select_classes(self, classes: Sequence[str]) -> None:
         self.src.select_classes(classes)
@@ -491,6 +500,9 @@ class _FrameSource(Source):
     @property
     def classes(self) -> tuple[str, ...]:  # type: ignore[override]
         return self.src.classes
+
+    def content_digest(self) -> str:
+        return self.src.content_digest()
 
     def conditions(self) -> list[Condition]:
         return list(self.frames)
