@@ -372,3 +372,28 @@ def test_16_bit_rgb_tiff_and_the_corrupt_command_read_the_exact_values(tmp_path:
                      "--severity", "2"]) == 0  # fmt: skip
         outs.append(np.asarray(Image.open(tmp_path / f"out-{name}")))
     assert np.array_equal(outs[0], outs[1])
+
+
+def test_imagenet_d_reads_a_16_bit_colour_png_as_its_8_bit_twin(tmp_path: Path) -> None:
+    """ImageNet-D predicted every 16-bit PNG as one class: its images now reach the model as their 8-bit twins."""
+    from shiftbench.domains import DomainNetDataset
+    from shiftbench.domains.evaluate import DomainSource
+    from shiftbench.domains.mapping import domainnet_classes
+
+    from ._eval_toys import SAMPLE_DIR
+
+    photos = sorted(SAMPLE_DIR.glob("*.JPEG"))[:2]
+    batches = {}
+    for depth in (8, 16):
+        root = tmp_path / f"d{depth}"
+        for cls, photo in zip(("bird", "dog"), photos, strict=True):
+            (root / "real" / cls).mkdir(parents=True)
+            rgb = np.asarray(Image.open(photo).convert("RGB"))
+            f = root / "real" / cls / "a.png"
+            _png16(f, rgb.astype(np.uint16) * 257) if depth == 16 else Image.fromarray(rgb).save(f)
+        data = DomainNetDataset(root, domains=["real"], split="all", mapping="wordnet")
+        src = DomainSource(data, {c: i for i, c in enumerate(domainnet_classes())}, "fail")
+        (wb,) = list(src.batches({("real", 0): {it.key for it in src.items(("real", 0))}}, batch_size=8, seed=0,
+                                 release=False))  # fmt: skip
+        batches[depth] = wb.images.numpy()
+    assert batches[8].shape[0] == 2 and np.array_equal(batches[8], batches[16])

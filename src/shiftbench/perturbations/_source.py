@@ -98,13 +98,15 @@ def resized_crop_window(height: int, width: int) -> tuple[int, int, int, int]:
     return center_window(height, width, int(height * 0.875), int(width * 0.875))
 
 
-CANVAS_BYTES_PER_VALUE = 40
-"""Memory per value (pixel x channel) of a photo's canvas while it is prepared and perturbed: the uint8 base, its
-float64 copy that the geometric perturbations keep, and the resize's passes (``perf/memory_per_pixel.py``)."""
+CANVAS_BYTES_PER_VALUE = 112
+"""Memory per value (pixel x channel) of a photo and its canvas while it is prepared and perturbed: the uint8 base,
+the resize's passes and the float64 copy the geometric perturbations keep. Measured: 85 bytes per value of the base
+(a 32 x 4000 strip, whose 224 base is 256 x 32000, peaked at 2.0 GiB; ``perf/memory_per_pixel.py``)."""
 
-SEQUENCE_BYTES = 3 << 30
+SEQUENCE_BYTES = 512 << 20
 """Memory of the frames of one chunk and their intermediates, whatever the photo's size (chunks hold at most
-:data:`~shiftbench.perturbations.sequences.DEFAULT_CHUNK_VALUES` values, 128 MiB as float64)."""
+:data:`~shiftbench.perturbations.sequences.DEFAULT_CHUNK_VALUES` values, 128 MiB as float64; a 375 x 500 photo
+peaked at 80 MiB in all)."""
 
 
 def sequence_memory(height: int, width: int, edition: str, recipe: str = "") -> int:
