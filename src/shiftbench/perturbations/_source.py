@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ..corruptions.kernels import require_memory
+from ..corruptions import require_memory
 from ..errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
 from ..io import image_rgb, load_image_rgb
 from ..rng.seeding import image_key, key_to_int
