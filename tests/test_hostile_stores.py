@@ -204,4 +204,4 @@ def test_evaluate_with_a_seed_beyond_2_63_is_stored_exactly(tmp_path: Path, caps
         with ResultsStore(store, create=False) as db:
             assert [e.seed for e in db.evaluations()] == [9223372036854775808]
     finally:
-        MODEL_SOURCES.pop("toyseed", None)
+        MODEL_SOURCES.unregister("toyseed")
