@@ -426,7 +426,8 @@ def test_every_name_registry_reads_its_entry_point_group(tmp_path: Path) -> None
 @pytest.mark.parametrize("lazy", [False, True], ids=["tuple", "function"])
 def test_a_plans_source_record_is_how_its_first_source_is_stored(lazy: bool, tmp_path: Path) -> None:
     """``Plan.source_record`` (kind, identity, location, classes), or a function returning it, is what the store keeps
-    for the plan's first source (with empty details); a second source is stored as itself."""
+    for the plan's first source (its identity followed by the data's content digest); a second source is stored as
+    itself."""
     import sqlite3
 
     import torch
@@ -446,5 +447,8 @@ def test_a_plans_source_record_is_how_its_first_source_is_stored(lazy: bool, tmp
     assert run_plan(plan, lambda db, done: len(db.runs(done.id)), name="toy", store=store) == 2
     with sqlite3.connect(store) as con:
         rows = con.execute("SELECT kind, identity, location, classes, details FROM sources ORDER BY id").fetchall()
-    assert rows == [("toy", "toy:first", "the toy folder", json.dumps(list(classes)), "{}"),
-                    ("tensors", other.identity, other.location, json.dumps(list(classes)), "{}")]
+    d1, d2 = first.content_digest(), other.content_digest()
+    assert d1 != d2
+    assert rows == [("toy", f"toy:first|data={d1}", "the toy folder", json.dumps(list(classes)), json.dumps({"content": d1})),
+                    ("tensors", f"{other.identity}|data={d2}", other.location, json.dumps(list(classes)),
+                     json.dumps({"content": d2}))]
