@@ -4,8 +4,8 @@
 ``icons-50-subtype``, ``cifar-100-subclass``, ``imagenet-22k-subclass``): splits of a labelled dataset,
 one model per split (the ``--model`` checkpoint, or the split's recipe trained first, seeded and
 resumable, under ``<store folder>/structural-models/``), one evaluation per split with two conditions
-(the held-out part and a held-out share of the seen part), each item's label and top-5 classes,
-accuracy on each part and the gap (seen - held out), per split and averaged over several.
+(the held-out part and, where the split keeps one, a held-out share of the seen part), each item's label
+and top-5 classes, accuracy on each part and the gap (seen - held out), per split and averaged over several.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from ..structural import LabelledImages, Split, read_emoji_styles, read_icons50
 from ..structural.evaluate import ItemPredictions, score
 from ..training.recipes import TrainedModel, get_recipe, load_trained, train_classifier
 
-__all__ = ["HoldoutBenchmark", "HoldoutSettings", "HoldoutSummary", "PartSource", "SplitSpace", "SubclassSettings",
-           "classifier", "db_predictions", "holdout_figures", "read_icons_data", "parse_recipe", "spread"]
+__all__ = ["HoldoutBenchmark", "HoldoutSettings", "IconsSettings", "HoldoutSummary", "PartSource", "SplitSpace", "SubclassSettings",
+           "classifier", "db_predictions", "holdout_figures", "read_icons_data", "parse_recipe", "seen_test_share", "spread"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,16 @@ class HoldoutSettings(SubclassSettings):
     holdout: str | None = option(
         None, help="The held-out part: a style (icons-50-style; 'all' = leave each out), subtypes "
         "(icons-50-subtype: paper, random or names) or k 1..3 (cifar-100-subclass).")
+
+
+@dataclass(frozen=True)
+class IconsSettings(HoldoutSettings):
+    """The options of the ICONS-50 hold-outs: the seen-test share is a variant, off by default."""
+
+    seen_test_share: float = option(
+        0.0, minimum=0, help="Share of each seen class kept out of training to measure the seen accuracy and the "
+        "gap (0, the default: train on all the seen data, as Hendrycks & Dietterich's script does; "
+        "0.1: shiftbench's earlier split).")
 
 
 @dataclass
@@ -120,6 +130,14 @@ def parse_recipe(spec: str | None, default: str) -> Any:
         else:
             over[k.strip()] = v.strip()
     return get_recipe(name.strip(), **over)
+
+
+def seen_test_share(s: Any) -> float:
+    """``--seen-test-share``, checked: a share in [0, 1) of each seen class kept out of training."""
+    v = getattr(s, "seen_test_share", 0.0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+        raise InvalidArgumentError("seen_test_share", v, "a share in [0, 1) of each seen class (0: train on all of them)")
+    return float(v)
 
 
 def spread(idx: np.ndarray, limit: int | None) -> np.ndarray:
@@ -277,6 +295,7 @@ class HoldoutBenchmark(Benchmark[HoldoutSettings]):
         name, checksum = f"{model.spec.arch} {model.checkpoint.stem}", _sha256(model.checkpoint)
         parts = (("held_out", split.test_source, spread(split.heldout_idx, s.limit)),
                  ("seen_test", split.seen_source or split.train_source, spread(split.seen_test_idx, s.limit)))
+        parts = tuple(p for p in parts if p[0] == "held_out" or len(p[2]))  # no seen share kept out: one part
         conds = []
         for part, source, idx in parts:
             cond = (f"{part}:{split.name}", 0)
@@ -301,6 +320,9 @@ class HoldoutBenchmark(Benchmark[HoldoutSettings]):
             k = keys[order]
             group = (source.styles if split.kind == "style" and source.styles is not None else source.subtypes)[k]
             preds[part] = ItemPredictions(part, k, labels[order], top1[order], group)
+        if "seen_test" not in preds:  # trained on all the seen data: no seen accuracy
+            none = np.zeros(0, np.int64)
+            preds["seen_test"] = ItemPredictions("seen_test", none, none, none, np.zeros(0, dtype=str))
         sub_split = Split(split.name, split.kind, split.held_out, split.train_source, split.test_source,
                           split.train_idx, preds["seen_test"].index, preds["held_out"].index, split.info, split.seen_source)
         sc = score(sub_split, preds["held_out"], preds["seen_test"])
@@ -312,7 +334,7 @@ class HoldoutBenchmark(Benchmark[HoldoutSettings]):
         records = [r for sm in summaries for r in sm.splits]  # type: ignore[attr-defined]
         mean = None
         if len(records) > 1:
-            mean = {k: float(np.mean([r[k] for r in records])) for k in ("heldout_accuracy", "seen_accuracy", "gap")}
+            mean = {k: _mean([r[k] for r in records]) for k in ("heldout_accuracy", "seen_accuracy", "gap")}
         return HoldoutSummary(records, mean)
 
     def render(self, summary: HoldoutSummary, *, details: bool = True) -> Report:
@@ -338,6 +360,11 @@ class HoldoutBenchmark(Benchmark[HoldoutSettings]):
 
     def report_figures(self, store: Path, section: Section) -> list[Any]:
         return holdout_figures(self.title.split(" (")[0], section.value, self.published_heldout)
+
+
+def _mean(values: list[Any]) -> float | None:
+    """The mean of the values, None when any is None (a split without a seen share)."""
+    return None if any(v is None for v in values) else float(np.mean(values))
 
 
 def db_predictions(db: ResultsStore, evaluation_id: int, run_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
