@@ -214,7 +214,7 @@ PAPER = "Hendrycks & Dietterich (2018)"
 
 def holdout_figures(title: str, records: list[dict[str, Any]], published: Mapping[str, tuple[float, int]]) -> list[Any]:
     """Hendrycks & Dietterich (2018) Fig. 6 for a structural hold-out: seen against held-out accuracy of each stored evaluation, with the
-    paper's published held-out accuracy for the same split beside them (``published``: split -> (%, line of 000))."""
+    paper's published held-out accuracy for the same split beside them (``published``: split -> (%, line of the paper's text))."""
     from ..evaluation.figures import ReportFigure, bar_chart
 
     recs = [r for r in records if r.get("heldout_accuracy") is not None or r.get("seen_accuracy") is not None]
@@ -246,7 +246,7 @@ class HoldoutBenchmark(Benchmark[HoldoutSettings]):
     Per split: its model (the ``--model`` checkpoint, or the split's recipe trained, resumably, under the
     store's folder on ``--device``), then its two parts through the evaluation driver (with ``--ray`` the
     trained model is sent to the Ray workers), then the scores from the stored predictions.
-    ``published_heldout``: the held-out accuracy (%) paper 000 states per split name, with the line of
+    ``published_heldout``: the held-out accuracy (%) Hendrycks & Dietterich (2018) state per split name, with the line of
     its text (drawn beside the stored ones in the report).
     """
 

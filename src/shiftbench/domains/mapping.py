@@ -158,7 +158,7 @@ class ImageNetDMapping:
         return self._reverse().get(int(prediction), ())
 
     def statistics(self) -> dict[int, int]:
-        """Number of ImageNet classes per ImageNet-D class -> number of such classes (004 Table 1)."""
+        """Number of ImageNet classes per ImageNet-D class -> number of such classes (Rusak et al., 2022, Table 1)."""
         c = Counter(len(t) for t in self.targets.values())
         return dict(sorted(c.items()))
 

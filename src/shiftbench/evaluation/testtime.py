@@ -1,4 +1,4 @@
-"""Test-time methods of Hendrycks & Dietterich (000 Section 3.4-3.5, Appendix D) as a classifier wrapper.
+"""Test-time methods of Hendrycks & Dietterich (2018, Sections 3.4-3.5, Appendix D) as a classifier wrapper.
 
 * ``tta="ten-crop"`` (Appendix D): the four corner crops and the centre crop of each image and their horizontal
   mirrors go through the network; the prediction is the mean of the 10 softmax distributions (returned as its
