@@ -30,6 +30,7 @@ from ..evaluation.store import ResultsStore, records_to_csv
 from ..structural import LabelledImages, Split, read_emoji_styles, read_icons50
 from ..structural.evaluate import ItemPredictions, score
 from ..training.recipes import TrainedModel, get_recipe, load_trained, train_classifier
+from .papers import HENDRYCKS2018
 
 __all__ = ["HoldoutBenchmark", "HoldoutSettings", "IconsSettings", "HoldoutSummary", "PartSource", "SplitSpace", "SubclassSettings",
            "classifier", "db_predictions", "holdout_figures", "read_icons_data", "parse_recipe", "seen_test_share", "spread"]
@@ -251,6 +252,7 @@ class HoldoutBenchmark(Benchmark[HoldoutSettings]):
     """
 
     default_recipe = "icons50-wrn-16-4"
+    paper = HENDRYCKS2018
     headline = ("heldout_accuracy", "seen_accuracy", "gap")
     published_heldout: Mapping[str, tuple[float, int]] = {}
     Settings = HoldoutSettings

@@ -44,6 +44,7 @@ from ..evaluation.report import ReportRow, baseline_row, render_details, render_
 from ..evaluation.store import CLEAN_NAME, ResultsStore, RunInfo
 from ..evaluation.testtime import with_test_time
 from . import register_benchmark
+from .papers import HENDRYCKS2019
 
 __all__ = [
     "ImageNetC",
@@ -471,6 +472,8 @@ class ImageNetC(Benchmark[ImageNetCSettings]):
     measures = "Top-1 error under 15 (+4 extra) corruptions at 5 severities: CE, mCE, relative mCE."
     headline = ("clean_error", "mce", "relative_mce")
     full_images = 50_000  # the ImageNet validation set (Hendrycks & Dietterich, 2019)
+    full_set = "the 50,000 ImageNet validation images, each corruption at each severity (Hendrycks & Dietterich, 2019)"
+    paper = HENDRYCKS2019
     Settings = ImageNetCSettings
     corruptions: tuple[str, ...] = ALL_CORRUPTIONS
     default_edition = "224"
