@@ -8,6 +8,11 @@ name    dataset                                     preprocessing of a source im
 64      Tiny-ImageNet-C, ImageNet 64x64-C           squash to 64x64 (bilinear)
 32      CIFAR-10-C / CIFAR-100-C                    none (32x32 images; other sizes are squashed)
 ======  ==========================================  ==================================================
+
+The squashes (299, 64, 32) resize with shiftbench's own emulation of Pillow's BILINEAR resize as Pillow <= 12 ran it
+(:func:`bilinear_resize`: the horizontal pass first), the version of the authors' 2018 run, not with the installed
+Pillow: Pillow 13 runs the two passes in another order for some shapes, which moves the 299 squash of a portrait
+photo by one level at some pixels. The 224 edition's ``Resize(256)`` is the installed Pillow's (see docs/imagenet-c.md).
 """
 
 from __future__ import annotations
@@ -15,13 +20,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+import torch
 from PIL import Image
 
 from .checks import suggest
+from .corruptions._resample import bilinear_coefficients, bilinear_resize
 from .errors import InvalidArgumentError, UnknownNameError
 from .io import image_rgb
 
-__all__ = ["Edition", "EDITIONS", "get_edition", "edition_for_size", "preprocess"]
+__all__ = ["Edition", "EDITIONS", "get_edition", "edition_for_size", "preprocess", "bilinear_resize",
+           "bilinear_coefficients", "resize_image"]
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,17 @@ def _center_crop(img: Image.Image, th: int, tw: int) -> Image.Image:
     return img.crop((left, top, left + tw, top + th))
 
 
+def resize_image(img: Image.Image, width: int, height: int) -> Image.Image:
+    """``img.resize((width, height), Image.BILINEAR)`` as Pillow <= 12 computed it, whatever Pillow is installed
+    (:func:`bilinear_resize` on the RGB levels)."""
+    a = np.asarray(image_rgb(img, "img"), dtype=np.uint8)
+    if a.shape[:2] == (height, width):
+        return Image.fromarray(np.ascontiguousarray(a), "RGB")
+    t = torch.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1)))
+    out = bilinear_resize(t, int(height), int(width)).to(torch.uint8).numpy().transpose(1, 2, 0)
+    return Image.fromarray(np.ascontiguousarray(out), "RGB")
+
+
 def preprocess(img: Image.Image, edition: str | int | Edition) -> Image.Image:
     """Apply an edition's source-image preprocessing (see the module docstring).
 
@@ -109,9 +129,9 @@ def preprocess(img: Image.Image, edition: str | int | Edition) -> Image.Image:
     if ed.name == "299":
         ch, cw = int(0.875 * h), int(0.875 * w)
         img = _center_crop(img, ch, cw)
-        return img.resize((299, 299), Image.BILINEAR)
+        return resize_image(img, 299, 299)
     if ed.name == "64":
-        return img.resize((64, 64), Image.BILINEAR)
+        return resize_image(img, 64, 64)
     if (w, h) != (32, 32):
-        return img.resize((32, 32), Image.BILINEAR)
+        return resize_image(img, 32, 32)
     return img

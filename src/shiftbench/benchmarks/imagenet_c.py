@@ -87,11 +87,11 @@ class ImageNetCSettings(Settings):
         "file of class ids (wnids) to restrict to.")
     clean: bool = option(True, help="Also evaluate the clean images (needed for relative mCE).")
     tta: str | None = option(
-        None, help="Test-time augmentation, ten-crop (Hendrycks & Dietterich, 2019, Appendix D: the mean softmax of the "
+        None, help="Test-time augmentation, ten-crop (Hendrycks & Dietterich, 2018, Appendix D: the mean softmax of the "
         "4 corner and centre crops and their mirrors).")
     preprocess: str | None = option(
         None, help="Preprocessing of every input, clahe (contrast limited adaptive histogram equalization) or "
-        "nlm-denoise (non-local means at the estimated noise level), as Hendrycks & Dietterich, 2019, Sections 3.4-3.5.")
+        "nlm-denoise (non-local means at the estimated noise level), as Hendrycks & Dietterich, 2018, Sections 3.4-3.5.")
 
 
 def resolve_classes(classes: Any) -> Any:
@@ -486,9 +486,6 @@ class ImageNetC(Benchmark[ImageNetCSettings]):
         if s.released is not None and s.release:
             raise InvalidArgumentError("release", s.release, "False with --released (released images are JPEGs already)")
         ed = get_edition(s.edition).name if s.edition is not None else None
-        if (s.tta or s.preprocess) and getattr(ctx, "remote", False):
-            raise InvalidArgumentError("ray", "--ray", "no --ray with --tta or --preprocess (the wrapped model runs in "
-                                       "this process)")
         clf = with_test_time(ctx.classifier(), tta=s.tta, preprocess=s.preprocess)
         lim, bad = s.limit, s.bad_images
         clean: Source | None

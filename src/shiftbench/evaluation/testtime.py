@@ -125,6 +125,11 @@ class TestTimeClassifier(Classifier):
     def identity(self) -> str:
         return f"{self.base.identity} | preprocess={self.preprocess} tta={self.tta}"
 
+    @property
+    def test_time(self) -> dict[str, str | None]:
+        """The methods as :func:`with_test_time`'s keywords (what a Ray worker needs to wrap its own copy)."""
+        return {"tta": self.tta, "preprocess": self.preprocess}
+
     def to(self, device: torch.device | str) -> TestTimeClassifier:
         self.base.to(device)
         self.device = self.base.device
