@@ -289,9 +289,12 @@ def structural_emoji(results: Path) -> list[str]:
                      f"{100 * r['seen_accuracy']:.1f}", f"{100 * r['heldout_accuracy']:.1f}", f"{100 * r['gap']:+.1f}"])
     load = m.get("load_average_before")
     head = (
-        f"`perf/results/structural_emoji.json`: {d['images']:,} images, {d['classes']} classes; {sp['arch']} at "
+        f"`perf/results/structural_emoji.json`: {d['images']:,} images, {d['classes']} classes; recipe "
+        f"`{sp['name']}` (input mean {sp['recipe']['mean'][0]:g}, std {sp['recipe']['std'][0]:g}) with {sp['arch']} at "
         f"{sp['image_size']} px, {sp['recipe']['epochs']} epochs, batch {sp['recipe']['batch_size']}, lr "
-        f"{sp['recipe']['lr']}, seed {d['seed']}; {d['total_seconds'] / 60:.1f} min wall "
+        f"{sp['recipe']['lr']}, seed {d['seed']}"
+        + (f", seen-test share {100 * d['seen_test_fraction']:.0f} %" if d.get("seen_test_fraction") else "")
+        + f"; {d['total_seconds'] / 60:.1f} min wall "
         f"({d.get('total_cpu_seconds', float('nan')) / 60:.1f} CPU-min) on {m['cpus']} cores with "
         f"{m['cpu_threads']} threads" + (f", load average {load[0]:.1f} at the start" if load else "") + "."
     )

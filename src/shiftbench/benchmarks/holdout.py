@@ -74,7 +74,7 @@ class HoldoutSummary(Summary):
                 Metric("seen_accuracy", "higher", "seen accuracy"), Metric("gap", "lower", "gap"))
 
     splits: list[dict[str, Any]]
-    mean: dict[str, float] | None = None
+    mean: dict[str, float | None] | None = None
 
     def _value(self, key: str) -> float | None:
         if self.mean is not None:
@@ -396,7 +396,7 @@ def _table(console: Any, title: str, recs: list[dict[str, Any]]) -> None:
     console.print(t)
 
 
-def _report(title: str, records: list[dict[str, Any]], mean: dict[str, float] | None) -> Report:
+def _report(title: str, records: list[dict[str, Any]], mean: dict[str, float | None] | None) -> Report:
     doc = {"splits": records, "mean": mean}
 
     def table(console: Any) -> None:
