@@ -94,6 +94,8 @@ def test_supported_pillow_range_is_declared() -> None:
     from packaging.requirements import Requirement
 
     text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
-    req = next(Requirement(line.strip().strip('",')) for line in text.splitlines() if line.strip().startswith('"pillow'))
+    import re
+
+    req = Requirement(re.search(r'^\s*"(pillow[^"]*)"', text, re.M)[1])  # type: ignore[index]
     assert version("pillow") in req.specifier  # the installed Pillow is one the project supports
     assert "12.3.0" in req.specifier and "14.0.0" not in req.specifier
