@@ -24,8 +24,8 @@ from ..evaluation.protocol import Section, Settings, option
 from ..evaluation.store import records_to_csv
 from ..overlap.noc import BORDER_OBSTRUCTION, BORDER_OBSTRUCTION_NAME, NocBenchmark, border_obstruction
 from . import register_benchmark
-from .papers import LAUGROS2021
 from .imagenet_noc import ImageNetNOC, stored_records
+from .papers import LAUGROS2021
 
 __all__ = ["BorderObstruction", "BorderSettings", "resolve_baseline"]
 

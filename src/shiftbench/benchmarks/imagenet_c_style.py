@@ -32,8 +32,8 @@ from ..evaluation.protocol import Benchmark, Metric, Plan, Report, Section, Sett
 from ..evaluation.store import EvaluationInfo, ResultsStore, records_to_csv
 from ..style import StyleConfig, configure, style_backend, style_settings, style_source
 from . import register_benchmark
-from .papers import HENDRYCKS2018
 from .imagenet_c import EvaluationResult, corruption_plan, corruption_result, parse_severities
+from .papers import HENDRYCKS2018
 from .style_scores import ALEXNET_MEAN_ERROR, SEVERITIES, per_severity_ce, style_scores
 
 __all__ = ["ImageNetCStyle", "StyleSettings", "StyleResult", "style_tag", "score_evaluation"]

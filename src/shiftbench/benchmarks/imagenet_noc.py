@@ -28,8 +28,8 @@ from ..overlap.analysis import noc_corruption_error, noc_mean_corruption_error
 from ..overlap.noc import BENCHMARK as NOC_BENCHMARK
 from ..overlap.noc import CandidateSource, NocBenchmark, NocResult, find_benchmark, stored_options
 from . import register_benchmark
-from .papers import LAUGROS2020
 from .imagenet_c import resolve_classes, stored_model_metric
+from .papers import LAUGROS2020
 
 __all__ = ["ImageNetNOC", "NocSettings", "result_records", "stored_records", "report_figures"]
 

@@ -29,8 +29,8 @@ from ..perturbations.report import (
     results_section,
 )
 from . import register_benchmark
-from .papers import HENDRYCKS2019
 from .imagenet_c import resolve_classes, stored_model_metric
+from .papers import HENDRYCKS2019
 
 __all__ = ["ImageNetP", "ImageNetPSettings", "report_figures", "architecture_figures"]
 
