@@ -189,6 +189,22 @@ def eval_threads(results: Path) -> list[str]:
     return [head, ""] + _table(["machine", "--threads", "seconds", "predictions / s", "load average (1 min)"], rows)
 
 
+def generate_workers(results: Path) -> list[str]:
+    d = _load("generate_workers--2cpu--cpu.json", results)
+    meta = d["metadata"]
+    rows = []
+    for r in d["runs"]:
+        w = "0 (default: " + f"{r['default_policy']} = {r['workers_used']})" if r["workers"] == 0 else str(r["workers"])
+        rows.append([r["command"], r["condition"], w, f"{r['seconds']:.1f}",
+                     f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"])
+    head = (
+        f"`perf/results/generate_workers--2cpu--cpu.json` ({meta['when']}, {_machine(meta)}, torch {meta['torch']}): "
+        f"`generate imagenet-c` on {meta['work']['imagenet-c']}; `generate imagenet-p` on {meta['work']['imagenet-p']}; "
+        f"each the command line in a fresh process, the fastest of {meta['args']['repeat']} runs."
+    )
+    return [head, ""] + _table(["command", "machine", "--workers", "seconds", "load average (1 min)"], rows)
+
+
 def jpeg_floor(results: Path) -> list[str]:
     d = _load("jpeg_floor--cpu.json", results)
     meta, mean, stages = d["metadata"], d["mean"], d["compiled_stages_us"]
@@ -311,6 +327,7 @@ GENERATORS: dict[str, Callable[[Path], list[str]]] = {
     "threads-cpu": threads_cpu,
     "eval-overhead": eval_overhead,
     "eval-threads": eval_threads,
+    "generate-workers": generate_workers,
     "jpeg-floor": jpeg_floor,
     "decision-fidelity": decision_fidelity,
     "p-decision": p_decision,
