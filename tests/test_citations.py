@@ -103,3 +103,25 @@ def test_former_table_ids_are_accepted_and_never_shown(capsys: pytest.CaptureFix
         assert main(args) == 0
         out = capsys.readouterr().out
         assert not _hits(out), (args, _hits(out)[:3])
+
+
+def test_imagenet_d_evaluations_stored_before_the_notes_were_reworded_still_count(tmp_path: Path) -> None:
+    """The mapping files' notes cite by authors now, which changed their digests; the earlier digests are kept
+    (``previous_digests``), so evaluations stored with the earlier texts (the store fixtures') still count."""
+    import shutil
+    import sqlite3
+
+    from shiftbench.domains.evaluate import stored_domain_errors
+    from shiftbench.domains.mapping import MAPPINGS, load_mapping
+
+    store = tmp_path / "s.sqlite"
+    shutil.copyfile(Path(__file__).with_name("fixtures") / "stores" / "v3_all.sqlite", store)
+    con = sqlite3.connect(store)
+    stored = {json.loads(o).get("mapping_digest") for (o,) in con.execute(
+        "SELECT options FROM evaluations WHERE benchmark = 'imagenet-d'")}
+    con.close()
+    shipped = {n: load_mapping(n) for n in MAPPINGS}
+    previous = {d: n for n, m in shipped.items() for d in m.previous_digests}
+    assert stored and not stored & {m.digest for m in shipped.values()} and stored <= set(previous)
+    recs = stored_domain_errors(store)
+    assert recs and {r["mapping"] for r in recs} == {previous[d] for d in stored}

@@ -316,7 +316,7 @@ def stored_domain_errors(store: str | Path, mapping: str | ImageNetDMapping | No
     ``imagenet-d:<name>`` otherwise). A store without ImageNet-D tables gives an empty list.
     """
     wanted = [resolve_mapping(mapping)] if mapping is not None else [load_mapping(n) for n in MAPPINGS]
-    by_digest = {m.digest: m for m in wanted}
+    by_digest = {d: m for m in wanted for d in (*m.previous_digests, m.digest)}
     names = domainnet_classes()
     out: list[dict[str, Any]] = []
     with ResultsStore(Path(store), create=False) as db:

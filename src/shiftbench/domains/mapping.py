@@ -117,6 +117,8 @@ class ImageNetDMapping:
         folders: DomainNet folder -> the ImageNet-D class its images are scored as, for
             every folder read (merged ambiguous classes: ``couch -> bed``); empty means
             each class is its own single folder.
+        previous_digests: digests of earlier texts of the same mapping (the same classes, only its notes
+            reworded): evaluations stored with them are still read as this mapping's.
     """
 
     classes: tuple[str, ...]
@@ -126,6 +128,7 @@ class ImageNetDMapping:
     digest: str
     name: str = "custom"
     folders: Mapping[str, str] = field(default_factory=dict)
+    previous_digests: tuple[str, ...] = ()
 
     @property
     def folder_names(self) -> tuple[str, ...]:
@@ -240,4 +243,5 @@ def _load(name: str) -> ImageNetDMapping:
         digest=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         name=name,
         folders=dict(raw.get("folders", {})),
+        previous_digests=tuple(str(d) for d in raw.get("previous_digests", ())),
     )
