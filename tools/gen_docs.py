@@ -200,7 +200,8 @@ def generate_workers(results: Path) -> list[str]:
     head = (
         f"`perf/results/generate_workers--2cpu--cpu.json` ({meta['when']}, {_machine(meta)}, torch {meta['torch']}): "
         f"`generate imagenet-c` on {meta['work']['imagenet-c']}; `generate imagenet-p` on {meta['work']['imagenet-p']}; "
-        f"each the command line in a fresh process, the fastest of {meta['args']['repeat']} runs."
+        "each the command line in a fresh process, "
+        + (f"the fastest of {meta['args']['repeat']} runs." if str(meta["args"]["repeat"]) != "1" else "one run each.")
     )
     return [head, ""] + _table(["command", "machine", "--workers", "seconds", "load average (1 min)"], rows)
 
