@@ -8,7 +8,7 @@ its start-up, about a second of imports, is part of it); the fastest of ``--repe
 (the machine with whatever else runs on it: the load average before and after each setting is recorded) and "busy"
 (one process spinning on every core beside the command). ``--workers 0`` is each command's default when the run
 was measured (recorded as ``default_policy``): ``generate imagenet-c`` starts as many workers as ``--threads auto``
-gives (the cores the one-minute load average leaves free, shiftbench.evaluation.threads); ``generate imagenet-p``
+gives (the CPUs the machine's other tasks leave free, shiftbench.evaluation.threads); ``generate imagenet-p``
 started one per core. What the default resolved to is recorded beside each run (``workers_used``).
 
     python perf/generate_workers.py          # writes perf/results/generate_workers--<n>cpu--cpu.json

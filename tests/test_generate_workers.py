@@ -1,5 +1,5 @@
 """``generate``'s worker default: as many worker processes as ``--threads`` gives (``auto``: the cores the one-minute
-load average leaves free), for ImageNet-C and ImageNet-P alike; chosen from perf/generate_workers.py's measurements
+machine's other tasks leave free, shiftbench.cpus.free_cpus), for ImageNet-C and ImageNet-P alike; chosen from perf/generate_workers.py's measurements
 (perf/results/generate_workers--2cpu--cpu.json: on a loaded machine one worker per core was slower than one)."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_workers_default_follows_threads(command: str, module: str, function: st
         raise Stop
 
     monkeypatch.setattr(importlib.import_module(module), function, fake)
-    monkeypatch.setattr(threads, "auto_threads", lambda: 1)  # a busy machine
+    monkeypatch.setattr(threads, "free_cpus", lambda: 1)  # a busy machine
     base = ["generate", command, "--src", str(tmp_path), "--out", str(tmp_path / "out")]
     for extra, want in (([], 1), (["--threads", "3"], 3), (["--workers", "2"], 2), (["--workers", "2", "--threads", "1"], 2)):
         with pytest.raises(Stop):

@@ -32,7 +32,7 @@ def toys() -> Iterator[None]:
     try:
         yield
     finally:
-        MODEL_SOURCES.pop("toyout", None)
+        MODEL_SOURCES.unregister("toyout")
 
 
 def _full_fs(tmp_path: Path) -> Iterator[Path]:

@@ -23,7 +23,7 @@ def toys() -> Iterator[None]:
     try:
         yield
     finally:
-        MODEL_SOURCES.pop("toyresume", None)
+        MODEL_SOURCES.unregister("toyresume")
 
 
 def _sweep(store: Path, data: Path, capsys, *extra: str) -> list[bool]:

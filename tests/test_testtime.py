@@ -123,7 +123,7 @@ def test_evaluate_with_a_test_time_method_stores_the_wrapped_predictions(
         assert row["corruptions"]["gaussian_noise"]["errors"]["3"] == pytest.approx(err)
         assert plain["rows"] != wrapped["rows"]
     finally:
-        MODEL_SOURCES.pop("toyarch", None)
+        MODEL_SOURCES.unregister("toyarch")
 
 
 @pytest.mark.parametrize(("option", "value"), [("tta", "ten-crop"), ("preprocess", "clahe")])
@@ -150,7 +150,7 @@ def test_test_time_methods_run_on_ray_workers(option: str, value: str, tmp_path:
         assert ModelSpec("toyarch:x", test_time={option: value}).load().identity.endswith(
             f"preprocess={value if option == 'preprocess' else None} tta={value if option == 'tta' else None}")
     finally:
-        MODEL_SOURCES.pop("toyarch", None)
+        MODEL_SOURCES.unregister("toyarch")
 
 
 def test_test_time_methods_apply_to_imagenet_c_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

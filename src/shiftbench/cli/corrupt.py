@@ -124,8 +124,8 @@ def generate_group() -> None:
 @click.option("--workers", type=int, default=0, show_default=True,
               help="Worker processes, one thread each (0: as --threads says).")
 @click.option("--threads", default="auto", show_default=True, metavar="N|auto",
-              help="With --workers 0: this many worker processes; auto: the cores the one-minute load average leaves "
-              "free (all on an idle machine, 1 on a busy one).")
+              help="With --workers 0: this many worker processes; auto: the CPUs the machine's other running tasks "
+              "leave free (shiftbench.cpus.free_cpus: all on an idle machine, 1 on a busy one).")
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Labels .npy for a .npy image array.")
 @click.option("--device", default="cpu", show_default=True, help="Where the corruptions run: cpu, cuda, cuda:N or mps (on CUDA the files are checked to equal the CPU's byte for byte).")
@@ -245,8 +245,9 @@ def generate_imagenet_c(
 @click.option("--workers", type=int, default=0, show_default=True,
               help="Worker processes, one thread each (0: as --threads says).")
 @click.option("--threads", default="auto", show_default=True, metavar="N|auto",
-              help="With --workers 0: this many worker processes; auto: the cores the one-minute load average leaves "
-              "free (all on an idle machine, 1 on a busy one; measured in perf/generate_workers.py).")
+              help="With --workers 0: this many worker processes; auto: the CPUs the machine's other running tasks "
+              "leave free (shiftbench.cpus.free_cpus: all on an idle machine, 1 on a busy one; measured in "
+              "perf/generate_workers.py).")
 @click.option("--batch-size", type=int, default=4, show_default=True, help="Photos per task.")
 @click.option("--preset", default="veryslow", show_default=True, help="x264 preset (the reference's is veryslow; faster ones change the compressed pixels).")
 @click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Labels .npy for a .npy image array.")

@@ -30,6 +30,7 @@ import torch
 
 from ..checks import suggest
 from ..errors import InvalidArgumentError, UnknownCorruptionError, UnknownNameError
+from ..registry import Registry
 
 __all__ = [
     "Backend",
@@ -40,6 +41,7 @@ __all__ = [
     "SampleContext",
     "ApplyContext",
     "register",
+    "CORRUPTIONS",
     "get_corruption",
     "list_corruptions",
     "list_namespaces",
@@ -301,7 +303,19 @@ class Corruption:
         return self.params[edition][severity - 1]
 
 
-_REGISTRY: dict[str, Corruption] = {}
+def _corruption(name: str, entry: Corruption) -> Corruption:
+    if not isinstance(entry, Corruption) or entry.name != name:
+        raise InvalidArgumentError("corruption", name, "a Corruption registered under its own name (@register)")
+    return entry
+
+
+CORRUPTIONS: Registry[Corruption] = Registry(
+    "corruption", group="shiftbench.corruptions", normalise=lambda s: str(s).strip().lower().replace("-", "_").replace(" ", "_"),
+    check=_corruption, error=UnknownCorruptionError, order=lambda n: _paper_order(n), cutoff=0.5,
+)
+"""The registered corruptions by name, in every namespace (a :class:`~shiftbench.registry.Registry`; an installed
+package adds its own through the entry-point group ``shiftbench.corruptions``, each naming a corruption made with
+:func:`register`; hyphens, spaces and case are tolerated in lookups)."""
 
 
 def register(
@@ -340,7 +354,7 @@ def register(
             raise ValueError(f"{label}={value!r} must be a lower-case identifier")
 
     def deco(fn: ApplyFn) -> Corruption:
-        if name in _REGISTRY:
+        if CORRUPTIONS.registered(name):
             raise ValueError(f"corruption {name!r} is already registered")
         if params is None or isinstance(params, type):
             table: dict[str, Any] = dict(imagenet_c_params(name))
@@ -366,7 +380,7 @@ def register(
             bounds=bounds,
             record=params if isinstance(params, type) else None,
         )
-        _REGISTRY[name] = spec
+        CORRUPTIONS.register(name, spec)
         return spec
 
     return deco
@@ -390,16 +404,12 @@ def get_corruption(name: str) -> Corruption:
     """The registered corruption called ``name``, in any namespace (hyphens and case are tolerated)."""
     if not isinstance(name, str):
         raise InvalidArgumentError("corruption", name, "a corruption name (str)")
-    key = name.strip().lower().replace("-", "_").replace(" ", "_")
-    if key in _REGISTRY:
-        return _REGISTRY[key]
-    names = sorted(_REGISTRY, key=_paper_order)
-    raise UnknownCorruptionError("corruption", name, names, suggest(key, names))
+    return CORRUPTIONS.get(name)
 
 
 def list_namespaces() -> list[str]:
     """The namespaces that hold at least one corruption, the default one first."""
-    found = {c.namespace for c in _REGISTRY.values()}
+    found = {c.namespace for _, c in CORRUPTIONS.items()}
     return sorted(found, key=lambda n: (n != DEFAULT_NAMESPACE, n))
 
 
@@ -432,7 +442,8 @@ def list_corruptions(
 
         edition = get_edition(edition).name  # 224, "224", an Edition; unknown ones raise
     spaces = list_namespaces()
-    groups = sorted({c.group for c in _REGISTRY.values()})
+    everything = [c for _, c in CORRUPTIONS.items()]
+    groups = sorted({c.group for c in everything})
     if namespace is not None and namespace != "all" and namespace not in spaces:
         raise UnknownNameError("namespace", namespace, [*spaces, "all"], suggest(str(namespace), spaces))
     if group is not None and group not in groups:
@@ -443,10 +454,10 @@ def list_corruptions(
     patterns = [str(p).strip().lower().replace("-", "_") for p in patterns]
     if namespace is None:
         asked = {group} | set(patterns)
-        wanted = {DEFAULT_NAMESPACE} | {c.namespace for c in _REGISTRY.values() if c.group in asked or c.name in asked}
+        wanted = {DEFAULT_NAMESPACE} | {c.namespace for c in everything if c.group in asked or c.name in asked}
     else:
         wanted = set(spaces) if namespace == "all" else {namespace}
-    items = sorted((c for c in _REGISTRY.values() if c.namespace in wanted), key=lambda c: c.order)
+    items = sorted((c for c in everything if c.namespace in wanted), key=lambda c: c.order)
     selected: list[str] = []
     for pat in patterns:
         if pat in ("all", "*"):

@@ -41,9 +41,8 @@ import numpy as np
 import torch
 
 from ..checks import check_seed
-from ..corruptions import ApplyContext, Corruption, SampleContext, get_corruption
-from ..corruptions.kernels import fdiv, gaussian_filter2d
-from ..corruptions.kernels import motion_blur as im_motion_blur
+from ..corruptions import ApplyContext, Corruption, SampleContext, fdiv, gaussian_filter2d, get_corruption
+from ..corruptions import imagemagick_motion_blur as im_motion_blur
 from ..errors import InvalidArgumentError
 from ..rng.seeding import Draws, FastDraws, derive_generator
 from ._source import PreparedImages, center_window, prepare, resize_short_size, resized_crop_window
