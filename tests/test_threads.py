@@ -200,16 +200,38 @@ def test_concurrent_callers_share_the_pool() -> None:
     assert all(torch.equal(got[t], want[t]) for t in want)
 
 
-def test_other_tasks_are_the_runnable_count_less_the_caller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _tasks(root: Path, states: str) -> Path:
+    """A ``/proc/self/task`` stand-in: one thread per state letter (names may hold ') ' as real ones may)."""
+    for i, state in enumerate(states):
+        (root / str(i)).mkdir(parents=True)
+        (root / str(i) / "stat").write_text(f"{100 + i} (py) x) {state} 1 2 3\n")
+    return root
+
+
+def test_other_tasks_are_the_runnable_count_less_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = tmp_path / "loadavg"
+    alone = _tasks(tmp_path / "alone", "RSS")  # the caller runs, two of its threads sleep
     for line, others in [("0.00 0.01 0.05 1/120 999", 0), ("1.00 0.50 0.20 2/120 999", 1), ("9.1 9.0 8.7 17/300 999", 16)]:
         f.write_text(line + "\n")
-        assert cpus.other_tasks(str(f)) == others  # the caller itself is one of the runnable tasks
+        assert cpus.other_tasks(str(f), str(alone)) == others  # the caller itself is one of the runnable tasks
+    # this process's own spinning threads (torch's OpenMP workers after a parallel region) are not others' work
+    f.write_text("0.5 0.5 0.5 3/120 999\n")
+    assert cpus.other_tasks(str(f), str(_tasks(tmp_path / "spinning", "RRRS"))) == 0
+    assert cpus.other_tasks(str(f), str(alone)) == 2
+    assert cpus.other_tasks(str(f), str(tmp_path / "no-task-list")) == 2  # unreadable: the caller alone
+    assert cpus.own_runnable(str(alone)) == 1 and cpus.own_runnable(str(tmp_path / "none")) == 1
     # no runnable count: the one-minute load average stands in
     monkeypatch.setattr(cpus.os, "getloadavg", lambda: (2.6, 1.0, 0.5))
     assert cpus.other_tasks(str(tmp_path / "missing")) == 2.6
     f.write_text("garbage\n")
     assert cpus.other_tasks(str(f)) == 2.6
+
+
+def test_own_runnable_reads_this_process() -> None:
+    if not Path("/proc/self/task").is_dir():
+        pytest.skip("no /proc")
+    torch.set_num_threads(torch.get_num_threads())
+    assert 1 <= cpus.own_runnable() <= len(list(Path("/proc/self/task").iterdir()))
 
 
 def test_free_cpus_leaves_out_other_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
