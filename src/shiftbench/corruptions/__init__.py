@@ -14,12 +14,15 @@ Packages built on the engine, and new corruptions (:func:`register`), read the r
 * :func:`gaussian_filter2d`: SciPy-compatible 2-D Gaussian filter on tensors.
 * :func:`fdiv`: float division rounded as NumPy does it (the engine's float64 contract).
 * :func:`run_threaded`: split ``n`` rows over the engine's worker threads.
+* :func:`require_memory`, :func:`typed_memory_errors`, :func:`available_memory`: refuse work larger than the memory
+  available with an ``ImageShapeError`` naming the size (before allocating it, and for an allocation that fails
+  anyway).
 """
 
 from . import blur, candidates, digital, elastic, noise, style_transfer, weather  # noqa: F401
 from ._geometry import motion_blur as imagemagick_motion_blur
 from ._geometry import run_threaded
-from ._images import Batch, to_batch
+from ._images import Batch, available_memory, require_memory, to_batch, typed_memory_errors
 from ._ops import fdiv, gaussian_filter2d
 from ._registry import ApplyContext, Corruption, SampleContext, get_corruption, list_corruptions, register
 
@@ -30,12 +33,15 @@ __all__ = [
     "Batch",
     "Corruption",
     "SampleContext",
+    "available_memory",
     "fdiv",
     "gaussian_filter2d",
     "get_corruption",
     "imagemagick_motion_blur",
     "list_corruptions",
     "register",
+    "require_memory",
     "run_threaded",
     "to_batch",
+    "typed_memory_errors",
 ]

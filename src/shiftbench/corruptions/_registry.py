@@ -37,6 +37,9 @@ __all__ = [
     "TENSOR",
     "BACKEND_DESCRIPTIONS",
     "BoundsFn",
+    "MemoryFn",
+    "DEFAULT_BYTES_PER_PIXEL",
+    "per_pixel",
     "Corruption",
     "SampleContext",
     "ApplyContext",
@@ -157,6 +160,18 @@ ApplyFn = Callable[[torch.Tensor, Any, dict[str, torch.Tensor], ApplyContext], t
 BoundsFn = Callable[[int, int, str, Any, Mapping[str, np.ndarray]], dict[str, tuple[Any, Any]]]
 """``bounds(h, w, edition, params, draws) -> {key: (low, high)}``: the inclusive ranges a replayed
 draw must lie in for an h x w image (scalars or per-element arrays); keys not listed: any finite value."""
+MemoryFn = Callable[[int, int, str, Any], int]
+"""``memory(h, w, edition, params) -> bytes``: the most memory corrupting one h x w image takes at once (its draws,
+intermediates and operators; the input and output batches are counted by the caller)."""
+
+DEFAULT_BYTES_PER_PIXEL = 240
+"""Working memory per pixel of a corruption that declares none: ten float64 copies of an RGB image
+(``perf/memory_per_pixel.py`` measures every corruption; the declared values are at least its peaks)."""
+
+
+def per_pixel(nbytes: float) -> MemoryFn:
+    """A :data:`MemoryFn` of ``nbytes`` per pixel (intermediates that grow with the image's area only)."""
+    return lambda h, w, edition, params: int(nbytes * h * w)
 
 
 @dataclass(frozen=True, eq=False)
@@ -188,6 +203,8 @@ class Corruption:
     bounds: BoundsFn | None = None
     # the record type of a severity's parameters (a NamedTuple class), or None: the table's values as they are
     record: type | None = None
+    # working memory of one image (MemoryFn); None: DEFAULT_BYTES_PER_PIXEL
+    memory: MemoryFn | None = None
     # backend name -> (what it runs on, its kernel), "tensor" first, in the order backend="auto" tries them
     kernels: dict[str, tuple[Backend, ApplyFn]] = field(default_factory=dict, repr=False)
     # optional route of the compiled kernel that draws and applies in one pass (see kernel())
@@ -302,6 +319,13 @@ class Corruption:
     def severity_params(self, edition: str, severity: int) -> Any:
         return self.params[edition][severity - 1]
 
+    def working_memory(self, height: int, width: int, edition: str, params: Any) -> int:
+        """Bytes corrupting one ``height`` x ``width`` image takes at most (its :attr:`memory`; checked against the
+        memory available before any work, so a size the machine cannot hold is a typed error, not an OOM kill)."""
+        if self.memory is None:
+            return DEFAULT_BYTES_PER_PIXEL * int(height) * int(width)
+        return int(self.memory(int(height), int(width), edition, params))
+
 
 def _corruption(name: str, entry: Corruption) -> Corruption:
     if not isinstance(entry, Corruption) or entry.name != name:
@@ -333,6 +357,7 @@ def register(
     accepts_levels: bool = False,
     chunk_values: int | None = None,
     namespace: str = DEFAULT_NAMESPACE,
+    memory: MemoryFn | None = None,
 ) -> Callable[[ApplyFn], Corruption]:
     """Decorator registering the tensor path ``apply`` of a corruption called ``name`` in ``namespace``.
 
@@ -341,7 +366,8 @@ def register(
     dispatcher. ``params``: the per-edition table of 5 severity entries, or a record type (a
     ``NamedTuple`` class) whose fields name the entries of the package's ImageNet-C table
     (``imagenet_c_params.json``: each row becomes a record); None: that table's rows as they are.
-    ``bounds``: the ranges replayed draws must lie in (:data:`BoundsFn`). Names are unique across
+    ``bounds``: the ranges replayed draws must lie in (:data:`BoundsFn`). ``memory``: its working memory per
+    image (:data:`MemoryFn`; default :data:`DEFAULT_BYTES_PER_PIXEL` per pixel). Names are unique across
     namespaces (:func:`get_corruption` finds a name in any namespace); ``group`` is a free label
     inside the namespace (ImageNet-C: ``"benchmark"`` and ``"extra"``).
     """
@@ -379,6 +405,7 @@ def register(
             namespace=namespace,
             bounds=bounds,
             record=params if isinstance(params, type) else None,
+            memory=memory,
         )
         CORRUPTIONS.register(name, spec)
         return spec

@@ -37,8 +37,15 @@ from ..rng.pcg64 import raw_words
 from ._bounds import require_shape, require_within
 from ._cpu.snow import snow_kernel
 from ._geometry import cached_zoom_axis_table, clipped_zoom, motion_blur, motion_blur_taps
-from ._ops import as_tensor_matrix, fdiv, gaussian_filter2d, gaussian_matrix
-from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
+from ._ops import (
+    as_tensor_matrix,
+    dense_gaussian_memory,
+    fdiv,
+    gaussian_filter2d,
+    gaussian_filter2d_memory,
+    gaussian_matrix,
+)
+from ._registry import DEFAULT_BYTES_PER_PIXEL, IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 
 __all__ = [
     "plasma_fractal",
@@ -135,9 +142,14 @@ def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"plasma": np.ascontiguousarray(pmap[: ctx.height, : ctx.width])}
 
 
+def _fog_memory(h: int, w: int, edition: str, c: Any) -> int:
+    """Per-pixel intermediates and the plasma map (the next power of two of the longer side, squared)."""
+    return DEFAULT_BYTES_PER_PIXEL * h * w + 3 * 8 * fog_mapsize(edition, h, w) ** 2
+
+
 @register(
     "fog", family="weather", group="benchmark", sample=_sample_fog, params=FogParams, accepts_levels=True,
-    bounds=lambda h, w, edition, params, d: {"plasma": (0.0, 1.0)},
+    bounds=lambda h, w, edition, params, d: {"plasma": (0.0, 1.0)}, memory=_fog_memory,
 )
 def fog(x: torch.Tensor, c: FogParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Add a gray plasma-fractal haze of the given strength and renormalise by the image maximum."""
@@ -456,7 +468,14 @@ def _sample_spatter(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"layer": np.asarray(layer, dtype=np.float64)}
 
 
-@register("spatter", family="weather", group="extra", sample=_sample_spatter, params=SpatterParams, dtype=torch.float32)
+def _spatter_memory(h: int, w: int, edition: str, c: Any) -> int:
+    """Per-pixel intermediates, the liquid layer's smoothing and, for mud, the mask's dense Gaussian operators."""
+    mud = dense_gaussian_memory(h, w) if int(c.mud) else 0
+    return DEFAULT_BYTES_PER_PIXEL * h * w + gaussian_filter2d_memory(h, w, float(c.sigma), "nearest", 4.0) + mud
+
+
+@register("spatter", family="weather", group="extra", sample=_sample_spatter, params=SpatterParams, dtype=torch.float32,
+          memory=_spatter_memory)
 def spatter(x: torch.Tensor, c: SpatterParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Water drops (severities 1-3 of the reference tables) or mud splashes (4-5) over the image."""
     x = fdiv(x.to(torch.float32), 255.0)

@@ -7,7 +7,10 @@ A benchmark declares (:mod:`shiftbench.evaluation.protocol`); this module runs i
 2. resolves the label space (the model's classes, the data's, or a list) and maps every
    source's labels into it, refusing data whose classes fall outside it;
 3. registers the model, the sources, the label space, the evaluation and one run per
-   condition in the results store; ``rerun`` deletes the requested runs first;
+   condition in the results store; ``rerun`` deletes the requested runs first. The model is
+   stored with its weights' checksum and each source with the digest of its content
+   (:meth:`~shiftbench.evaluation.data.Source.content_digest`), so other weights or changed data
+   make a new evaluation instead of resuming (or skipping) one of the old;
 4. resumes: items already recorded are not predicted again, runs whose items are all
    recorded are marked complete, the others running;
 5. runs the shared loop (:func:`~shiftbench.evaluation.runner.run_conditions`, here or
@@ -295,9 +298,12 @@ def _register(name: str, plan: Plan, clf: Classifier, space: LabelSpace, db: Res
     for src in (first, *(p.source for p in plan.conditions)):
         if id(src) not in sids:
             made = plan.source_record() if callable(plan.source_record) else plan.source_record
-            rec = made if not sids and made else (
+            kind, identity, location, classes = made if not sids and made else (
                 src.kind, src.identity, src.location, src.classes)
-            sids[id(src)] = db.register_source(*rec, {})
+            # by content: data changed since (images added or rewritten) are another source, so another evaluation
+            digest = src.content_digest() if hasattr(src, "content_digest") else "unknown"
+            sids[id(src)] = db.register_source(kind, f"{identity}|data={digest}", location, classes,
+                                               {"content": digest})
     lid = db.register_label_space(space.digest, space.mode, space.classes)
     eid = db.register_evaluation(mid, sids[id(first)], name, plan.edition, plan.stored_seed, plan.release, lid, plan.options)
     return eid, sids

@@ -11,7 +11,7 @@ Quick start::
 from __future__ import annotations
 
 from ._errors import CorruptVideoError, InvalidDifficultyError, UnknownPerturbationError, VideoShapeError
-from ._source import PreparedImages, prepare
+from ._source import PreparedImages, prepare, sequence_memory
 from ._spec import (
     P_EDITIONS,
     TEST_PERTURBATIONS,
@@ -76,6 +76,7 @@ __all__ = [
     "P_EDITIONS",
     "PreparedImages",
     "prepare",
+    "sequence_memory",
     "perturb",
     "sample_sequence_draws",
     "perturb_chunks",

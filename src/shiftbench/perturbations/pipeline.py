@@ -45,6 +45,7 @@ from ..evaluation.data import (
     Source,
     WorkBatch,
     digest,
+    files_digest,
     foolbox_imagenet,
     spread_evenly,
 )
@@ -202,6 +203,14 @@ class VideoSource:
     def describe(self) -> str:
         return f"{self.kind} {self.location}"
 
+    def content_digest(self) -> str:
+        """Every video or array file of the released root (size and modification time), whichever perturbations
+        are requested."""
+        root = Path(self.location)
+        if not root.is_dir():  # videos in memory: evaluated in a temporary store, never resumed
+            return f"unread:{self.identity}"
+        return files_digest(root, lambda f: f.suffix in (".mp4", ".npy"))
+
 
 class _OnTheFly(VideoSource):
     """Clean photos (an ImageFolder or the foolbox demo) turned into sequences in memory."""
@@ -222,6 +231,9 @@ class _OnTheFly(VideoSource):
 
     def describe(self) -> str:
         return self.src.describe()
+
+    def content_digest(self) -> str:
+        return self.src.content_digest()
 
     def select_classes(self, classes: Sequence[str]) -> None:
         self.src.select_classes(classes)
@@ -501,6 +513,9 @@ class FrameSource(Source):
     @property
     def classes(self) -> tuple[str, ...]:  # type: ignore[override]
         return self.src.classes
+
+    def content_digest(self) -> str:
+        return self.src.content_digest()
 
     def conditions(self) -> list[Condition]:
         return list(self.frames)

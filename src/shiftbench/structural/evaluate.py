@@ -123,6 +123,16 @@ class PartSource(Source):
     def items(self, condition: Condition) -> list[Item]:
         return [Item(k, int(lab)) for k, lab in zip(self.keys, self.labels, strict=True)] if condition == self.condition else []
 
+    def content_digest(self) -> str:
+        """The part's pixels, labels and keys (read into memory already)."""
+        import hashlib
+
+        h = hashlib.sha256()
+        h.update(np.ascontiguousarray(self.images).tobytes())
+        h.update(np.ascontiguousarray(self.labels, dtype=np.int64).tobytes())
+        h.update("\n".join(self.keys).encode())
+        return "pixels:" + h.hexdigest()
+
     def select_classes(self, classes: Sequence[str]) -> None:
         raise InvalidArgumentError("classes", list(classes), "the split model's own classes (hold-outs keep all of them)")
 
