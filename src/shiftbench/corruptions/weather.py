@@ -287,9 +287,26 @@ def _frost_bounds(h: int, w: int, edition: str, params: FrostParams, d: Any) -> 
     return out
 
 
+def _frost_memory(h: int, w: int, edition: str, c: Any) -> int:
+    """Per-pixel intermediates and the largest texture fitted to the image (enlarged 1.1 times past an image larger
+    than the texture, so it grows with the longer side squared for a long strip), as an array, a tensor and the
+    resize's output."""
+    scale = get_edition(edition).frost_scale
+    worst = 0
+    for i in range(FROST_SELECTABLE):
+        th, tw = _frost_edition(i, scale).shape[:2]
+        if th > h and tw > w:
+            area = th * tw
+        else:
+            f = _FROST_MARGIN * max(h / th, w / tw)
+            area = int(math.ceil(tw * f)) * int(math.ceil(th * f))
+        worst = max(worst, area)
+    return DEFAULT_BYTES_PER_PIXEL * h * w + 3 * 3 * worst
+
+
 @register(
     "frost", family="weather", group="benchmark", sample=_sample_frost, params=FrostParams, bounds=_frost_bounds,
-    accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
+    accepts_levels=True, chunk_values=IMAGE_BY_IMAGE, memory=_frost_memory,
 )
 def frost(x: torch.Tensor, c: FrostParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Blend a random crop of a frost texture: clip(image * x + frost * texture, 0, 255) in the 0..255 domain."""
