@@ -4,8 +4,8 @@ with every core busy with another process.
 EfficientNet-Lite0 (the built-in model) on 8 photos of the shared sample set, clean and two corruptions at severity 3
 (24 predictions per run, 224 px), into a fresh store each time; the fastest of ``--repeat`` runs is kept. Conditions:
 "as-is" (the machine with whatever else runs on it: the load average before and after is recorded) and "busy" (one
-process spinning on every core beside the evaluation). The ``auto`` default of ``--threads`` takes the cores the
-one-minute load average leaves free (shiftbench.evaluation.threads.auto_threads).
+process spinning on every core beside the evaluation). The ``auto`` default of ``--threads`` takes the CPUs the
+other runnable tasks leave free (shiftbench.cpus.free_cpus, the rule of the corruption engine's threads too).
 
     python perf/eval_threads.py                    # writes perf/results/eval_threads--<n>cpu--cpu.json
 """

@@ -119,7 +119,7 @@ def run_ours(
     }
 
 
-def run_peer(lib: str, images: np.ndarray, names: list[str], sevs: list[int], procs: int, repeat: int = 1) -> dict[str, object]:
+def run_peer(lib: str, images: np.ndarray, names: list[str], sevs: list[int], procs: int, repeat: int = 1, clock: str = "wall") -> dict[str, object]:
     from tests.oracle.harness import peers_python
 
     py = peers_python()
@@ -128,7 +128,8 @@ def run_peer(lib: str, images: np.ndarray, names: list[str], sevs: list[int], pr
     with tempfile.TemporaryDirectory() as tmp:
         inp, outp = Path(tmp) / "in.npz", Path(tmp) / "out.json"
         np.savez(inp, images=images, names=np.array(names), severities=np.array(sevs))
-        r = subprocess.run([str(py), str(HERE / "_peers_speed.py"), str(inp), str(outp), lib, str(procs), str(repeat)], capture_output=True, text=True)
+        r = subprocess.run([str(py), str(HERE / "_peers_speed.py"), str(inp), str(outp), lib, str(procs), str(repeat), clock],
+                           capture_output=True, text=True)
         if r.returncode != 0:
             return {"library": lib, "error": r.stderr[-2000:]}
         return json.loads(outp.read_text())
@@ -164,7 +165,7 @@ def main() -> None:
     ap.add_argument("--baseline-src", default=None, help="src/ folder of another shiftbench checkout, timed in the same run (before/after)")
     ap.add_argument("--baseline-label", default=None, help="what the baseline is (a commit), stored with the results")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                    help="shiftbench's passes timed by the wall clock or by each worker's CPU time (on a machine shared with other jobs)")
+                    help="every library's passes timed by the wall clock or by each worker's CPU time (on a machine shared with other jobs)")
     ap.add_argument("--rounds", type=int, default=2, help="with --baseline-src: baseline and current code alternate this many times; each keeps its fastest")
     args = ap.parse_args()
 
@@ -199,7 +200,7 @@ def main() -> None:
             results[lib] = run_ours(imgs[: args.images], names, sevs, args.processes, args.batch_size, args.device, args.repeat, clock=args.clock)
         else:
             n = args.peer_images if lib != "albumentations" else min(args.images, 32)
-            results[lib] = run_peer(lib, imgs[:n], names, sevs, args.processes, args.repeat)
+            results[lib] = run_peer(lib, imgs[:n], names, sevs, args.processes, args.repeat, args.clock)
 
     ref = results.get("imagenet_c", {}).get("per_corruption", {})
     header = f"{'corruption':20s}" + "".join(f"{lib:>21s}" for lib in libs) + "   shiftbench/reference"

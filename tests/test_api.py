@@ -222,6 +222,9 @@ def test_chunking_never_changes_the_result(name: str, monkeypatch: pytest.Monkey
     assert _chunk_size(b, spec) == _registry.IMAGE_BY_IMAGE // (3 * 224 * 224) > 5  # the whole batch in one call
     assert _chunk_size(b, shiftbench.get_corruption("brightness")) == _CHUNK_VALUES // (3 * 224 * 224)
     whole = shiftbench.corrupt(x, name, 4, seed=2)
-    monkeypatch.setitem(_registry._REGISTRY, name, dataclasses.replace(spec, chunk_values=3 * 224 * 224))
-    assert _chunk_size(b, shiftbench.get_corruption(name)) == 1
-    assert torch.equal(shiftbench.corrupt(x, name, 4, seed=2), whole)
+    _registry.CORRUPTIONS.register(name, dataclasses.replace(spec, chunk_values=3 * 224 * 224), replace=True)
+    try:
+        assert _chunk_size(b, shiftbench.get_corruption(name)) == 1
+        assert torch.equal(shiftbench.corrupt(x, name, 4, seed=2), whole)
+    finally:
+        _registry.CORRUPTIONS.register(name, spec, replace=True)

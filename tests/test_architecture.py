@@ -24,7 +24,7 @@ PACKAGE = ROOT / "src" / "shiftbench"
 
 # The private modules of shiftbench.corruptions (_registry, _images, _cpu ...) belong to the corruption
 # engine: its packages share them; every other package goes through a public module
-# (shiftbench.corruptions, .corruptions.kernels, .rng, .checks, .params, .progress, .io).
+# (shiftbench.corruptions, .rng, .checks, .params, .progress, .io).
 ENGINE_PACKAGES = ("shiftbench", "shiftbench.corruptions", "shiftbench.style")
 
 

@@ -78,7 +78,7 @@ def test_registry_complete() -> None:
         assert shiftbench.get_corruption(name).backends[0] == "tensor" and "auto" not in shiftbench.get_corruption(name).backends
     # the compiled CPU kernels of the ImageNet-C corruptions, declared (not found by hand)
     compiled = [n for n in IMAGENET_C if "compiled" in shiftbench.get_corruption(n).backends]
-    assert set(IMAGENET_C) - set(compiled) == {"shot_noise", "spatter"}
+    assert set(IMAGENET_C) - set(compiled) == {"spatter"}
 
 
 @pytest.mark.parametrize(("name", "backend", "edition", "same_as"), CASES)
@@ -98,10 +98,10 @@ def test_auto_picks_the_compiled_backend_on_the_cpu_and_refuses_what_cannot_run(
     spec = shiftbench.get_corruption("defocus_blur")
     assert spec.select_backend("cpu", torch.uint8) == "compiled"
     assert spec.select_backend("cuda", torch.uint8) == "tensor"
-    assert shiftbench.get_corruption("shot_noise").select_backend("cpu", torch.float32) == "tensor"
+    assert shiftbench.get_corruption("spatter").select_backend("cpu", torch.float32) == "tensor"
     x = _batch("32")
     with pytest.raises(UnknownNameError, match="backend") as e:
-        shiftbench.corrupt(x, "shot_noise", 1, backend="compiled")
+        shiftbench.corrupt(x, "spatter", 1, backend="compiled")
     assert e.value.choices == ["auto", "tensor"]
     with pytest.raises(UnknownNameError, match="Did you mean 'compiled'"):
         shiftbench.corrupt(x, "fog", 1, backend="compield")

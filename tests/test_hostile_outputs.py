@@ -32,7 +32,7 @@ def toys() -> Iterator[None]:
     try:
         yield
     finally:
-        MODEL_SOURCES.pop("toyout", None)
+        MODEL_SOURCES.unregister("toyout")
 
 
 def _full_fs(tmp_path: Path) -> Iterator[Path]:
@@ -116,3 +116,12 @@ def test_unwritable_outputs_are_one_line(tmp_path: Path, capsys, toys, place: Pa
     assert "Traceback" not in captured.err and len(lines) == 1, captured.err[-2000:]
     if place.name != LONG:
         assert not (os.path.exists(place) and any(Path(place).iterdir())) or place.parent.name == "full"
+
+
+def test_overlap_run_json_that_cannot_be_written_is_refused_before_the_study(tmp_path: Path, capsys, place: Path) -> None:
+    rc = main(["overlap", "run", "--config", "no-such-study", "--json", str(place / "r.json")])
+    captured = capsys.readouterr()
+    lines = [ln for ln in captured.err.splitlines() if ln.strip() and ln.startswith("Error")]
+    assert rc in (1, 2) and len(lines) == 1 and "Traceback" not in captured.err, captured.err[-2000:]
+    if place.parent.name != "full":  # a full file system still takes the probe: then the unknown study is the line
+        assert "--json" in lines[0], lines

@@ -311,3 +311,89 @@ def test_imagenet_d_list_file_with_invalid_utf8_is_a_list_file_error(tmp_path: P
     with pytest.raises(ListFileError, match="not valid UTF-8") as info:
         DomainNetDataset(root, domains=["real"])
     assert info.value.line == 2
+
+
+# -- 16-bit colour files: Pillow keeps each value's high byte; the reader scales the exact values ----------------
+
+
+def _png16(path: Path, values: np.ndarray) -> Path:
+    """A 16-bit PNG written byte by byte (zlib and struct only, independent of the reader's decoders): H x W x C
+    uint16, C = 2 (grey + alpha), 3 (RGB) or 4 (RGBA)."""
+    import struct
+    import zlib
+
+    h, w, c = values.shape
+    colour = {2: 4, 3: 2, 4: 6}[c]
+    rows = b"".join(b"\x00" + values[y].astype(">u2").tobytes() for y in range(h))  # filter 0 (None) per row
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, colour, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))  # fmt: skip
+    return path
+
+
+def _expected(values: np.ndarray) -> np.ndarray:
+    """8-bit levels of 16-bit values: value / 65535 * 255, rounded (half to even, as corrupt() rounds floats)."""
+    return np.round(values.astype(np.float32) / np.float32(65535.0) * np.float32(255.0)).astype(np.uint8)
+
+
+WIDE = RNG.integers(0, 65536, (37, 41, 4), dtype=np.uint16)
+WIDE[0, :4, :3] = [[1257, 1257, 1257], [32767, 128, 65535], [0, 384, 65408], [191, 192, 193]]  # high byte != level
+
+
+@pytest.mark.parametrize("channels", [3, 4, 2], ids=["RGB", "RGBA", "grey+alpha"])
+def test_16_bit_colour_png_is_read_at_its_exact_values(tmp_path: Path, channels: int) -> None:
+    values = WIDE[:, :, :channels]
+    f = _png16(tmp_path / "wide.png", values)
+    with Image.open(f) as im:
+        im.load()
+        truncated = np.asarray(im.convert("RGB"))
+    got = np.asarray(load_image_rgb(f))
+    rgb = values[:, :, :3] if channels >= 3 else np.repeat(values[:, :, :1], 3, axis=2)
+    assert got.dtype == np.uint8 and got.shape == (37, 41, 3)
+    assert np.array_equal(got, _expected(rgb))
+    assert got[0, 0, 0] == 5 and not np.array_equal(truncated, got)  # 1257: level 5, high byte 4
+
+
+def test_16_bit_rgb_tiff_and_the_corrupt_command_read_the_exact_values(tmp_path: Path) -> None:
+    import cv2
+
+    rgb = WIDE[:, :, :3]
+    f = tmp_path / "wide.tif"
+    assert cv2.imwrite(str(f), np.ascontiguousarray(rgb[:, :, ::-1]))
+    assert np.array_equal(np.asarray(load_image_rgb(f)), _expected(rgb))
+    _png16(tmp_path / "wide.png", rgb)
+    Image.fromarray(_expected(rgb)).save(tmp_path / "eight.png")
+    outs = []
+    for name in ("wide.png", "eight.png"):  # the 16-bit photo corrupts as its exact 8-bit twin
+        assert main(["corrupt", str(tmp_path / name), str(tmp_path / f"out-{name}"), "--corruption", "contrast",
+                     "--severity", "2"]) == 0  # fmt: skip
+        outs.append(np.asarray(Image.open(tmp_path / f"out-{name}")))
+    assert np.array_equal(outs[0], outs[1])
+
+
+def test_imagenet_d_reads_a_16_bit_colour_png_as_its_8_bit_twin(tmp_path: Path) -> None:
+    """ImageNet-D predicted every 16-bit PNG as one class: its images now reach the model as their 8-bit twins."""
+    from shiftbench.domains import DomainNetDataset
+    from shiftbench.domains.evaluate import DomainSource
+    from shiftbench.domains.mapping import domainnet_classes
+
+    from ._eval_toys import SAMPLE_DIR
+
+    photos = sorted(SAMPLE_DIR.glob("*.JPEG"))[:2]
+    batches = {}
+    for depth in (8, 16):
+        root = tmp_path / f"d{depth}"
+        for cls, photo in zip(("bird", "dog"), photos, strict=True):
+            (root / "real" / cls).mkdir(parents=True)
+            rgb = np.asarray(Image.open(photo).convert("RGB"))
+            f = root / "real" / cls / "a.png"
+            _png16(f, rgb.astype(np.uint16) * 257) if depth == 16 else Image.fromarray(rgb).save(f)
+        data = DomainNetDataset(root, domains=["real"], split="all", mapping="wordnet")
+        src = DomainSource(data, {c: i for i, c in enumerate(domainnet_classes())}, "fail")
+        (wb,) = list(src.batches({("real", 0): {it.key for it in src.items(("real", 0))}}, batch_size=8, seed=0,
+                                 release=False))  # fmt: skip
+        batches[depth] = wb.images.numpy()
+    assert batches[8].shape[0] == 2 and np.array_equal(batches[8], batches[16])

@@ -180,3 +180,28 @@ def test_seeds_outside_0_to_2_64_minus_1_are_refused(tmp_path: Path, seed: objec
         ls = db.register_label_space("d", "model", ["a"])
         with pytest.raises(InvalidArgumentError, match="seed"):
             db.register_evaluation(m, s, "imagenet-c", "224", seed, False, ls)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bench, extra", [
+    ("imagenet-c", ["--corruptions", "contrast", "--severities", "1", "--edition", "64"]),
+    ("imagenet-p", ["--perturbations", "brightness", "--difficulties", "1", "--edition", "32"]),
+    ("imagenet-noc", ["--corruptions", "noc_hue"]),
+])  # fmt: skip
+def test_evaluate_with_a_seed_beyond_2_63_is_stored_exactly(tmp_path: Path, capsys, bench: str, extra: list[str]) -> None:
+    """``evaluate --seed 9223372036854775808`` (inside corrupt()'s 0..2**64-1) was an OverflowError from SQLite."""
+    from shiftbench.evaluation.models import MODEL_SOURCES, register_model_source
+
+    from ._eval_toys import image_folder, toy_classifier
+
+    register_model_source("toyseed", lambda name, weights: toy_classifier("toyseed"))
+    try:
+        data = image_folder(tmp_path / "data", n_per_class=1, n_classes=2)
+        store = tmp_path / "s.sqlite"
+        rc = main(["evaluate", "--benchmark", bench, "--model", "toyseed:a", "--data", str(data), "--store", str(store),
+                   "--seed", "9223372036854775808", "--no-progress", "--limit", "1", *extra])  # fmt: skip
+        err = capsys.readouterr().err
+        assert rc == 0 and "Traceback" not in err, err
+        with ResultsStore(store, create=False) as db:
+            assert [e.seed for e in db.evaluations()] == [9223372036854775808]
+    finally:
+        MODEL_SOURCES.unregister("toyseed")

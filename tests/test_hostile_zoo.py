@@ -95,3 +95,37 @@ def test_style_decoder_full_of_nan_is_refused(tmp_path: Path) -> None:
     f = _save(tmp_path / "decoder.pth", {"w": torch.full((3,), float("nan"))})
     with pytest.raises(WeightsFormatError, match="NaN or infinite"):
         load_state_dict(f, "decoder", {"w": (3,)})
+
+
+@pytest.mark.parametrize("where", [["zoo", "fetch", "--trust-cache"], ["zoo", "--trust-cache", "fetch"],
+                                   ["--trust-cache", "zoo", "fetch"]], ids=["fetch", "zoo", "root"])
+def test_trust_cache_is_accepted_where_it_is_typed(entry: ZooEntry, where: list[str], capsys) -> None:
+    import os
+
+    dest = weights_path(entry)
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(b"other weights")
+    assert main(["zoo", "fetch", "test-integrity"]) == 1  # refused without it
+    assert "checksum" in capsys.readouterr().err
+    assert main([*where, "test-integrity"]) == 0, capsys.readouterr().err
+    assert str(dest) in capsys.readouterr().out
+    assert "SHIFTBENCH_TRUST_CACHE" not in os.environ  # for that command only
+
+
+def test_evaluate_trust_cache_uses_the_cached_file(entry: ZooEntry, tmp_path: Path, capsys) -> None:
+    dest = weights_path(entry)
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(b"other weights")
+    args = ["--model", "zoo:test-integrity", "--store", str(tmp_path / "s.sqlite"), "--no-progress"]
+    assert main(["evaluate", *args]) == 1
+    assert "checksum" in capsys.readouterr().err
+    rc = main(["evaluate", "--trust-cache", *args])  # used on purpose: read as weights (these bytes are none)
+    err = capsys.readouterr().err
+    assert rc in (1, 2) and "checksum" not in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    for cmd in ("sweep", "reproduce"):
+        assert "--trust-cache" in _help(cmd, capsys)
+
+
+def _help(cmd: str, capsys) -> str:
+    main([cmd, "--help"])
+    return capsys.readouterr().out

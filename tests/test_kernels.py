@@ -211,12 +211,12 @@ def test_salt_and_pepper_masks() -> None:
 
 
 def test_raw_word_uniforms_equal_generator_random() -> None:
-    from shiftbench.rng.seeding import FastDraws, _poisson_alias_tables
+    from shiftbench.rng.seeding import FastDraws, poisson_alias_tables
 
     fast = FastDraws(np.random.Generator(np.random.PCG64(11)))
     ref = np.random.Generator(np.random.PCG64(11))
     levels = np.random.default_rng(0).integers(0, 256, (64, 80, 3)).astype(np.uint8)
-    prob, alias = _poisson_alias_tables(60.0)
+    prob, alias = poisson_alias_tables(60.0)
     k = prob.shape[0] // 256
     v = ref.random(levels.shape).ravel() * k
     j = v.astype(np.int64)
@@ -557,7 +557,7 @@ def test_draw_apply_route_equals_sample_then_apply(name: str) -> None:
     draws through the functional gives, for 8-bit and float inputs, in every output form."""
     from shiftbench.api import sample_draws
 
-    assert name in ("gaussian_noise", "speckle_noise")
+    assert name in ("gaussian_noise", "speckle_noise", "shot_noise")
     imgs = photos("64", 3)
     for severity in (1, 5):
         for inp in (imgs, torch.from_numpy(imgs).permute(0, 3, 1, 2).float() / 255.0):
@@ -668,3 +668,50 @@ def test_jpeg_vector_width_follows_numbas_target_features(monkeypatch: pytest.Mo
     assert V._pieces() == 4
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+avx512f,+avx512bw")
     assert V._pieces() == 1
+
+
+@pytest.mark.parametrize(("h", "w"), [(224, 224), (16, 16), (37, 53), (134, 224), (1, 40), (40, 1), (15, 17), (0, 5)])
+def test_vector_transpose_equals_numpy(h: int, w: int) -> None:
+    """16 x 16 blocks as byte shuffles, the edges byte by byte: every byte lands where ``.T`` puts it."""
+    from shiftbench.corruptions._cpu.transpose import transpose_into
+
+    a = np.random.default_rng(h * 100 + w).integers(0, 256, (h, w)).astype(np.uint8)
+    out = np.full((w, h), 7, dtype=np.uint8)
+    transpose_into(a, out)
+    assert np.array_equal(out, a.T)
+
+
+@pytest.mark.parametrize(("h", "w"), [(224, 224), (299, 299), (64, 48), (100, 37), (33, 70)])
+def test_one_call_pixelate_equals_two_resizes(h: int, w: int) -> None:
+    """The fused kernel (both resizes of every plane in one call) writes what two BOX resizes give, into
+    the caller's buffer, for ImageNet-C's factors and others (reductions by whole factors, enlargements
+    that copy, unchanged sides)."""
+    from shiftbench.corruptions._cpu.resample import box_resize_planes, pixelate_planes
+
+    planes = np.random.default_rng(h + w).integers(0, 256, (5, h, w)).astype(np.uint8)
+    planes[0, : h // 2] = 255
+    for sh, sw in [(int(h * c), int(w * c)) for c in (0.6, 0.5, 0.4, 0.3, 0.25, 0.1, 0.9)] + [(h, w // 2), (h // 3, w)]:
+        if min(sh, sw) < 1:
+            continue
+        out = np.zeros_like(planes)
+        assert pixelate_planes(planes, sh, sw, out) is out
+        assert np.array_equal(out, box_resize_planes(box_resize_planes(planes, sh, sw), h, w)), (sh, sw)
+
+
+
+def test_integers_stored_narrow_are_the_same_draws() -> None:
+    """``integers(..., dtype=np.int8)`` (glass blur's offsets) writes NumPy's int64 draws straight into int8:
+    the same values and the same generator state afterwards, for FastDraws (compiled and NumPy paths) and LegacyDraws."""
+    from shiftbench.rng.seeding import FastDraws, LegacyDraws
+
+    for seed in range(12):
+        for lo, hi, size in [(-2, 2, (3, 50, 60, 2)), (-4, 4, 1000), (0, 3, 777), (-1, 1, 300), (0, 100, (4, 5))]:
+            mine = np.random.Generator(np.random.PCG64(seed))
+            ref = np.random.Generator(np.random.PCG64(seed))
+            got = FastDraws(mine).integers(lo, hi, size=size, dtype=np.int8)
+            want = ref.integers(lo, hi, size)
+            assert got.dtype == np.int8 and np.array_equal(got, want), (seed, lo, hi)
+            assert mine.bit_generator.state == ref.bit_generator.state
+            assert np.array_equal(FastDraws(mine).integers(lo, hi, size=size), ref.integers(lo, hi, size))
+    legacy = LegacyDraws(5).integers(-3, 3, (40, 2), dtype=np.int8)
+    assert legacy.dtype == np.int8 and np.array_equal(legacy, np.random.RandomState(5).randint(-3, 3, (40, 2)))

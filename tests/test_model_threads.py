@@ -1,4 +1,4 @@
-"""``--threads``: the model's CPU threads, ``auto`` from the load average; progress lines in logs every 10 % or 30 s."""
+"""``--threads``: the model's CPU threads, ``auto`` the CPUs other tasks leave free; progress lines in logs every 10 % or 30 s."""
 
 from __future__ import annotations
 
@@ -9,22 +9,21 @@ import torch
 
 from shiftbench.cli import main
 from shiftbench.errors import InvalidArgumentError
-from shiftbench.evaluation.threads import (
-    auto_threads,
-    model_threads,
-    resolve_model_threads,
-)
+from shiftbench.evaluation import threads
+from shiftbench.evaluation.threads import model_threads, resolve_model_threads
 from shiftbench.progress import LineProgress
 
 from ._eval_toys import image_folder
 
 
-def test_auto_takes_the_cores_the_load_leaves_free() -> None:
-    assert auto_threads(load=0.1, cpus=8) == 8  # idle: every core
-    assert auto_threads(load=3.4, cpus=8) == 5
-    assert auto_threads(load=12.0, cpus=2) == 1  # a busy shared machine: one thread, never 0
-    assert auto_threads(load=1.6, cpus=2) == 1
-    assert 1 <= auto_threads() <= (len(__import__("os").sched_getaffinity(0)))
+def test_auto_takes_the_cpus_other_tasks_leave_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` follows the engine's rule (shiftbench.cpus.free_cpus, tested in test_threads.py)."""
+    import shiftbench.cpus
+
+    assert threads.free_cpus is shiftbench.cpus.free_cpus
+    assert 1 <= resolve_model_threads("auto") <= len(__import__("os").sched_getaffinity(0))
+    monkeypatch.setattr(threads, "free_cpus", lambda: 3)
+    assert resolve_model_threads("auto") == resolve_model_threads(None) == 3
 
 
 def test_threads_values() -> None:

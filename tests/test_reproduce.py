@@ -47,7 +47,7 @@ def zoo(server: FileServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     finally:
         unregister("resnet18")
         unregister("resnet50")
-        MODEL_SOURCES.pop("toyarch", None)
+        MODEL_SOURCES.unregister("toyarch")
 
 
 def _args(tmp_path: Path, *extra: str) -> list[str]:
@@ -193,4 +193,4 @@ def test_reproduce_border_and_obstruction_table(server: FileServer, tmp_path: Pa
         assert "stored border-obstruction evaluation" in capsys.readouterr().err
     finally:
         unregister("resnet50")
-        MODEL_SOURCES.pop("toyarch", None)
+        MODEL_SOURCES.unregister("toyarch")

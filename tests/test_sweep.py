@@ -15,7 +15,9 @@ from shiftbench.benchmarks import get_benchmark
 from shiftbench.cli import main
 from shiftbench.cli.evaluate import evaluate_cmd
 from shiftbench.cli.sweep import evaluate_params, headline_of, sweep
+from shiftbench.errors import InvalidArgumentError
 from shiftbench.evaluation.models import MODEL_SOURCES, register_model_source
+from shiftbench.evaluation.store import ResultsStore, marker_key
 
 from ._eval_toys import image_folder, toy_classifier
 
@@ -33,7 +35,7 @@ def toys() -> Iterator[None]:
     try:
         yield
     finally:
-        MODEL_SOURCES.pop("toysweep", None)
+        MODEL_SOURCES.unregister("toysweep")
 
 
 @pytest.fixture()
@@ -151,8 +153,16 @@ def test_headline_is_the_mean_over_a_benchmarks_records() -> None:
 def test_sweep_function_forwards_options_unchanged(toys: None, data: Path, tmp_path: Path) -> None:
     seen: list[dict] = []  # type: ignore[type-arg]
 
+    from dataclasses import dataclass
+
+    from shiftbench.evaluation.protocol import Settings, option
+
+    @dataclass(frozen=True)
+    class SpySettings(Settings):
+        seed: int = option(0, minimum=0, help="A seed.")
+
     class Spy:
-        name, headline, items = "spy", ("x",), ("images", "img")
+        name, headline, items, Settings = "spy", ("x",), ("images", "img"), SpySettings
 
         def accepts(self, k: str) -> bool:
             return k != "severities"
@@ -177,7 +187,9 @@ def test_sweep_function_forwards_options_unchanged(toys: None, data: Path, tmp_p
     Benchmark.register(Spy)  # a virtual subclass is enough for the loop
     opts = {"store": str(tmp_path / "s.sqlite"), "data": str(data), "seed": 3, "ray": "auto", "severities": "1"}
     r = sweep(["m"], [Spy()], opts)  # type: ignore[list-item]
-    assert seen == [{"store": opts["store"], "data": str(data), "seed": 3, "ray": "auto", "model": "m"}]
+    # the benchmark's Settings built as evaluate builds them: the options given, the others from their defaults
+    assert seen == [{"store": opts["store"], "data": str(data), "seed": 3, "ray": "auto", "model": "m", "limit": None,
+                     "bad_images": "skip"}]
     assert r.cells[0].headline == {"x": 0.25} and r.cells[0].evaluations == [7]
     # the same options again: skipped; another seed: a new pair; batch size and device do not decide results
     assert sweep(["m"], [Spy()], opts | {"batch_size": 99, "device": "cpu"}).cells[0].skipped  # type: ignore[list-item]
@@ -188,6 +200,21 @@ def test_sweep_function_forwards_options_unchanged(toys: None, data: Path, tmp_p
     Spy.evaluate_json = json.dumps({"errors": {}})  # type: ignore[attr-defined]
     assert sweep(["m"], [Spy()], opts | {"seed": 5}).cells[0].evaluations == []  # type: ignore[list-item]
     assert not sweep(["m"], [Spy()], opts | {"seed": 5}).cells[0].skipped and len(seen) == 5  # type: ignore[list-item]
+    # a bad value of a benchmark's option is refused before any work
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        sweep(["m"], [Spy()], opts | {"seed": -1})  # type: ignore[list-item]
+    assert len(seen) == 5
+    # a marker written before the Settings were built (keyed by the options given, not None) still counts, and is
+    # moved to the key of the whole Settings
+    Spy.evaluate_json = json.dumps({"evaluation": 7})  # type: ignore[attr-defined]
+    old = marker_key("sweep", {"benchmark": "spy", "model": "m", "settings": {"data": str(data), "seed": 8,
+                                                                             "ray": "auto"}})
+    with ResultsStore(opts["store"]) as db:
+        db.set_marker(old, json.dumps({"benchmark": "spy", "model": "m", "weights": None, "evaluations": [7]}))
+    assert sweep(["m"], [Spy()], opts | {"seed": 8, "limit": None}).cells[0].skipped and len(seen) == 5  # type: ignore[list-item]
+    with ResultsStore(opts["store"]) as db:
+        assert db.marker(old) is None
+    assert sweep(["m"], [Spy()], opts | {"seed": 8}).cells[0].skipped and len(seen) == 5  # type: ignore[list-item]
 
 
 def test_a_failing_model_does_not_stop_the_sweep(
@@ -225,7 +252,7 @@ def test_a_failing_model_does_not_stop_the_sweep(
         out = capsys.readouterr()
         assert LOADS == ["c"] and "toyoffline:c x imagenet-noc: FAILED" in out.err
     finally:
-        MODEL_SOURCES.pop("toyoffline", None)
+        MODEL_SOURCES.unregister("toyoffline")
 
 
 MODELS_PY = '''

@@ -123,7 +123,7 @@ def test_evaluate_with_a_test_time_method_stores_the_wrapped_predictions(
         assert row["corruptions"]["gaussian_noise"]["errors"]["3"] == pytest.approx(err)
         assert plain["rows"] != wrapped["rows"]
     finally:
-        MODEL_SOURCES.pop("toyarch", None)
+        MODEL_SOURCES.unregister("toyarch")
 
 
 def test_test_time_methods_are_refused_with_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

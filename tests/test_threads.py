@@ -12,8 +12,9 @@ import pytest
 import torch
 
 import shiftbench
+from shiftbench import cpus
 from shiftbench.corruptions import _parallel
-from shiftbench.corruptions._parallel import free_cpus, resolve_threads, run_in_threads, split
+from shiftbench.corruptions._parallel import resolve_threads, run_in_threads, split
 from shiftbench.errors import InvalidArgumentError
 
 from .conftest import photos
@@ -199,26 +200,67 @@ def test_concurrent_callers_share_the_pool() -> None:
     assert all(torch.equal(got[t], want[t]) for t in want)
 
 
-def test_free_cpus_leaves_out_other_runnable_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_parallel.os, "cpu_count", lambda: 4)
+def _tasks(root: Path, states: str) -> Path:
+    """A ``/proc/self/task`` stand-in: one thread per state letter (names may hold ') ' as real ones may)."""
+    for i, state in enumerate(states):
+        (root / str(i)).mkdir(parents=True)
+        (root / str(i) / "stat").write_text(f"{100 + i} (py) x) {state} 1 2 3\n")
+    return root
+
+
+def test_other_tasks_are_the_runnable_count_less_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = tmp_path / "loadavg"
-    for line, free in [("0.00 0.01 0.05 1/120 999", 4), ("1.00 0.50 0.20 2/120 999", 3), ("9.1 9.0 8.7 17/300 999", 1)]:
+    alone = _tasks(tmp_path / "alone", "RSS")  # the caller runs, two of its threads sleep
+    for line, others in [("0.00 0.01 0.05 1/120 999", 0), ("1.00 0.50 0.20 2/120 999", 1), ("9.1 9.0 8.7 17/300 999", 16)]:
         f.write_text(line + "\n")
-        assert free_cpus(str(f)) == free  # the caller itself is one of the runnable tasks
-    assert free_cpus(str(tmp_path / "missing")) == 4
+        assert cpus.other_tasks(str(f), str(alone)) == others  # the caller itself is one of the runnable tasks
+    # this process's own spinning threads (torch's OpenMP workers after a parallel region) are not others' work
+    f.write_text("0.5 0.5 0.5 3/120 999\n")
+    assert cpus.other_tasks(str(f), str(_tasks(tmp_path / "spinning", "RRRS"))) == 0
+    assert cpus.other_tasks(str(f), str(alone)) == 2
+    assert cpus.other_tasks(str(f), str(tmp_path / "no-task-list")) == 2  # unreadable: the caller alone
+    assert cpus.own_runnable(str(alone)) == 1 and cpus.own_runnable(str(tmp_path / "none")) == 1
+    # no runnable count: the one-minute load average stands in
+    monkeypatch.setattr(cpus.os, "getloadavg", lambda: (2.6, 1.0, 0.5))
+    assert cpus.other_tasks(str(tmp_path / "missing")) == 2.6
     f.write_text("garbage\n")
-    assert free_cpus(str(f)) == 4
+    assert cpus.other_tasks(str(f)) == 2.6
+
+
+def test_own_runnable_reads_this_process() -> None:
+    if not Path("/proc/self/task").is_dir():
+        pytest.skip("no /proc")
+    torch.set_num_threads(torch.get_num_threads())
+    assert 1 <= cpus.own_runnable() <= len(list(Path("/proc/self/task").iterdir()))
+
+
+def test_free_cpus_leaves_out_other_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cpus.free_cpus(0, cpus=4, machine=4) == 4  # idle: every CPU
+    assert cpus.free_cpus(1, cpus=4, machine=4) == 3
+    assert cpus.free_cpus(3.4, cpus=8, machine=8) == 5  # a load average rounds
+    assert cpus.free_cpus(16, cpus=2, machine=2) == 1  # a busy shared machine: one, never 0
+    assert cpus.free_cpus(1.6, cpus=2, machine=2) == 1
+    # other tasks may run on CPUs outside the process's affinity mask: taken from the machine's
+    assert cpus.free_cpus(2, cpus=2, machine=4) == 2
+    assert cpus.free_cpus(3, cpus=2, machine=4) == 1
+    monkeypatch.setattr(cpus, "other_tasks", lambda: None)  # nothing known: every CPU of the process
+    assert cpus.free_cpus(cpus=3, machine=8) == 3
+    monkeypatch.setattr(cpus, "other_tasks", lambda: 1.0)
+    monkeypatch.setattr(cpus, "available_cpus", lambda: 2)
+    monkeypatch.setattr(cpus.os, "cpu_count", lambda: 2)
+    assert cpus.free_cpus() == 1
 
 
 def test_default_threads_leave_busy_cpus_to_others(monkeypatch: pytest.MonkeyPatch) -> None:
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        monkeypatch.setattr(_parallel, "available_cpus", lambda: 2)
         monkeypatch.setattr(_parallel, "free_cpus", lambda: 1)
         assert resolve_threads(None) == 1  # one other process busy on two cores: one thread
         assert resolve_threads(2) == 2  # as asked
         monkeypatch.setattr(_parallel, "free_cpus", lambda: 2)
         assert resolve_threads(None) == 2
+        torch.set_num_threads(1)
+        assert resolve_threads(None) == 1  # never more than torch's setting
     finally:
         torch.set_num_threads(before)

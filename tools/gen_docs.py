@@ -111,14 +111,28 @@ def speed_ab(results: Path) -> list[str]:
         + ("; timed by each worker's CPU time (the machine was shared), so the whole pass is the rate with a core per process." if args.get("clock") == "cpu" else "."),
         "",
     ]
+    ref = res.get("imagenet_c") if "per_corruption" in res.get("imagenet_c", {}) else None
+    if ref is not None:
+        out[0] += (f" The reference (imagenet-c) ran in the same invocation on {ref['per_corruption'][BENCHMARK_15[0]]['images'] // 5}"
+                   " of the photos, timed the same way.")  # fmt: skip
     rows = []
     for name in BENCHMARK_15:
         a, b = _rate(old["per_corruption"][name]), _rate(new["per_corruption"][name])
-        rows.append([name, _num(a, 0), _num(b, 0), f"{b / a:.2f}x"])
+        row = [name, _num(a, 0), _num(b, 0), f"{b / a:.2f}x"]
+        if ref is not None:
+            r = _rate(ref["per_corruption"].get(name))
+            row += [_num(r), f"{a / r:.1f}x", f"{b / r:.1f}x"] if r else ["-", "-", "-"]
+        rows.append(row)
     total_old = sum(float(v["images"]) for v in old["per_corruption"].values()) / float(old["busy_seconds"])
     total_new = sum(float(v["images"]) for v in new["per_corruption"].values()) / float(new["busy_seconds"])
-    rows.append(["**whole 15 x 5 pass** (images / s, busiest process)", _num(total_old, 0), _num(total_new, 0), f"**{total_new / total_old:.2f}x**"])
-    return out + _table(["corruption (images / s of one core)", "before", "after", "after / before"], rows)
+    row = ["**whole 15 x 5 pass** (images / s, busiest process)", _num(total_old, 0), _num(total_new, 0), f"**{total_new / total_old:.2f}x**"]
+    header = ["corruption (images / s of one core)", "before", "after", "after / before"]
+    if ref is not None:
+        total_ref = sum(float(v["images"]) for v in ref["per_corruption"].values()) / float(ref.get("busy_seconds", ref["wall_seconds"]))
+        row += [_num(total_ref), f"{total_old / total_ref:.1f}x", f"**{total_new / total_ref:.1f}x**"]
+        header += ["reference", "before / reference", "after / reference"]
+    rows.append(row)
+    return out + _table(header, rows)
 
 
 def threads_cpu(results: Path) -> list[str]:

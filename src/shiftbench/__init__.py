@@ -10,13 +10,10 @@ Quick start::
 
 from __future__ import annotations
 
-import sys as _sys
-
 from . import errors, style
 from .api import Corrupt, corrupt, release_jpeg, sample_draws
 from .corruptions._registry import Corruption, get_corruption, list_corruptions
 from .editions import EDITIONS, Edition, edition_for_size, get_edition, preprocess
-from .rng import seeding
 from .style import set_style_source
 from .version import __version__
 
@@ -35,7 +32,6 @@ __all__ = [
     "Edition",
     "EDITIONS",
     "errors",
-    "seeding",
     "style",
     "set_style_source",
     "evaluate",
@@ -44,13 +40,12 @@ __all__ = [
 # published model weights: makes load_model("zoo:<name>") of the evaluation core resolve through shiftbench.zoo
 from . import zoo  # noqa: E402,F401
 
-# shiftbench.seeding, the per-image random streams' earlier home, names shiftbench.rng.seeding
-# (``import shiftbench.seeding`` and ``from shiftbench.seeding import ...`` keep working)
-_sys.modules[__name__ + ".seeding"] = seeding
 
 def __getattr__(name: str) -> object:
-    if name == "evaluate":  # the benchmark wing is imported on first use
-        import importlib
+    import importlib
 
+    if name == "evaluate":  # the benchmark wing is imported on first use
         return importlib.import_module("shiftbench.benchmarks.front").evaluate
+    if name == "seeding":  # the deprecated module (a DeprecationWarning names shiftbench.rng.seeding)
+        return importlib.import_module("shiftbench.seeding")
     raise AttributeError(f"module 'shiftbench' has no attribute {name!r}")

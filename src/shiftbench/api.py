@@ -14,7 +14,7 @@ import torch
 from . import corruptions  # noqa: F401  (registers every corruption)
 from .checks import check_seed, check_severity
 from .corruptions._drawcheck import Schema, validate_draws
-from .corruptions._images import Batch, Output, to_batch
+from .corruptions._images import Batch, Output, require_memory, to_batch, typed_memory_errors
 from .corruptions._parallel import resolve_threads, run_in_threads, split
 from .corruptions._registry import ApplyContext, Corruption, SampleContext, get_corruption
 from .editions import Edition, edition_for_size, get_edition
@@ -237,9 +237,28 @@ def corrupt(
             spec, draws, n, h, w, ed.name, s, params, lambda: _draw_schema(spec.name, h, w, ed.name, s)
         )
     chosen = spec.select_backend(b.raw.device, spec.input_dtype(b.float_input), backend)
+    step = _chunk_size(b, spec)
+    what = f"{n} image(s) of {h}x{w} (HxW) for {spec.name}"
+    if b.raw.device.type == "cpu":  # before the output batch or any draw is allocated
+        in_flight = min(n, step * max(1, workers))
+        require_memory(spec.working_memory(h, w, ed.name, params) * in_flight + _batch_bytes(b), what)
+    with typed_memory_errors(what):
+        return _corrupt(b, spec, s, seed, ed, params, keys, release, draws, quantize, chosen, workers, step)
+
+
+def _batch_bytes(b: Batch) -> int:
+    """The output batch and the 8-bit copies corrupt() makes beside the input (canonical levels, keys)."""
+    n, c = b.n, int(b.raw.shape[1])
+    h, w = b.size
+    return n * h * w * (c * b.raw.element_size() + 2 * 3)
+
+
+def _corrupt(b: Batch, spec: Corruption, s: int, seed: int, ed: Edition, params: Any, keys: Sequence[Any] | None,
+             release: bool, draws: Sequence[dict[str, Any]] | None, quantize: bool, chosen: str, workers: int,
+             step: int) -> Any:
+    n = b.n
     out = Output(b, quantize=quantize or release)
     levels = out.to_uint8 and b.raw.device.type == "cpu"
-    step = _chunk_size(b, spec)
 
     def run(a: int, e: int) -> None:
         """Images a..e-1: draw (per image, from its own generator) and apply; a pure function of the

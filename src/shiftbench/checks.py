@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from .errors import InvalidArgumentError, InvalidSeverityError
+from .registry import close_matches
 
-
-def suggest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
-    """Close matches for a mistyped name (substring matches first, then fuzzy ones)."""
-    choices = list(choices)
-    low = name.lower().replace("-", "_").replace(" ", "_")
-    subs = [c for c in choices if low and (low in c or c in low)]
-    fuzzy = difflib.get_close_matches(low, choices, n=n, cutoff=0.5)
-    out: list[str] = []
-    for c in subs + fuzzy:
-        if c not in out:
-            out.append(c)
-    return out[:n]
+suggest = close_matches
+"""Close matches for a mistyped name (:func:`shiftbench.registry.close_matches`: substring matches first, then fuzzy
+ones)."""
 
 
 def check_severity(severity: Any, argument: str = "severity", low: int = 1, high: int = 5) -> int:

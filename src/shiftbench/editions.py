@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from PIL import Image
 
-from .checks import suggest
-from .errors import InvalidArgumentError, UnknownNameError
+from .errors import InvalidArgumentError
 from .io import image_rgb
+from .registry import Registry
 
 __all__ = ["Edition", "EDITIONS", "get_edition", "edition_for_size", "preprocess"]
 
@@ -36,7 +36,7 @@ class Edition:
         return self.name
 
 
-EDITIONS: dict[str, Edition] = {
+_BUILT_IN = {
     "224": Edition("224", 224, "ImageNet-C", 256, None),
     "299": Edition("299", 299, "ImageNet-C (Inception 299)", 512, None),
     "64": Edition("64", 64, "Tiny-ImageNet-C / ImageNet 64x64-C", 64, 0.3),
@@ -59,15 +59,18 @@ _ALIASES = {
 }
 
 
+EDITIONS: Registry[Edition] = Registry("edition", cutoff=0.5)
+"""The editions by name, with their aliases (``"tiny"``, ``"cifar"``, ...; a :class:`~shiftbench.registry.Registry`)."""
+for _name, _edition in _BUILT_IN.items():
+    EDITIONS.register(_name, _edition, aliases=[a for a, k in _ALIASES.items() if k == _name])
+del _name, _edition
+
+
 def get_edition(edition: str | int | Edition) -> Edition:
     """Resolve ``224``/``"224"``/``"tiny"``/... to an :class:`Edition`."""
     if isinstance(edition, Edition):
         return edition
-    key = str(edition).strip().lower()
-    key = _ALIASES.get(key, key)
-    if key in EDITIONS:
-        return EDITIONS[key]
-    raise UnknownNameError("edition", edition, list(EDITIONS), suggest(key, list(EDITIONS) + list(_ALIASES)))
+    return EDITIONS.get(edition)  # type: ignore[arg-type]
 
 
 def edition_for_size(height: int, width: int) -> Edition:

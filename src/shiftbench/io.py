@@ -39,6 +39,9 @@ a style image, a structural dataset or the report's gallery photo uses them. Mod
 ``PA``, ``1``, ``CMYK``, ``RGBX``, ``La``, ``RGBa``) are converted by Pillow; 16-bit grayscale
 (``I;16``, ``I;16B/L/N``) and ``I`` with values in 0..65535 are scaled (value / 65535, then rounded
 to 0..255 as ``corrupt`` rounds float images); ``F`` with finite values in [0, 1] is scaled by 255.
+16-bit colour PNG and TIFF files (RGB, RGBA, grey with alpha), which Pillow reads at 8 bits by keeping
+the high byte of each value, are decoded again at 16 bits by OpenCV (``IMREAD_UNCHANGED``) and scaled
+the same way (:func:`wide_levels`), so a 16-bit photograph gives the 8-bit picture its values describe.
 Anything else (``I`` or ``F`` outside those ranges, ``LAB``, ``HSV``, ``YCbCr``, ...) is an
 :class:`~shiftbench.errors.ImageFileError` naming the file, never a clipped or wrapped image.
 """
@@ -61,6 +64,7 @@ __all__ = [
     "is_image_file",
     "load_image_rgb",
     "image_rgb",
+    "wide_levels",
     "RGB_MODES",
     "image_array",
     "label_array",
@@ -126,6 +130,64 @@ def _levels(unit: np.ndarray) -> np.ndarray:
     return np.clip(np.round(unit.astype(np.float32) * np.float32(255.0)), 0, 255).astype(np.uint8)
 
 
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _sixteen_bit_file(im: Image.Image) -> str | None:
+    """The file of an RGB / RGBA / LA image that Pillow read at 8 bits from 16-bit PNG or TIFF data, else None."""
+    fname = getattr(im, "filename", None)
+    if im.mode not in ("RGB", "RGBA", "LA") or not fname or im.format not in ("PNG", "TIFF"):
+        return None
+    if im.format == "TIFF":
+        tags = getattr(im, "tag_v2", None)
+        bits = tags.get(258) if tags is not None else None
+        bits = bits if isinstance(bits, (tuple, list)) else (bits,)
+        return str(fname) if bits and all(b == 16 for b in bits) else None
+    try:
+        with open(fname, "rb") as fh:
+            head = fh.read(26)
+    except OSError:
+        return None
+    # IHDR: bit depth at byte 24, colour type at byte 25 (2 RGB, 4 grey + alpha, 6 RGBA)
+    if len(head) == 26 and head[:8] == _PNG_SIGNATURE and head[12:16] == b"IHDR" and head[24] == 16 and head[25] in (2, 4, 6):
+        return str(fname)
+    return None
+
+
+def wide_levels(im: Image.Image, name: str = "image") -> np.ndarray | None:
+    """The exact 8-bit levels of an image Pillow read at 8 bits from a 16-bit colour PNG or TIFF file, else None.
+
+    Pillow keeps the high byte of each 16-bit value of RGB, RGBA and grey-with-alpha files (1257 becomes 4, where
+    1257 / 65535 * 255 = 4.89 is level 5). The file is decoded again with OpenCV at 16 bits and each value scaled
+    (value / 65535, rounded as ``corrupt`` rounds float images).
+
+    Returns:
+        uint8 H x W x 3 (RGB) or H x W x 4 (RGBA; grey with alpha as RGBA), or None when ``im`` is no such image.
+
+    Raises:
+        ImageFileError: the file changed since it was opened, or OpenCV cannot decode it at 16 bits.
+    """
+    fname = _sixteen_bit_file(im)
+    if fname is None:
+        return None
+    import cv2
+
+    try:
+        a = cv2.imdecode(np.fromfile(fname, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    except (OSError, cv2.error) as e:
+        raise ImageFileError(f"{name}: a 16-bit {im.format} file that could not be decoded at 16 bits ({e})") from None
+    if a is None or a.dtype != np.uint16 or a.shape[:2] != (im.height, im.width) or a.ndim not in (2, 3):
+        got = "nothing" if a is None else f"{a.dtype} {a.shape}"
+        raise ImageFileError(f"{name}: a 16-bit {im.format} file of {im.width}x{im.height} px that OpenCV decodes as "
+                             f"{got}; allowed: 16-bit images OpenCV reads exactly")  # fmt: skip
+    if a.ndim == 2:
+        a = a[:, :, None]
+    order = {1: [0, 0, 0], 2: [0, 0, 0, 1], 3: [2, 1, 0], 4: [2, 1, 0, 3]}.get(a.shape[2])  # OpenCV is BGR(A)
+    if order is None:
+        raise ImageFileError(f"{name}: a 16-bit {im.format} file with {a.shape[2]} channels; allowed: 1 to 4")
+    return _levels(a[:, :, order].astype(np.float64) / 65535.0)
+
+
 def image_rgb(im: Image.Image, name: str = "image") -> Image.Image:
     """An opened image as 8-bit ``RGB``, by the mode rules of this module's docstring.
 
@@ -137,6 +199,9 @@ def image_rgb(im: Image.Image, name: str = "image") -> Image.Image:
         ImageFileError: a mode that cannot be converted exactly, or values outside its range.
     """
     mode = im.mode
+    wide = wide_levels(im, name)
+    if wide is not None:  # 16-bit colour: exact levels, alpha left out as convert("RGB") leaves it out
+        return Image.fromarray(np.ascontiguousarray(wide[:, :, :3]))
     if mode == "RGB":
         return im.copy()
     if mode in _MODES_8BIT:

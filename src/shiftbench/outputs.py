@@ -29,6 +29,7 @@ from .errors import DataError, InvalidArgumentError
 __all__ = [
     "IMAGE_FORMATS",
     "ImageFormat",
+    "check_output_file",
     "check_output_folder",
     "check_output_image",
     "corrupted_mode",
@@ -104,6 +105,19 @@ def check_output_image(path: str | Path, option: str, mode: str | None = None) -
         raise InvalidArgumentError(option, str(path), "a file this process can write to (it is read-only)")
     _check_folder(path.parent, option, str(path))
     return fmt
+
+
+def check_output_file(path: str | Path, option: str) -> None:
+    """Refuse, before any work, an output file that is a folder, a read-only file, a name longer than the file system
+    allows, or lies where this process cannot write (missing folders are created when it is written)."""
+    path = Path(path)
+    if any(len(os.fsencode(part)) > 255 for part in path.parts):
+        raise InvalidArgumentError(option, str(path), "a path whose every name has at most 255 bytes")
+    if path.is_dir():
+        raise InvalidArgumentError(option, str(path), "a file name (this is a folder)")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InvalidArgumentError(option, str(path), "a file this process can write to (it is read-only)")
+    _check_folder(path.parent, option, str(path))
 
 
 def check_output_folder(path: str | Path, option: str) -> None:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from .errors import InvalidArgumentError, UnknownNameError
 
@@ -34,9 +34,25 @@ T = TypeVar("T")
 _MISSING = object()
 
 
-def close_matches(name: str, names: Sequence[str], n: int = 3) -> list[str]:
-    """The registered names closest to ``name`` (for "Did you mean ...?")."""
-    return difflib.get_close_matches(name, list(names), n=n)
+def _plain(name: object) -> str:
+    return str(name).strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def close_matches(name: str, names: Iterable[str], n: int = 3, cutoff: float = 0.5, *, substrings: bool = True) -> list[str]:
+    """The names closest to a mistyped ``name``, for "Did you mean ...?" (shiftbench's one way of suggesting).
+
+    Names containing ``name`` (or contained in it) first (unless ``substrings`` is False), then the
+    closest by ``difflib``'s ratio (at least ``cutoff``); case, spaces, dashes and underscores are not
+    told apart.
+    """
+    choices = list(dict.fromkeys(str(c) for c in names))
+    plain = {}
+    for c in choices:
+        plain.setdefault(_plain(c), c)
+    low = _plain(name)
+    subs = [c for c in choices if substrings and low and _plain(c) and (low in _plain(c) or _plain(c) in low)]
+    fuzzy = [plain[m] for m in difflib.get_close_matches(low, list(plain), n=n, cutoff=cutoff)]
+    return list(dict.fromkeys(subs + fuzzy))[:n]
 
 
 class Registry(Mapping[str, T]):
@@ -51,6 +67,8 @@ class Registry(Mapping[str, T]):
         cutoff: how close a name must be to be suggested (``difflib``'s ratio, 0..1).
         error: the error an unknown name raises (an :class:`~shiftbench.errors.UnknownNameError` subclass).
         entries: initial entries by name.
+        shown: how the error shows a name (e.g. ``"zoo:" + name``; the unknown one as normalised).
+        order: the sort key of the names the error lists (default: registration order).
     """
 
     def __init__(
@@ -64,8 +82,10 @@ class Registry(Mapping[str, T]):
         cutoff: float = 0.6,
         error: type[UnknownNameError] = UnknownNameError,
         entries: Mapping[str, T] | None = None,
+        shown: Callable[[str], str] | None = None,
+        order: Callable[[str], Any] | None = None,
     ) -> None:
-        self.error = error
+        self.error, self.shown, self.order = error, shown, order
         self.kind, self.group, self.modules = kind, group, tuple(modules)
         self.normalise, self.check, self.cutoff = normalise, check, cutoff
         self._entries: dict[str, T] = {}
@@ -93,6 +113,12 @@ class Registry(Mapping[str, T]):
         for a in aliases:
             self._aliases[self.normalise(a)] = key
         return entry
+
+    def registered(self, name: str) -> bool:
+        """Whether ``name`` is registered already, without importing the built-in modules or entry points (for
+        a module registering its own entries while it is imported)."""
+        k = self.normalise(name)
+        return self._aliases.get(k, k) in self._entries
 
     def unregister(self, name: str) -> None:
         """Remove an entry and its aliases (tests, notebooks)."""
@@ -138,9 +164,11 @@ class Registry(Mapping[str, T]):
         k = self.normalise(name)
         k = self._aliases.get(k, k)
         if k not in self._entries:
-            names = list(self._entries)
-            raise self.error(self.kind, name, names, difflib.get_close_matches(
-                k, names + list(self._aliases), n=3, cutoff=self.cutoff))
+            names = list(self._entries) if self.order is None else sorted(self._entries, key=self.order)
+            near = close_matches(k, names + list(self._aliases), cutoff=self.cutoff)
+            show = self.shown or str
+            raise self.error(self.kind, show(k) if self.shown else name, [show(n) for n in names],
+                             [show(n) for n in near])
         return k
 
     def get(self, name: str, default: object = _MISSING) -> T:  # type: ignore[override]

@@ -12,23 +12,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from rich.table import Table
 
 from ..errors import InvalidArgumentError
-from ..evaluation.data import Condition, Item, Source, WorkBatch
 from ..evaluation.models import DEFAULT_MODEL, Classifier, InputTransform, LabelSpace
 from ..evaluation.protocol import Benchmark, Metric, Plan, Planned, Report, Section, Settings, Summary, option
 from ..evaluation.store import ResultsStore, records_to_csv
 from ..structural import LabelledImages, Split, read_emoji_styles, read_icons50
-from ..structural.evaluate import ItemPredictions, score
+from ..structural.evaluate import ItemPredictions, PartSource, score
 from ..training.recipes import TrainedModel, get_recipe, load_trained, train_classifier
 
 __all__ = ["HoldoutBenchmark", "HoldoutSettings", "HoldoutSummary", "PartSource", "SplitSpace", "SubclassSettings",
@@ -138,48 +135,6 @@ def classifier(model: TrainedModel, name: str, checksum: str) -> Classifier:
         mean, std = mean * 3, std * 3
     return Classifier(model.net.to("cpu"), name=name, transform=InputTransform(None, mean, std, 255.0),  # type: ignore[arg-type]
                       classes=model.classes, checksum=checksum)
-
-
-class PartSource(Source):
-    """One part of a split (its held-out or seen test images) as a source of the shared evaluation loop.
-
-    One condition, ``(<part>:<split>, 0)``; items are keyed by the image's index in the split's
-    source (the store's item ids); the images are resized to the model's input side here (Pillow
-    bilinear), so a Ray worker that gets this source only batches and predicts them.
-    """
-
-    kind = "structural-part"
-    on_the_fly = False
-    edition = ""
-
-    def __init__(self, condition: Condition, data: LabelledImages, index: Sequence[int], size: int) -> None:
-        sub = data.subset(np.asarray(index, np.int64)).resized(size)
-        self.condition = condition
-        self.keys = [str(int(i)) for i in index]
-        self.images, self.labels = sub.images, sub.labels
-        self.classes = data.classes
-        self.identity = self.location = f"{data.name}|{condition[0]}"
-
-    def conditions(self) -> list[Condition]:
-        return [self.condition]
-
-    def items(self, condition: Condition) -> list[Item]:
-        return [Item(k, int(lab)) for k, lab in zip(self.keys, self.labels, strict=True)] if condition == self.condition else []
-
-    def select_classes(self, classes: Sequence[str]) -> None:
-        raise InvalidArgumentError("classes", list(classes), "the split model's own classes (hold-outs keep all of them)")
-
-    def batches(self, pending: Mapping[Condition, set[str]], *, batch_size: int, seed: int, release: bool,
-                stop: threading.Event | None = None) -> Iterator[WorkBatch]:
-        want = pending.get(self.condition) or set()
-        rows = [i for i, k in enumerate(self.keys) if k in want]
-        for a in range(0, len(rows), batch_size):
-            if stop is not None and stop.is_set():
-                return
-            sel = rows[a : a + batch_size]
-            x = torch.from_numpy(np.ascontiguousarray(self.images[sel].transpose(0, 3, 1, 2)))
-            yield WorkBatch(self.condition, [self.keys[i] for i in sel],
-                            torch.from_numpy(self.labels[sel].astype(np.int64)), x)
 
 
 def _sha256(path: Path) -> str:

@@ -120,6 +120,9 @@ class StyledSource(Source):
     def items(self, condition: Condition) -> list[Item]:
         return self.base.items(condition)
 
+    def content_digest(self) -> str:
+        return self.base.content_digest()
+
     def select_classes(self, classes: Sequence[str]) -> None:
         self.base.select_classes(classes)
 

@@ -26,6 +26,7 @@ import click
 from ..errors import ImageTypeError, InvalidArgumentError, ShiftbenchError
 from ..overlap.cli import overlap_group, select_cmd
 from ..version import __version__
+from ._output import trust_cache_flag
 from .corrupt import corrupt_cmd, generate_group, list_cmd
 from .evaluate import evaluate_cmd
 from .report import report_cmd
@@ -81,15 +82,9 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="shiftbench")
-@click.option("--trust-cache", is_flag=True, default=False,
-              help="Use cached zoo weights even when their checksum differs from the published one "
-              "(default: refused, naming both digests and the file). Also SHIFTBENCH_TRUST_CACHE=1.")
-def cli(trust_cache: bool) -> None:
+@trust_cache_flag
+def cli() -> None:
     """shiftbench: measure how image classifiers hold up under distribution shift."""
-    if trust_cache:
-        import os
-
-        os.environ["SHIFTBENCH_TRUST_CACHE"] = "1"
 
 
 @list_cmd.command("benchmarks")

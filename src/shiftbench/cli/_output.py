@@ -19,10 +19,43 @@ from ..errors import InvalidArgumentError
 from ..evaluation.protocol import Report
 from ..progress import progress_for
 
-__all__ = ["FORMATS", "TABLE_WIDTH", "check_results_file", "emit", "emit_table", "emit_text", "progress", "stdout_console", "UserError", "one_line", "safe_markup", "SafeConsole", "printable"]
+__all__ = ["FORMATS", "TABLE_WIDTH", "check_results_file", "emit", "emit_table", "emit_text", "progress", "stdout_console", "UserError", "one_line", "safe_markup", "SafeConsole", "printable", "trust_cache_option", "trust_cache_flag"]
 
 FORMATS = ("table", "json", "csv")
 TABLE_WIDTH = 160
+
+
+def _trust_cache(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """``--trust-cache``: set ``SHIFTBENCH_TRUST_CACHE`` for this command (what the zoo reads), as it was afterwards."""
+    if value:
+        before = os.environ.get("SHIFTBENCH_TRUST_CACHE")
+        os.environ["SHIFTBENCH_TRUST_CACHE"] = "1"
+
+        def restore() -> None:
+            if before is None:
+                os.environ.pop("SHIFTBENCH_TRUST_CACHE", None)
+            else:
+                os.environ["SHIFTBENCH_TRUST_CACHE"] = before
+
+        ctx.find_root().call_on_close(restore)
+    return value
+
+
+_TRUST_CACHE: dict[str, Any] = {
+    "is_flag": True, "default": False, "expose_value": False, "is_eager": True, "callback": _trust_cache,
+    "help": "Use cached zoo weights even when their checksum differs from the published one (default: refused, "
+    "naming both digests and the file). Also SHIFTBENCH_TRUST_CACHE=1.",
+}
+
+
+def trust_cache_option() -> click.Option:
+    """The ``--trust-cache`` option as a parameter (accepted by the root command, ``evaluate``, ``sweep``,
+    ``reproduce`` and the zoo commands alike)."""
+    return click.Option(["--trust-cache"], **_TRUST_CACHE)
+
+
+trust_cache_flag = click.option("--trust-cache", **_TRUST_CACHE)
+"""``--trust-cache`` as a decorator (see :func:`trust_cache_option`)."""
 
 
 class UserError(click.UsageError):

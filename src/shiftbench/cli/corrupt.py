@@ -88,14 +88,15 @@ def corrupt_cmd(
 
     from .. import corrupt
     from ..editions import preprocess as prep
-    from ..io import load_image_rgb
+    from ..io import load_image_rgb, wide_levels
     from ..outputs import check_output_image, corrupted_mode, save_image_atomic
 
     check_output_image(out_image, "OUT_IMAGE")  # extension and place, before reading anything
     try:
         with Image.open(in_image) as im:
             im.load()
-            img = im.copy()
+            wide = wide_levels(im, repr(str(in_image)))  # 16-bit colour: its exact levels, not Pillow's high bytes
+            img = Image.fromarray(wide) if wide is not None else im.copy()
     except FileNotFoundError:
         raise DataError(f"IN_IMAGE {str(in_image)!r} does not exist") from None
     except Exception as e:  # noqa: BLE001

@@ -29,7 +29,7 @@ from ..evaluation.models import DEFAULT_MODEL
 from ..evaluation.protocol import COMMON_OPTIONS, OptionSpec
 from ..evaluation.store import DEFAULT_STORE, check_store_path
 from ..evaluation.threads import model_threads
-from ._output import FORMATS, UserError, check_results_file, emit, progress
+from ._output import FORMATS, UserError, check_results_file, emit, progress, trust_cache_option
 
 __all__ = ["evaluate_cmd", "given_options", "refuse_given", "declared_options", "accepted_list", "model_with_args"]
 
@@ -143,6 +143,7 @@ def _tail_params() -> list[click.Parameter]:
                      help="Progress with rate and ETA on stderr."),
         click.Option(["--details/--no-details"], default=True, show_default=True,
                      help="Also print the per-condition details (errors per severity, ...)."),
+        trust_cache_option(),
     ]
 
 

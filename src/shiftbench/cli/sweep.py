@@ -37,7 +37,7 @@ from ..evaluation.threads import model_threads
 from ._output import check_results_file, emit, progress
 from .evaluate import evaluate_cmd, given_options, refuse_given
 
-__all__ = ["SweepCell", "SweepModel", "SweepResult", "sweep", "read_sweep_file", "sweep_models", "one_line", "sweep_cmd", "headline_of", "evaluation_ids", "evaluate_params", "run_sweep_command", "NOT_RESULT_OPTIONS"]
+__all__ = ["SweepCell", "SweepModel", "SweepResult", "sweep", "read_sweep_file", "sweep_models", "one_line", "sweep_cmd", "headline_of", "evaluation_ids", "evaluate_params", "run_sweep_command", "NOT_RESULT_OPTIONS", "bench_options"]
 
 NOT_RESULT_OPTIONS = frozenset(
     {"model", "model_args", "threads", "store", "results_format", "results_file", "progress", "details", "rerun", "batch_size", "device"}
@@ -195,9 +195,41 @@ def headline_of(bench: Benchmark, records: Sequence[Mapping[str, Any]]) -> dict[
 
 
 def _marker_key(bench: Benchmark, model: str, settings: Mapping[str, Any]) -> str:
+    """The resume marker of a pair: the benchmark, the model and every option that decides its results (the
+    benchmark's whole Settings, defaults included, so a changed default is not taken for a finished pair)."""
     what = {k: v for k, v in sorted(settings.items()) if k not in NOT_RESULT_OPTIONS and v is not None}
     # keyed by content: weights, data folders and other files named by an option are digested with their names
     return marker_key("sweep", {"benchmark": bench.name, "model": model, "settings": what})
+
+
+def _given_marker_key(bench: Benchmark, model: str, options: Mapping[str, Any]) -> str:
+    """The marker key of stores written before the sweep built each benchmark's Settings: the options given (not
+    None) only. A marker found under it is moved to :func:`_marker_key`'s."""
+    return _marker_key(bench, model, {k: v for k, v in options.items() if bench.accepts(k)})
+
+
+def bench_options(bench: Benchmark, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a benchmark gets from the sweep's: the common ones it accepts, and its Settings built the way
+    ``evaluate`` builds them (unset ones from the Settings' defaults; a bad value is refused before any work)."""
+    names = bench.Settings.names()
+    own = bench.Settings.from_options({k: v for k, v in options.items() if k in names and v is not None},
+                                      benchmark=bench.name)
+    common = {k: v for k, v in options.items() if bench.accepts(k) and k not in names}
+    return common | {n: getattr(own, n) for n in names}
+
+
+def _finished(store: Path, key: str, legacy: str) -> str | None:
+    """A pair's marker (a marker under the legacy key is moved to ``key``)."""
+    if not store.is_file():
+        return None
+    with ResultsStore(store) as db:
+        done = db.marker(key)
+        if done is None and legacy != key:
+            done = db.marker(legacy)
+            if done is not None:
+                db.set_marker(key, done)
+                db.set_marker(legacy, None)
+    return done
 
 
 def _records(bench: Benchmark, store: Path, settings: Mapping[str, Any], ids: list[int]) -> list[dict[str, Any]]:
@@ -305,10 +337,11 @@ def sweep(
     store = Path(options["store"])
     cells: list[SweepCell] = []
     rerun = bool(options.get("rerun"))
+    built = {b.name: bench_options(b, options) for b in benches}
     for entry in entries:
         model_error: str | None = None
         for b in benches:
-            settings = {k: v for k, v in options.items() if b.accepts(k)}
+            settings = dict(built[b.name])
             settings["model"] = entry.spec
             if entry.weights is not None:
                 settings["weights"] = entry.weights
@@ -319,10 +352,8 @@ def sweep(
                     on_cell(cell)
                 continue
             key = _marker_key(b, entry.spec, settings)
-            done = None
-            if not rerun and store.is_file():
-                with ResultsStore(store) as db:
-                    done = db.marker(key)
+            legacy = _given_marker_key(b, entry.spec, {**options, "weights": settings.get("weights")})
+            done = None if rerun else _finished(store, key, legacy)
             if done is not None:
                 ids = [int(i) for i in json.loads(done)["evaluations"]]
                 skipped = True

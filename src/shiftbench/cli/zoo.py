@@ -12,7 +12,7 @@ from rich.table import Table
 from ..errors import InvalidArgumentError
 from ..zoo import tables as published
 from ..zoo.registry import entries, fetch, get, weights_path
-from ._output import stdout_console
+from ._output import stdout_console, trust_cache_flag
 
 
 def _numbers(name: str) -> str:
@@ -30,6 +30,7 @@ def _numbers(name: str) -> str:
 
 
 @click.group("zoo")
+@trust_cache_flag
 def zoo_group() -> None:
     """Published robustness models (load with --model zoo:NAME) and the papers' tables."""
 
@@ -90,6 +91,7 @@ def info_command(name: str) -> None:
 
 @zoo_group.command("fetch")
 @click.argument("names", nargs=-1, required=True)
+@trust_cache_flag
 def fetch_command(names: tuple[str, ...]) -> None:
     """Download and verify the weights of NAMES into the cache (nothing else)."""
     for n in names:

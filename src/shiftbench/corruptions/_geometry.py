@@ -9,7 +9,7 @@
   centre ``ceil(H/z) x ceil(W/z)``, zoom with ``scipy.ndimage.zoom(order=1)``
   (corner-aligned bilinear), centre-trim to H x W.
 
-On the CPU, :func:`motion_blur` runs a compiled Numba kernel (threads over
+On the CPU, :func:`motion_blur` runs the compiled kernel of :mod:`._cpu.motion` (threads over
 images); elsewhere it uses torch slicing. Both give bit-identical results.
 """
 
@@ -20,9 +20,10 @@ import threading
 from collections.abc import Callable
 from functools import lru_cache
 
-import numba
 import numpy as np
 import torch
+
+from ._cpu.motion import motion_blur_planes
 
 __all__ = ["motion_blur", "clipped_zoom", "motion_blur_kernel", "motion_blur_offsets", "zoom_axis_table"]
 
@@ -74,56 +75,6 @@ def use_compiled(x: torch.Tensor, compiled: bool | None) -> bool:
     if compiled and x.device.type != "cpu":
         raise ValueError(f"the compiled kernels run on CPU tensors, not {x.device.type} ones")
     return bool(compiled)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _axpy(dst, src, a):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    # dst += src * a on 1-D views (plain range indices vectorise)
-    for j in range(dst.shape[0]):
-        dst[j] += src[j] * a
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _add_const(dst, v):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    for j in range(dst.shape[0]):
-        dst[j] += v
-
-
-@numba.njit(cache=True, nogil=True)
-def _motion_kernel(x, k, dx, dy, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    # x, out: B x C x H x W float64; k: taps; dx, dy: B x taps. Images start..end-1.
-    nc, h, w = x.shape[1], x.shape[2], x.shape[3]
-    taps = k.shape[0]
-    q = np.empty((h, w))
-    acc = np.empty(w)
-    for b in range(start, end):
-        for c in range(nc):
-            for y in range(h):
-                for i in range(w):
-                    q[y, i] = min(max(np.round(x[b, c, y, i]), 0.0), 255.0) * 257.0
-            for y in range(h):
-                acc[:] = 0.0
-                for t in range(taps):
-                    sy = min(max(y + dy[b, t], 0), h - 1)
-                    row = q[sy]
-                    kt = k[t]
-                    ox = dx[b, t]
-                    lo = min(max(-ox, 0), w)  # columns reading the left edge
-                    hi = max(min(w - ox, w), lo)  # first column reading the right edge
-                    if lo > 0:
-                        _add_const(acc[:lo], row[0] * kt)
-                    if hi > lo:
-                        _axpy(acc[lo:hi], row[lo + ox : hi + ox], kt)
-                    if hi < w:
-                        _add_const(acc[hi:], row[w - 1] * kt)
-                orow = out[b, c, y]
-                for i in range(w):
-                    v = np.floor(acc[i] + 0.5)
-                    if v < 0.0:
-                        v = 0.0
-                    elif v > 65535.0:
-                        v = 65535.0
-                    orow[i] = np.floor(v / 257.0)
 
 
 # --------------------------------------------------------------------------- motion blur
@@ -202,9 +153,6 @@ def _motion_blur_torch(x: torch.Tensor, k: np.ndarray, dxs: np.ndarray, dys: np.
     return torch.div(q, _Q16_SCALE, rounding_mode="floor")
 
 
-motion_blur_planes = _motion_kernel  # the compiled kernel, for other kernels that blur a layer of their own
-
-
 def motion_blur_taps(radius: float, sigma: float, angle_deg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The taps of :func:`motion_blur` for a batch: (weights, B x taps dx, B x taps dy)."""
     k = _motion_blur_kernel(float(radius), float(sigma))
@@ -248,7 +196,7 @@ def motion_blur(
         return _motion_blur_torch(x, k, dxs, dys)
     xa = x.detach().to(torch.float64).contiguous().numpy()
     out = np.empty(xa.shape, dtype=np.float64)
-    run_threaded(b, lambda s, e: _motion_kernel(xa, k, dxs, dys, s, e, out))
+    run_threaded(b, lambda s, e: motion_blur_planes(xa, k, dxs, dys, s, e, out))
     return torch.from_numpy(out).to(x.dtype)
 
 

@@ -11,6 +11,8 @@ RGBA inputs is carried through unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,27 +125,32 @@ def hwc_uint8(chw: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a.transpose(1, 2, 0))
 
 
+def _proc_kib(path: str, field: str) -> int | None:
+    """A ``field: N kB`` line of a /proc file, in bytes (None: not there)."""
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def available_memory() -> int | None:
-    """Bytes this process can still allocate: the kernel's MemAvailable, capped by an address-space limit
-    (``ulimit -v``); None where neither is known."""
+    """Bytes this process can still allocate: the kernel's MemAvailable, capped by what an address-space limit
+    (``ulimit -v``) leaves beside the address space already mapped; None where neither is known."""
     import resource
 
-    avail: int | None = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError, IndexError):
-        avail = None
+    avail = _proc_kib("/proc/meminfo", "MemAvailable")
     try:
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
-            avail = soft if avail is None else min(avail, soft)
+            left = soft - (_proc_kib("/proc/self/status", "VmSize") or 0)
+            avail = left if avail is None else min(avail, left)
     except (OSError, ValueError):
         pass
-    return avail
+    return None if avail is None else max(0, avail)
 
 
 def require_memory(nbytes: int, what: str, argument: str = "images") -> None:
@@ -155,6 +162,36 @@ def require_memory(nbytes: int, what: str, argument: str = "images") -> None:
             argument, what, f"a size whose working memory fits in the {avail / 2**30:.1f} GiB available "
             f"(it needs about {nbytes / 2**30:.1f} GiB; use smaller images)"
         )
+
+
+_OUT_OF_MEMORY = ("can't allocate memory", "out of memory", "insufficient memory", "failed to allocate",
+                  "cannot allocate memory")  # fmt: skip
+"""How torch (CPU and CUDA), OpenCV and the C library word an allocation that failed (as a RuntimeError or cv2.error)."""
+
+
+def is_out_of_memory(e: BaseException) -> bool:
+    """An allocation failure: ``MemoryError``, or torch's / OpenCV's error for one."""
+    if isinstance(e, MemoryError):
+        return True
+    return isinstance(e, Exception) and not isinstance(e, ImageShapeError) and any(
+        m in str(e).lower() for m in _OUT_OF_MEMORY) and type(e).__name__ in ("RuntimeError", "OutOfMemoryError", "error")
+
+
+@contextmanager
+def typed_memory_errors(what: str, argument: str = "images") -> Iterator[None]:
+    """Turn an allocation that failed anyway (the estimate of :func:`require_memory` was short, or other programs
+    took the memory meanwhile) into the same :class:`ImageShapeError`, never a ``MemoryError``."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - re-raised unless it is an allocation failure
+        if not is_out_of_memory(e):
+            raise
+        avail = available_memory()
+        left = "" if avail is None else f" ({avail / 2**30:.1f} GiB available now)"
+        raise ImageShapeError(
+            argument, what, f"a size whose working memory fits in the memory available{left}: it ran out of memory "
+            "(use smaller images or batches)"
+        ) from None
 
 
 def _check_size(h: int, w: int, argument: str) -> None:

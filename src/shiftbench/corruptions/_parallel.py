@@ -27,43 +27,24 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
+from ..cpus import free_cpus
 from ..errors import InvalidArgumentError
 
-__all__ = ["available_cpus", "free_cpus", "resolve_threads", "split", "run_in_threads"]
+__all__ = ["resolve_threads", "split", "run_in_threads"]
 
 _POOL: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid that made it, workers, pool)
 _POOL_LOCK = threading.Lock()
 
 
-def available_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask where the platform has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def free_cpus(loadavg: str = "/proc/loadavg") -> int:
-    """The machine's CPUs less the other tasks running or waiting to run right now (Linux: the
-    runnable count of ``/proc/loadavg``, of which the caller is one), at least 1; the CPU count
-    where the platform does not tell."""
-    total = os.cpu_count() or 1
-    try:
-        with open(loadavg, "rb") as f:
-            runnable = int(f.read().split()[3].split(b"/")[0])
-    except (OSError, ValueError, IndexError):
-        return total
-    return max(1, total - max(0, runnable - 1))
-
-
 def resolve_threads(threads: object, argument: str = "threads") -> int:
     """How many threads a CPU batch may use: ``threads`` (an int >= 1, as given), or for ``None``
-    ``torch.get_num_threads()`` capped at :func:`available_cpus` (torch counts the machine's cores,
-    not the ones a container or ``taskset`` leaves the process) and at :func:`free_cpus`: a thread
-    on a core that another process keeps busy gets a share of it and holds up the batch's end, so
-    two threads beside one busy process on two cores would be slower than one."""
+    ``torch.get_num_threads()`` capped at :func:`shiftbench.cpus.free_cpus`: the CPUs the process may
+    run on (torch counts the machine's cores, not the ones a container or ``taskset`` leaves it) less
+    the other tasks that want one now. A thread on a core that another process keeps busy gets a share
+    of it and holds up the batch's end, so two threads beside one busy process on two cores would be
+    slower than one."""
     if threads is None:
-        return max(1, min(torch.get_num_threads(), available_cpus(), free_cpus()))
+        return max(1, min(torch.get_num_threads(), free_cpus()))
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidArgumentError(argument, threads, "an int >= 1, or None for torch.get_num_threads()")
     return threads

@@ -30,16 +30,21 @@ import torch
 
 from ..checks import suggest
 from ..errors import InvalidArgumentError, UnknownCorruptionError, UnknownNameError
+from ..registry import Registry
 
 __all__ = [
     "Backend",
     "TENSOR",
     "BACKEND_DESCRIPTIONS",
     "BoundsFn",
+    "MemoryFn",
+    "DEFAULT_BYTES_PER_PIXEL",
+    "per_pixel",
     "Corruption",
     "SampleContext",
     "ApplyContext",
     "register",
+    "CORRUPTIONS",
     "get_corruption",
     "list_corruptions",
     "list_namespaces",
@@ -155,6 +160,18 @@ ApplyFn = Callable[[torch.Tensor, Any, dict[str, torch.Tensor], ApplyContext], t
 BoundsFn = Callable[[int, int, str, Any, Mapping[str, np.ndarray]], dict[str, tuple[Any, Any]]]
 """``bounds(h, w, edition, params, draws) -> {key: (low, high)}``: the inclusive ranges a replayed
 draw must lie in for an h x w image (scalars or per-element arrays); keys not listed: any finite value."""
+MemoryFn = Callable[[int, int, str, Any], int]
+"""``memory(h, w, edition, params) -> bytes``: the most memory corrupting one h x w image takes at once (its draws,
+intermediates and operators; the input and output batches are counted by the caller)."""
+
+DEFAULT_BYTES_PER_PIXEL = 240
+"""Working memory per pixel of a corruption that declares none: ten float64 copies of an RGB image
+(``perf/memory_per_pixel.py`` measures every corruption; the declared values are at least its peaks)."""
+
+
+def per_pixel(nbytes: float) -> MemoryFn:
+    """A :data:`MemoryFn` of ``nbytes`` per pixel (intermediates that grow with the image's area only)."""
+    return lambda h, w, edition, params: int(nbytes * h * w)
 
 
 @dataclass(frozen=True, eq=False)
@@ -186,6 +203,8 @@ class Corruption:
     bounds: BoundsFn | None = None
     # the record type of a severity's parameters (a NamedTuple class), or None: the table's values as they are
     record: type | None = None
+    # working memory of one image (MemoryFn); None: DEFAULT_BYTES_PER_PIXEL
+    memory: MemoryFn | None = None
     # backend name -> (what it runs on, its kernel), "tensor" first, in the order backend="auto" tries them
     kernels: dict[str, tuple[Backend, ApplyFn]] = field(default_factory=dict, repr=False)
     # optional route of the compiled kernel that draws and applies in one pass (see kernel())
@@ -300,8 +319,27 @@ class Corruption:
     def severity_params(self, edition: str, severity: int) -> Any:
         return self.params[edition][severity - 1]
 
+    def working_memory(self, height: int, width: int, edition: str, params: Any) -> int:
+        """Bytes corrupting one ``height`` x ``width`` image takes at most (its :attr:`memory`; checked against the
+        memory available before any work, so a size the machine cannot hold is a typed error, not an OOM kill)."""
+        if self.memory is None:
+            return DEFAULT_BYTES_PER_PIXEL * int(height) * int(width)
+        return int(self.memory(int(height), int(width), edition, params))
 
-_REGISTRY: dict[str, Corruption] = {}
+
+def _corruption(name: str, entry: Corruption) -> Corruption:
+    if not isinstance(entry, Corruption) or entry.name != name:
+        raise InvalidArgumentError("corruption", name, "a Corruption registered under its own name (@register)")
+    return entry
+
+
+CORRUPTIONS: Registry[Corruption] = Registry(
+    "corruption", group="shiftbench.corruptions", normalise=lambda s: str(s).strip().lower().replace("-", "_").replace(" ", "_"),
+    check=_corruption, error=UnknownCorruptionError, order=lambda n: _paper_order(n), cutoff=0.5,
+)
+"""The registered corruptions by name, in every namespace (a :class:`~shiftbench.registry.Registry`; an installed
+package adds its own through the entry-point group ``shiftbench.corruptions``, each naming a corruption made with
+:func:`register`; hyphens, spaces and case are tolerated in lookups)."""
 
 
 def register(
@@ -319,6 +357,7 @@ def register(
     accepts_levels: bool = False,
     chunk_values: int | None = None,
     namespace: str = DEFAULT_NAMESPACE,
+    memory: MemoryFn | None = None,
 ) -> Callable[[ApplyFn], Corruption]:
     """Decorator registering the tensor path ``apply`` of a corruption called ``name`` in ``namespace``.
 
@@ -327,7 +366,8 @@ def register(
     dispatcher. ``params``: the per-edition table of 5 severity entries, or a record type (a
     ``NamedTuple`` class) whose fields name the entries of the package's ImageNet-C table
     (``imagenet_c_params.json``: each row becomes a record); None: that table's rows as they are.
-    ``bounds``: the ranges replayed draws must lie in (:data:`BoundsFn`). Names are unique across
+    ``bounds``: the ranges replayed draws must lie in (:data:`BoundsFn`). ``memory``: its working memory per
+    image (:data:`MemoryFn`; default :data:`DEFAULT_BYTES_PER_PIXEL` per pixel). Names are unique across
     namespaces (:func:`get_corruption` finds a name in any namespace); ``group`` is a free label
     inside the namespace (ImageNet-C: ``"benchmark"`` and ``"extra"``).
     """
@@ -340,7 +380,7 @@ def register(
             raise ValueError(f"{label}={value!r} must be a lower-case identifier")
 
     def deco(fn: ApplyFn) -> Corruption:
-        if name in _REGISTRY:
+        if CORRUPTIONS.registered(name):
             raise ValueError(f"corruption {name!r} is already registered")
         if params is None or isinstance(params, type):
             table: dict[str, Any] = dict(imagenet_c_params(name))
@@ -365,8 +405,9 @@ def register(
             namespace=namespace,
             bounds=bounds,
             record=params if isinstance(params, type) else None,
+            memory=memory,
         )
-        _REGISTRY[name] = spec
+        CORRUPTIONS.register(name, spec)
         return spec
 
     return deco
@@ -390,16 +431,12 @@ def get_corruption(name: str) -> Corruption:
     """The registered corruption called ``name``, in any namespace (hyphens and case are tolerated)."""
     if not isinstance(name, str):
         raise InvalidArgumentError("corruption", name, "a corruption name (str)")
-    key = name.strip().lower().replace("-", "_").replace(" ", "_")
-    if key in _REGISTRY:
-        return _REGISTRY[key]
-    names = sorted(_REGISTRY, key=_paper_order)
-    raise UnknownCorruptionError("corruption", name, names, suggest(key, names))
+    return CORRUPTIONS.get(name)
 
 
 def list_namespaces() -> list[str]:
     """The namespaces that hold at least one corruption, the default one first."""
-    found = {c.namespace for c in _REGISTRY.values()}
+    found = {c.namespace for _, c in CORRUPTIONS.items()}
     return sorted(found, key=lambda n: (n != DEFAULT_NAMESPACE, n))
 
 
@@ -432,7 +469,8 @@ def list_corruptions(
 
         edition = get_edition(edition).name  # 224, "224", an Edition; unknown ones raise
     spaces = list_namespaces()
-    groups = sorted({c.group for c in _REGISTRY.values()})
+    everything = [c for _, c in CORRUPTIONS.items()]
+    groups = sorted({c.group for c in everything})
     if namespace is not None and namespace != "all" and namespace not in spaces:
         raise UnknownNameError("namespace", namespace, [*spaces, "all"], suggest(str(namespace), spaces))
     if group is not None and group not in groups:
@@ -443,10 +481,10 @@ def list_corruptions(
     patterns = [str(p).strip().lower().replace("-", "_") for p in patterns]
     if namespace is None:
         asked = {group} | set(patterns)
-        wanted = {DEFAULT_NAMESPACE} | {c.namespace for c in _REGISTRY.values() if c.group in asked or c.name in asked}
+        wanted = {DEFAULT_NAMESPACE} | {c.namespace for c in everything if c.group in asked or c.name in asked}
     else:
         wanted = set(spaces) if namespace == "all" else {namespace}
-    items = sorted((c for c in _REGISTRY.values() if c.namespace in wanted), key=lambda c: c.order)
+    items = sorted((c for c in everything if c.namespace in wanted), key=lambda c: c.order)
     selected: list[str] = []
     for pat in patterns:
         if pat in ("all", "*"):

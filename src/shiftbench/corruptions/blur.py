@@ -11,8 +11,9 @@ Every function reproduces the reference arithmetic in the reference precision:
 * ``motion_blur``: ImageMagick's motion blur (see :mod:`._geometry`), 8-bit result.
 * ``zoom_blur``: average of the image and its ``clipped_zoom`` copies, float32.
 
-On the CPU, Gaussian, glass and zoom blur run compiled Numba kernels over
-threads (one image range per thread). Other devices use torch implementations
+On the CPU, Gaussian, glass and zoom blur run the compiled Numba kernels of
+:mod:`._cpu.blur` (registered as their ``"compiled"`` backends) over threads
+(one image range per thread). Other devices use torch implementations
 of the same operation sequences: the Gaussian performs SciPy's ``correlate1d``
 steps in SciPy's order (bit-identical to ``scipy.ndimage.gaussian_filter``),
 the glass pixel loop runs row by row with in-row chains resolved by pointer
@@ -25,10 +26,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-import numba
 import numpy as np
 import torch
 
+from ._cpu.blur import gauss_planes, gaussian_blur_kernel, glass_kernel_for, shuffle_batch, zoom_kernel
 from ._geometry import cached_zoom_axis_table, clipped_zoom, run_threaded, use_compiled
 from ._geometry import motion_blur as _im_motion_blur
 from ._ops import extend_index, fdiv, gaussian_kernel1d
@@ -46,262 +47,6 @@ __all__ = [
     "glass_shuffle_torch",
     "correlate_reflect101",
 ]
-
-
-# --------------------------------------------------------------------------- CPU kernels
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _pair_axpy(dst, a, b, wj):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    for j in range(dst.shape[0]):
-        dst[j] += (a[j] + b[j]) * wj
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _scale_into(dst, src, w0):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    for j in range(dst.shape[0]):
-        dst[j] = src[j] * w0
-
-
-@numba.njit(cache=True, nogil=True)
-def _gauss_plane(src, w, tmp, line, dst):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    # scipy.ndimage.correlate1d (symmetric weights, mode 'nearest') along
-    # axis 0 then axis 1: out = in*w0, then += (left_j + right_j) * w_j for j = r..1
-    h, wd = src.shape
-    r = w.shape[0] - 1
-    for y in range(h):
-        trow = tmp[y]
-        _scale_into(trow, src[y], w[0])
-        for j in range(r, 0, -1):
-            _pair_axpy(trow, src[max(y - j, 0)], src[min(y + j, h - 1)], w[j])
-    for y in range(h):
-        trow = tmp[y]
-        for j in range(r):
-            line[j] = trow[0]
-            line[r + wd + j] = trow[wd - 1]
-        line[r : r + wd] = trow
-        orow = dst[y]
-        _scale_into(orow, line[r : r + wd], w[0])
-        for j in range(r, 0, -1):
-            _pair_axpy(orow, line[r - j : r - j + wd], line[r + j : r + j + wd], w[j])
-
-
-@numba.njit(cache=True, nogil=True)
-def _gauss_planes(x, w, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    h, wd = x.shape[1], x.shape[2]
-    tmp = np.empty((h, wd))
-    line = np.empty(wd + 2 * (w.shape[0] - 1))
-    for p in range(start, end):
-        _gauss_plane(x[p], w, tmp, line, out[p])
-
-
-@numba.njit(cache=True, nogil=True)
-def _gaussian_blur_kernel(x, w, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
-    u = np.empty((h, wd))
-    g = np.empty((h, wd))
-    tmp = np.empty((h, wd))
-    line = np.empty(wd + 2 * (w.shape[0] - 1))
-    for b in range(start, end):
-        for c in range(nc):
-            u[:, :] = x[b, c]
-            u /= 255.0
-            _gauss_plane(u, w, tmp, line, g)
-            o = out[b, c]
-            for y in range(h):
-                for i in range(wd):
-                    o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
-
-
-@numba.njit(cache=True, nogil=True)
-def _shuffle(u, off, delta):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    # u: C x H x W; off: iters x n_h x n_w x 2 (dx, dy) in draw order
-    nc, h, wd = u.shape
-    iters, n_h, n_w = off.shape[0], off.shape[1], off.shape[2]
-    for it in range(iters):
-        for hi in range(n_h):
-            row = h - delta - hi
-            for wi in range(n_w):
-                col = wd - delta - wi
-                sy = row + off[it, hi, wi, 1]
-                sx = col + off[it, hi, wi, 0]
-                for c in range(nc):
-                    u[c, row, col] = u[c, sy, sx]
-
-
-@numba.njit(cache=True, nogil=True)
-def _shuffle_batch(u, off, delta, start, end):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    for b in range(start, end):
-        _shuffle(u[b], off[b], delta)
-
-
-@numba.njit(cache=True, nogil=True)
-def _shuffle_packed(q, off, delta):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    # _shuffle on H x W pixels whose channels are packed into one word each: one copy per pixel
-    h, wd = q.shape
-    iters, n_h, n_w = off.shape[0], off.shape[1], off.shape[2]
-    for it in range(iters):
-        for hi in range(n_h):
-            row = h - delta - hi
-            orow = off[it, hi]
-            qrow = q[row]
-            for wi in range(n_w):
-                col = wd - delta - wi
-                qrow[col] = q[row + orow[wi, 1], col + orow[wi, 0]]
-
-
-@numba.njit(cache=True, nogil=True)
-def _glass_kernel(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
-    if nc > 4:
-        _glass_kernel_planes(x, w, off, delta, start, end, out)
-        return
-    u = np.empty((h, wd))
-    g = np.empty((h, wd))
-    tmp = np.empty((h, wd))
-    line = np.empty(wd + 2 * (w.shape[0] - 1))
-    # the 8-bit levels after the first blur, the channels of a pixel packed into one word, so
-    # that each of the shuffle's sequential copies moves one word
-    q = np.empty((h, wd), dtype=np.uint32)
-    for b in range(start, end):
-        for c in range(nc):
-            u[:, :] = x[b, c]
-            u /= 255.0
-            _gauss_plane(u, w, tmp, line, g)
-            sh = np.uint32(8 * c)
-            for y in range(h):
-                gy = g[y]
-                qy = q[y]
-                if c == 0:
-                    for i in range(wd):
-                        qy[i] = np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0))  # np.uint8(...)
-                else:
-                    for i in range(wd):
-                        qy[i] |= np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0)) << sh
-        _shuffle_packed(q, off[b], delta)
-        for c in range(nc):
-            sh = np.uint32(8 * c)
-            for y in range(h):
-                qy = q[y]
-                uy = u[y]
-                for i in range(wd):
-                    uy[i] = np.float64((qy[i] >> sh) & np.uint32(255))
-            u /= 255.0
-            _gauss_plane(u, w, tmp, line, g)
-            o = out[b, c]
-            for y in range(h):
-                for i in range(wd):
-                    o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
-
-
-@numba.njit(cache=True, nogil=True)
-def _glass_kernel_planes(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    # _glass_kernel for images of more than four channels: the shuffle copies the value of each plane
-    nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
-    u = np.empty((h, wd))
-    g = np.empty((h, wd))
-    tmp = np.empty((h, wd))
-    line = np.empty(wd + 2 * (w.shape[0] - 1))
-    q = np.empty((nc, h, wd))
-    for b in range(start, end):
-        for c in range(nc):
-            u[:, :] = x[b, c]
-            u /= 255.0
-            _gauss_plane(u, w, tmp, line, g)
-            qc = q[c]
-            for y in range(h):
-                for i in range(wd):
-                    qc[y, i] = min(max(np.trunc(g[y, i] * 255.0), 0.0), 255.0)  # np.uint8(...)
-        _shuffle(q, off[b], delta)
-        for c in range(nc):
-            u[:, :] = q[c]
-            u /= 255.0
-            _gauss_plane(u, w, tmp, line, g)
-            o = out[b, c]
-            for y in range(h):
-                for i in range(wd):
-                    o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
-
-
-_ZOOM_ROWS = 32  # output rows per block of the compiled zoom blur
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _lerp_row(dst, a, b, t):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    for j in range(dst.shape[0]):
-        dst[j] = a[j] + (b[j] - a[j]) * t
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _lerp_acc32(dst, a, b, t):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    for j in range(dst.shape[0]):
-        dst[j] += np.float32(a[j] + (b[j] - a[j]) * t)
-
-
-@numba.njit(cache=True, nogil=True)
-def _zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover
-    # x: B x C x H x W float64 (0..255); out: float32. Per zoom z the rows are
-    # interpolated with (ri0, ri1, rt)[z] and the columns with (ci0, ci1, ct)[z]
-    # as a + (b - a) t in float64; each zoomed value is rounded to float32 and
-    # accumulated in float32 in the list order, as the reference does. The
-    # column pass runs on a transposed copy so that both passes work on
-    # contiguous lines.
-    nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
-    nz = ri0.shape[0]
-    x32 = np.empty((h, wd), dtype=np.float32)
-    xd = np.empty((h, wd))
-    # one block of _ZOOM_ROWS output rows at a time, stored column-major (wd x rows), so that
-    # the column pass interpolates whole columns of the block with one weight; everything
-    # the block touches stays in the first-level cache
-    rows = _ZOOM_ROWS
-    t_blk = np.empty((wd, rows))
-    row_blk = np.empty((rows, wd))
-    acc_blk = np.empty((wd, rows), dtype=np.float32)
-    src0 = np.empty(rows, dtype=np.int64)
-    src1 = np.empty(rows, dtype=np.int64)
-    wt = np.empty(rows)
-    denom = np.float32(nz + 1)
-    one = np.float32(1.0)
-    zero = np.float32(0.0)
-    scale = np.float32(255.0)
-    for b in range(start, end):
-        for c in range(nc):
-            for y in range(h):
-                for i in range(wd):
-                    v32 = np.float32(x[b, c, y, i] / 255.0)
-                    x32[y, i] = v32
-                    xd[y, i] = np.float64(v32)
-            o = out[b, c]
-            for y0 in range(0, h, rows):
-                nr = min(rows, h - y0)
-                acc_blk[:, :] = 0.0
-                for z in range(nz):
-                    if ident[z]:
-                        for i in range(wd):
-                            for r in range(nr):
-                                acc_blk[i, r] += x32[y0 + r, i]
-                        continue
-                    lo = ci0[z, 0]
-                    n = ci1[z, wd - 1] + 1 - lo
-                    for r in range(rows):  # rows past the image repeat its last row (never written out)
-                        y = min(y0 + r, h - 1)
-                        src0[r] = ri0[z, y]
-                        src1[r] = ri1[z, y]
-                        wt[r] = rt[z, y]
-                    for r in range(rows):
-                        _lerp_row(row_blk[r, :n], xd[src0[r], lo : lo + n], xd[src1[r], lo : lo + n], wt[r])
-                    for j in range(n):
-                        tj = t_blk[j]
-                        for r in range(rows):
-                            tj[r] = row_blk[r, j]
-                    for i in range(wd):
-                        _lerp_acc32(acc_blk[i], t_blk[ci0[z, i] - lo], t_blk[ci1[z, i] - lo], ct[z, i])
-                for r in range(nr):
-                    orow = o[y0 + r]
-                    xr = x32[y0 + r]
-                    for i in range(wd):
-                        v32 = (xr[i] + acc_blk[i, r]) / denom
-                        orow[i] = min(max(v32, zero), one) * scale
 
 
 def _half_weights(sigma: float) -> np.ndarray:
@@ -355,7 +100,7 @@ def gaussian_nearest(x: torch.Tensor, sigma: float, *, compiled: bool | None = N
     h, w = int(shape[-2]), int(shape[-1])
     xa = _cpu_array(x).reshape(-1, h, w)
     out = np.empty_like(xa)
-    kern = _gauss_planes
+    kern = gauss_planes
     wts = _half_weights(float(sigma))
     run_threaded(xa.shape[0], lambda s, e: kern(xa, wts, s, e, out))
     return torch.from_numpy(out.reshape(shape)).to(x.dtype)
@@ -375,7 +120,7 @@ def _gaussian_blur_compiled(x: torch.Tensor, c: float, d: dict[str, torch.Tensor
     sigma = float(c)
     xa = _cpu_array(x)
     out = np.empty_like(xa)
-    kern = _gaussian_blur_kernel
+    kern = gaussian_blur_kernel
     wts = _half_weights(sigma)
     run_threaded(xa.shape[0], lambda s, e: kern(xa, wts, s, e, out))
     return torch.from_numpy(out).to(x.dtype)
@@ -398,7 +143,7 @@ def _sample_glass(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     n_w = max(0, ctx.width - 2 * delta)
     # reference: randint(-d, d, size=2) -> (dx, dy) per visited pixel, rows and
     # columns descending, `iters` sweeps; one bulk call yields the same stream.
-    off = draws.integers(-delta, delta, size=(iters, n_h, n_w, 2))
+    off = draws.integers(-delta, delta, size=(iters, n_h, n_w, 2), dtype=np.int8)
     return {"offsets": np.asarray(off, dtype=np.int8)}
 
 
@@ -432,7 +177,7 @@ def glass_shuffle(u: torch.Tensor, offsets: torch.Tensor, delta: int) -> torch.T
     arr = _cpu_array(u).copy()
     off = np.ascontiguousarray(offsets.detach().to("cpu").numpy())
     if off.size:
-        kern = _shuffle_batch
+        kern = shuffle_batch
         run_threaded(arr.shape[0], lambda s, e: kern(arr, off, int(delta), s, e))
     return torch.from_numpy(arr).to(device=u.device, dtype=u.dtype)
 
@@ -483,13 +228,16 @@ def _glass_bounds(h: int, w: int, edition: str, params: GlassParams, d: Any) -> 
     return {"offsets": (-int(params.delta), int(params.delta) - 1)}
 
 
-@register("glass_blur", family="blur", group="benchmark", sample=_sample_glass, params=GlassParams, bounds=_glass_bounds)
+@register(
+    "glass_blur", family="blur", group="benchmark", sample=_sample_glass, params=GlassParams, bounds=_glass_bounds,
+    accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
+)
 def glass_blur(x: torch.Tensor, c: GlassParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Gaussian blur, local pixel shuffling by up to delta pixels (iterations sweeps), Gaussian blur."""
     sigma, delta = float(c.sigma), int(c.delta)
     offsets = d["offsets"]
     _check_offsets(x, offsets, delta)
-    g = _gaussian_nearest_torch(fdiv(x, 255.0), sigma)
+    g = _gaussian_nearest_torch(fdiv(x.to(torch.float64), 255.0), sigma)
     u = torch.clamp(torch.trunc(g * 255), 0, 255)  # np.uint8(...) of values within 0..255
     u = glass_shuffle_torch(u, offsets, delta)
     return torch.clamp(_gaussian_nearest_torch(fdiv(u, 255.0), sigma), 0, 1) * 255
@@ -497,16 +245,19 @@ def glass_blur(x: torch.Tensor, c: GlassParams, d: dict[str, torch.Tensor], ctx:
 
 @glass_blur.kernel("compiled")
 def _glass_blur_compiled(x: torch.Tensor, c: GlassParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """One compiled pass per image (:func:`._cpu.blur.glass_kernel`): 8-bit levels or float values in,
+    float64 values or (``ctx.levels``) the truncated 8-bit levels out."""
     sigma, delta = float(c.sigma), int(c.delta)
     offsets = d["offsets"]
     _check_offsets(x, offsets, delta)
-    xa = _cpu_array(x)
+    xa = np.ascontiguousarray(x.detach().numpy())
     off = np.ascontiguousarray(offsets.detach().to("cpu").numpy())
-    out = np.empty_like(xa)
-    kern = _glass_kernel
+    out = ctx.result_array(tuple(xa.shape), np.float64)
     wts = _half_weights(sigma)
+    kern = glass_kernel_for(len(wts) - 1, int(xa.shape[1]))
     run_threaded(xa.shape[0], lambda s, e: kern(xa, wts, off, delta, s, e, out))
-    return torch.from_numpy(out).to(x.dtype)
+    y = torch.from_numpy(out)
+    return y if torch.uint8 in (x.dtype, y.dtype) else y.to(x.dtype)
 
 
 # --------------------------------------------------------------------------- defocus
@@ -748,19 +499,26 @@ def _zoom_blur_torch(x: torch.Tensor, zooms: list[float]) -> torch.Tensor:
     return torch.clamp(y, 0, 1) * 255
 
 
-@register("zoom_blur", family="blur", group="benchmark", sample=None, dtype=torch.float32)
+@register(
+    "zoom_blur", family="blur", group="benchmark", sample=None, dtype=torch.float32, accepts_levels=True,
+    chunk_values=IMAGE_BY_IMAGE,
+)
 def zoom_blur(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Average of the image and its centre zooms by each factor in the list (float32)."""
-    return _zoom_blur_torch(x, [float(z) for z in c]).to(x.dtype)
+    y = _zoom_blur_torch(x, [float(z) for z in c])
+    return y if x.dtype == torch.uint8 else y.to(x.dtype)
 
 
 @zoom_blur.kernel("compiled")
 def _zoom_blur_compiled(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    """One compiled pass per image (:func:`._cpu.blur.zoom_kernel`): 8-bit levels or float32 values in,
+    float32 values or (``ctx.levels``) the truncated 8-bit levels out."""
     zooms = tuple(float(z) for z in c)
     h, w = int(x.shape[-2]), int(x.shape[-1])
     tables = _zoom_tables(h, w, zooms)
-    xa = _cpu_array(x)
-    out = np.empty(xa.shape, dtype=np.float32)
-    kern = _zoom_kernel
+    xa = np.ascontiguousarray(x.detach().numpy())
+    out = ctx.result_array(tuple(xa.shape), np.float32)
+    kern = zoom_kernel
     run_threaded(xa.shape[0], lambda s, e: kern(xa, *tables, s, e, out))
-    return torch.from_numpy(out).to(x.dtype)
+    y = torch.from_numpy(out)
+    return y if torch.uint8 in (x.dtype, y.dtype) else y.to(x.dtype)

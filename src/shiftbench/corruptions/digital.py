@@ -159,16 +159,18 @@ def _pixelate_compiled(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ct
         # Pillow 13 runs the vertical pass first on images more than twice as tall as wide
         # (found by probing; its rounding then differs from the horizontal-first passes)
         return _pillow_pixelate(x, c)
-    from ._cpu.resample import box_resize_planes
+    from ._cpu.resample import box_resize_planes, pixelate_planes
 
     b = int(x.shape[0])
     planes = np.ascontiguousarray(x.detach().numpy()).reshape(b * 3, h, w)
-    small = box_resize_planes(planes, int(h * c), int(w * c))
     dst = ctx.out if ctx.out is not None and tuple(ctx.out.shape) == (b, 3, h, w) and ctx.out.is_contiguous() else None
-    if dst is None:
-        return torch.from_numpy(box_resize_planes(small, h, w).reshape(b, 3, h, w))
-    box_resize_planes(small, h, w, out=dst.numpy().reshape(b * 3, h, w))
-    return dst
+    res = dst if dst is not None else torch.empty((b, 3, h, w), dtype=torch.uint8)
+    flat = res.numpy().reshape(b * 3, h, w)
+    # both passes of both resizes in one compiled call per batch; box_resize_planes where an
+    # enlarging pass is more than a copy of one input per output
+    if pixelate_planes(planes, int(h * c), int(w * c), flat) is None:
+        box_resize_planes(box_resize_planes(planes, int(h * c), int(w * c)), h, w, out=flat)
+    return res
 
 
 @pixelate.kernel("pillow", torch.uint8)

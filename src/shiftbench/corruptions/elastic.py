@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from ._bounds import require_shape
-from ._ops import fdiv, gaussian_filter2d
-from ._registry import ApplyContext, SampleContext, register
+from ._ops import fdiv, gaussian_filter2d, gaussian_filter2d_memory
+from ._registry import DEFAULT_BYTES_PER_PIXEL, ApplyContext, SampleContext, register
 
 __all__ = [
     "affine_source_points",
@@ -290,9 +290,14 @@ def _warp_and_field(x: torch.Tensor, c: ElasticParams, d: dict[str, torch.Tensor
     return x, mats, fields[:, 0], fields[:, 1]
 
 
+def _elastic_memory(h: int, w: int, edition: str, c: Any) -> int:
+    """Per-pixel intermediates (the image, warp maps and fields) and the smoothing of the two displacement fields."""
+    return DEFAULT_BYTES_PER_PIXEL * h * w + 2 * gaussian_filter2d_memory(h, w, float(c.sigma), "reflect", 3.0)
+
+
 @register(
     "elastic_transform", family="digital", group="benchmark", sample=_sample_elastic, params=ElasticParams, dtype=torch.float32,
-    bounds=_elastic_bounds,
+    bounds=_elastic_bounds, memory=_elastic_memory,
 )
 def elastic_transform(x: torch.Tensor, c: ElasticParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Random affine warp of the control points by up to ``affine`` px, then a Gaussian-smoothed (``sigma``) displacement field scaled by ``alpha``."""

@@ -90,10 +90,41 @@ def _sample_shot(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     needs_image=True,
     dtype=torch.float32,
     bounds=lambda h, w, edition, params, d: {"counts": (0.0, math.inf)},
+    chunk_values=IMAGE_BY_IMAGE,
 )
 def shot_noise(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Poisson (photon) noise: Poisson(c * x) / c; the counts are drawn by the sampler."""
     return torch.clamp(fdiv(_chw(d["counts"]).to(x.dtype), float(c)), 0, 1) * 255
+
+
+def _shot_draw_apply(x: torch.Tensor, c: float, generators: list[np.random.Generator], ctx: ApplyContext) -> torch.Tensor:
+    """Draw (FastDraws.poisson_levels of each generator on the image's levels) and apply in one compiled
+    pass per image."""
+    from ..rng.seeding import poisson_alias_tables
+    from ._cpu.noise import shot_kernel
+
+    if x.dtype == torch.uint8:
+        levels = np.ascontiguousarray(x.detach().numpy())
+    else:  # x holds the levels times one (8-bit input) or 255 * the float input: the sampler's rounding
+        levels = np.ascontiguousarray(torch.round(x.detach().to(torch.float32)).clamp_(0, 255).to(torch.uint8).numpy())
+    _, nc, h, w = levels.shape
+    prob, alias = poisson_alias_tables(float(c))
+    k = prob.shape[0] // 256
+    out = ctx.result_array(levels.shape, np.float32)
+    for i, g in enumerate(generators):
+        shot_kernel(raw_words(g.bit_generator, h * w * nc), levels[i], prob, alias, k, np.float32(c), out[i])
+    return torch.from_numpy(out)
+
+
+@shot_noise.kernel("compiled", torch.float32, draw_apply=_shot_draw_apply)
+def _shot_noise_compiled(x: torch.Tensor, c: float, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
+    from ._cpu.noise import shot_counts_kernel
+
+    b, _, h, w = (int(s) for s in x.shape)
+    require_shape("counts", d["counts"].shape, (b, h, w, 3))
+    out = ctx.result_array(tuple(x.shape), np.float32)
+    shot_counts_kernel(_np(d["counts"]).astype(np.float32, copy=False), np.float32(c), out)
+    return torch.from_numpy(out)
 
 
 def _sample_impulse(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:

@@ -18,7 +18,7 @@ import torch
 
 from ..errors import InvalidArgumentError
 from ..style.backends import SHIPPED_SCHEDULE, style_backend, style_schedule, style_source
-from ._registry import ApplyContext, SampleContext, register
+from ._registry import ApplyContext, SampleContext, per_pixel, register
 
 __all__ = ["style_transfer"]
 
@@ -40,6 +40,7 @@ def _sample(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     dtype=torch.float32,
     params=SHIPPED_SCHEDULE.params(),
     description="Style transfer: the image rendered in a randomly drawn style image's style (AdaIN by default)",
+    memory=per_pixel(2048),  # the networks' feature maps at full resolution: measured 900 bytes per pixel at 512 x 512
 )
 def style_transfer(x: torch.Tensor, p: Any, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Render each image in its drawn style (x: B x 3 x H x W float32 in 0..255; returns 0..255).

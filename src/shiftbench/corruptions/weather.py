@@ -29,16 +29,23 @@ from importlib import resources
 from typing import Any, NamedTuple
 
 import cv2
-import numba
 import numpy as np
 import torch
 
 from ..editions import get_edition
 from ..rng.pcg64 import raw_words
 from ._bounds import require_shape, require_within
-from ._geometry import cached_zoom_axis_table, clipped_zoom, motion_blur, motion_blur_planes, motion_blur_taps
-from ._ops import as_tensor_matrix, fdiv, gaussian_filter2d, gaussian_matrix
-from ._registry import IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
+from ._cpu.snow import snow_kernel
+from ._geometry import cached_zoom_axis_table, clipped_zoom, motion_blur, motion_blur_taps
+from ._ops import (
+    as_tensor_matrix,
+    dense_gaussian_memory,
+    fdiv,
+    gaussian_filter2d,
+    gaussian_filter2d_memory,
+    gaussian_matrix,
+)
+from ._registry import DEFAULT_BYTES_PER_PIXEL, IMAGE_BY_IMAGE, ApplyContext, SampleContext, register
 
 __all__ = [
     "plasma_fractal",
@@ -135,9 +142,14 @@ def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"plasma": np.ascontiguousarray(pmap[: ctx.height, : ctx.width])}
 
 
+def _fog_memory(h: int, w: int, edition: str, c: Any) -> int:
+    """Per-pixel intermediates and the plasma map (the next power of two of the longer side, squared)."""
+    return DEFAULT_BYTES_PER_PIXEL * h * w + 3 * 8 * fog_mapsize(edition, h, w) ** 2
+
+
 @register(
     "fog", family="weather", group="benchmark", sample=_sample_fog, params=FogParams, accepts_levels=True,
-    bounds=lambda h, w, edition, params, d: {"plasma": (0.0, 1.0)},
+    bounds=lambda h, w, edition, params, d: {"plasma": (0.0, 1.0)}, memory=_fog_memory,
 )
 def fog(x: torch.Tensor, c: FogParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Add a gray plasma-fractal haze of the given strength and renormalise by the image maximum."""
@@ -275,9 +287,26 @@ def _frost_bounds(h: int, w: int, edition: str, params: FrostParams, d: Any) -> 
     return out
 
 
+def _frost_memory(h: int, w: int, edition: str, c: Any) -> int:
+    """Per-pixel intermediates and the largest texture fitted to the image (enlarged 1.1 times past an image larger
+    than the texture, so it grows with the longer side squared for a long strip), as an array, a tensor and the
+    resize's output."""
+    scale = get_edition(edition).frost_scale
+    worst = 0
+    for i in range(FROST_SELECTABLE):
+        th, tw = _frost_edition(i, scale).shape[:2]
+        if th > h and tw > w:
+            area = th * tw
+        else:
+            f = _FROST_MARGIN * max(h / th, w / tw)
+            area = int(math.ceil(tw * f)) * int(math.ceil(th * f))
+        worst = max(worst, area)
+    return DEFAULT_BYTES_PER_PIXEL * h * w + 3 * 3 * worst
+
+
 @register(
     "frost", family="weather", group="benchmark", sample=_sample_frost, params=FrostParams, bounds=_frost_bounds,
-    accepts_levels=True, chunk_values=IMAGE_BY_IMAGE,
+    accepts_levels=True, chunk_values=IMAGE_BY_IMAGE, memory=_frost_memory,
 )
 def frost(x: torch.Tensor, c: FrostParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Blend a random crop of a frost texture: clip(image * x + frost * texture, 0, 255) in the 0..255 domain."""
@@ -389,74 +418,6 @@ def _snow(x: torch.Tensor, c: SnowParams, d: dict[str, torch.Tensor], *, compile
     return out.clamp_(0, 1).mul_(255)
 
 
-@numba.njit(cache=True, nogil=True)
-def _snow_kernel(x, layer, zr, zc, thresh, k, dxs, dys, c6, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    # The tensor path's steps for images start..end-1, in its precisions: x (B x 3 x H x W float32
-    # levels), layer (B x H x W float64 draws), zr / zc (i0, i1, t) tables of the clipped zoom's rows
-    # and columns, k / dxs / dys the motion blur's taps; out: float64 values or uint8 levels.
-    nc, h, w = x.shape[1], x.shape[2], x.shape[3]
-    ri0, ri1, rt = zr
-    ci0, ci1, ct = zc
-    zrow = np.empty((h, w))
-    q = np.empty((1, 1, h, w))
-    fl = np.empty((1, 1, h, w))
-    lo = ci0[0]
-    hi = ci1[w - 1] + 1
-    x32 = np.empty((nc, w), dtype=np.float32)
-    s255 = np.float32(255.0)
-    g_r = np.float64(np.float32(0.299))
-    g_g = np.float64(np.float32(0.587))
-    g_b = np.float64(np.float32(0.114))
-    k15 = np.float32(1.5)
-    k05 = np.float32(0.5)
-    keep = np.float32(c6)
-    wash = np.float32(1.0 - c6)
-    for b in range(start, end):
-        lb = layer[b]
-        for y in range(h):  # clipped zoom: rows, then columns, a + (b - a) t in float64
-            ra = lb[ri0[y]]
-            rb = lb[ri1[y]]
-            t = rt[y]
-            zy = zrow[y]
-            for j in range(lo, hi):
-                zy[j] = ra[j] + (rb[j] - ra[j]) * t
-        for y in range(h):
-            zy = zrow[y]
-            qy = q[0, 0, y]
-            for i in range(w):
-                a = zy[ci0[i]]
-                v = a + (zy[ci1[i]] - a) * ct[i]
-                if v < thresh:
-                    v = 0.0
-                qy[i] = np.floor(min(max(v, 0.0), 1.0) * 255.0)  # the 8-bit gray layer
-        motion_blur_planes(q, k, dxs[b : b + 1], dys[b : b + 1], 0, 1, fl)
-        f = fl[0, 0]
-        xb = x[b]
-        ob = out[b]
-        for y in range(h):
-            fy = f[y]
-            fz = f[h - 1 - y]
-            for ch in range(nc):
-                xr = xb[ch, y]
-                for i in range(w):
-                    x32[ch, i] = np.float32(xr[i]) / s255
-            for i in range(w):
-                t = np.float32(np.float64(x32[1, i]) * g_g)  # cv2's RGB -> gray, one rounding per fma
-                t = np.float32(np.float64(x32[0, i]) * g_r + np.float64(t))
-                gray = np.float32(np.float64(x32[2, i]) * g_b + np.float64(t))
-                bright = gray * k15
-                bright = bright + k05
-                flake = fy[i] / 255.0
-                flip = fz[w - 1 - i] / 255.0
-                for ch in range(nc):
-                    v32 = x32[ch, i]
-                    m = max(v32, bright) * wash
-                    v = np.float64(v32 * keep + m)
-                    v += flake
-                    v += flip
-                    ob[ch, y, i] = min(max(v, 0.0), 1.0) * 255.0
-
-
 def _snow_cpu(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """The snow steps in one compiled pass per image (CPU, 3-channel images)."""
     from ._geometry import run_threaded
@@ -470,7 +431,7 @@ def _snow_cpu(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torch.Tensor],
     xa = np.ascontiguousarray(x.detach().to(torch.float32).numpy())
     layer = np.ascontiguousarray(d["layer"].detach().to(torch.float64).numpy())
     out = ctx.result_array((b, nc, h, w), np.float64)
-    run_threaded(b, lambda s, e: _snow_kernel(xa, layer, zr, zc, float(c.threshold), k, dxs, dys, float(c.blend), s, e, out))
+    run_threaded(b, lambda s, e: snow_kernel(xa, layer, zr, zc, float(c.threshold), k, dxs, dys, float(c.blend), s, e, out))
     return torch.from_numpy(out)
 
 
@@ -524,7 +485,14 @@ def _sample_spatter(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     return {"layer": np.asarray(layer, dtype=np.float64)}
 
 
-@register("spatter", family="weather", group="extra", sample=_sample_spatter, params=SpatterParams, dtype=torch.float32)
+def _spatter_memory(h: int, w: int, edition: str, c: Any) -> int:
+    """Per-pixel intermediates, the liquid layer's smoothing and, for mud, the mask's dense Gaussian operators."""
+    mud = dense_gaussian_memory(h, w) if int(c.mud) else 0
+    return DEFAULT_BYTES_PER_PIXEL * h * w + gaussian_filter2d_memory(h, w, float(c.sigma), "nearest", 4.0) + mud
+
+
+@register("spatter", family="weather", group="extra", sample=_sample_spatter, params=SpatterParams, dtype=torch.float32,
+          memory=_spatter_memory)
 def spatter(x: torch.Tensor, c: SpatterParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Water drops (severities 1-3 of the reference tables) or mud splashes (4-5) over the image."""
     x = fdiv(x.to(torch.float32), 255.0)

@@ -28,7 +28,7 @@ import importlib.util
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -61,6 +61,8 @@ __all__ = [
     "BAD_IMAGE_POLICIES",
     "spread_evenly",
     "digest",
+    "items_digest",
+    "files_digest",
     "read_items",
     "to_tensor",
 ]
@@ -210,6 +212,56 @@ class Source(ABC):
     def describe(self) -> str:
         """One line for reports."""
         return f"{self.kind} {self.location}"
+
+    def content_digest(self) -> str:
+        """What the data hold now: part of the source's identity in the results store, so an evaluation never
+        resumes from predictions of other data (images added, removed or rewritten since).
+
+        The default digests every item of every condition: its key and label, and for an item read from a file
+        that file's size and modification time (no pixel is read). A source whose conditions depend on the request
+        (released datasets: the requested corruptions) digests all of its data instead, so that evaluating more
+        conditions later adds to the same evaluation.
+        """
+        return items_digest(it for c in self.conditions() for it in self.items(c))
+
+
+def files_digest(root: Path, keep: Callable[[Path], bool]) -> str:
+    """``files:`` + SHA-256 of every visible file under ``root`` that ``keep`` accepts (relative path, size,
+    modification time in ns; dot-files and dot-folders left out, as the readers leave them out): what a released
+    dataset holds, whichever of its conditions are requested, without reading a byte of it. Other files (a results
+    store or a journal kept beside the data) do not count."""
+    import os
+
+    h = hashlib.sha256()
+    for where, dirs, files in os.walk(root, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            f = Path(where) / name
+            if name.startswith(".") or not keep(f):
+                continue
+            try:
+                st = f.stat()
+            except OSError:
+                continue
+            rel = f.relative_to(root).as_posix()
+            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return "files:" + h.hexdigest()
+
+
+def items_digest(items: Iterable[Item]) -> str:
+    """``items:`` + SHA-256 of each item's key, label, and its file's size and modification time (ns) where it has
+    one (a missing file counts as size -1): changes when an item is added, removed, relabelled or rewritten."""
+    h = hashlib.sha256()
+    for it in items:
+        size, mtime = -1, -1
+        if it.path is not None:
+            try:
+                st = it.path.stat()
+                size, mtime = st.st_size, st.st_mtime_ns
+            except OSError:
+                pass
+        h.update(f"{it.key}\0{it.label}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
+    return "items:" + h.hexdigest()
 
 
 class TensorSource(Source):
@@ -519,6 +571,10 @@ class ReleasedTreeSource(Source):
         self.location = str(self.root.resolve())
         self.identity = f"{self.kind}:{self.location}:limit={self.limit}"
 
+    def content_digest(self) -> str:
+        """Every image file under the root (size and modification time): the same whichever corruptions are requested."""
+        return files_digest(self.root, is_image_file)
+
     def _first_readable_size(self) -> tuple[int, int]:
         """Width and height of the first image of the first condition that opens (the edition is read from it).
 
@@ -680,6 +736,10 @@ class ReleasedArraySource(Source):
         self.edition = _EDITION_BY_SIZE.get(side, "32")
         self.location = str(self.root.resolve())
         self.identity = f"{self.kind}:{self.location}:n={self.n}:limit={self.limit}"
+
+    def content_digest(self) -> str:
+        """Every ``.npy`` file of the root (size and modification time): the same whichever corruptions are requested."""
+        return files_digest(self.root, lambda f: f.parent == self.root and f.suffix == ".npy")
 
     def conditions(self) -> list[Condition]:
         return list(self._conditions)

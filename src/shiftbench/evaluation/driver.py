@@ -7,7 +7,10 @@ A benchmark declares (:mod:`shiftbench.evaluation.protocol`); this module runs i
 2. resolves the label space (the model's classes, the data's, or a list) and maps every
    source's labels into it, refusing data whose classes fall outside it;
 3. registers the model, the sources, the label space, the evaluation and one run per
-   condition in the results store; ``rerun`` deletes the requested runs first;
+   condition in the results store; ``rerun`` deletes the requested runs first. The model is
+   stored with its weights' checksum and each source with the digest of its content
+   (:meth:`~shiftbench.evaluation.data.Source.content_digest`), so other weights or changed data
+   make a new evaluation instead of resuming (or skipping) one of the old;
 4. resumes: items already recorded are not predicted again, runs whose items are all
    recorded are marked complete, the others running;
 5. runs the shared loop (:func:`~shiftbench.evaluation.runner.run_conditions`, here or
@@ -17,16 +20,18 @@ A benchmark declares (:mod:`shiftbench.evaluation.protocol`); this module runs i
 
 This is the only module that registers anything in the store or changes a run's status.
 With ``store=None`` the evaluation goes to a temporary store that is deleted afterwards.
+:func:`run_plan` runs one plan that no registered benchmark made (the library's in-memory
+evaluations) through the same steps 2 to 5.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -37,7 +42,9 @@ from .protocol import Benchmark, Plan, Planned, Progress, Settings, Summary
 from .runner import Executor, Work, package_versions, run_conditions, want_prefetch
 from .store import DEFAULT_STORE, ResultsStore
 
-__all__ = ["Evaluated", "Outcome", "TopK", "WriterContext", "run"]
+__all__ = ["Evaluated", "Outcome", "TopK", "WriterContext", "run", "run_plan"]
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -221,11 +228,41 @@ def run(
     summaries = []
     for plan in plans:
         with _open_store(store if plan.keep else None) as (db, where):
-            done.append(_evaluate(bench, settings, plan, ctx, db, where, int(batch_size), rerun, progress, executor,
+            done.append(_evaluate(bench.name, settings, plan, ctx, db, where, int(batch_size), rerun, progress, executor,
                                   prefetch))
             summaries.append(bench.score(db, done[-1]))
     summary = summaries[0] if len(summaries) == 1 else bench.combine(summaries)  # type: ignore[attr-defined]
     return Outcome(summary, done)
+
+
+def run_plan(
+    plan: Plan,
+    score: Callable[[ResultsStore, Evaluated], R],
+    *,
+    name: str,
+    device: str | None = None,
+    batch_size: int = 8,
+    progress: Progress | None = None,
+    store: str | Path | ResultsStore | None = None,
+) -> R:
+    """Run one plan that no registered benchmark made, and score it: the library's in-memory evaluations
+    (ImageNet-P's :func:`~shiftbench.perturbations.evaluate_sequences`, the structural hold-outs' ``predict``) go
+    through the same lifecycle and loop as every benchmark, by default in a temporary store.
+
+    Args:
+        plan: the plan; its ``model`` is the classifier (it must be set).
+        score: reads the result back (from the store, or from what the plan's writer kept).
+        name: the evaluation's benchmark name in the store.
+        device, batch_size, progress, store: as in :func:`run`.
+    """
+    if plan.model is None:
+        raise InvalidArgumentError("plan.model", None, "the classifier the plan runs")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise InvalidArgumentError("batch_size", batch_size, "an integer >= 1")
+    ctx = _Context(plan.model, None, device, None, False)
+    with _open_store(store) as (db, where):
+        done = _evaluate(name, Settings(), plan, ctx, db, where, int(batch_size), False, progress, None, plan.prefetch)
+        return score(db, done)
 
 
 def _label_space(plan: Plan, clf: Classifier) -> tuple[LabelSpace, dict[int, np.ndarray]]:
@@ -253,7 +290,7 @@ def _label_space(plan: Plan, clf: Classifier) -> tuple[LabelSpace, dict[int, np.
     return space, {id(s): np.array([index.get(c, -1) for c in s.classes], dtype=np.int64) for s in sources}
 
 
-def _register(bench: Benchmark[Any], plan: Plan, clf: Classifier, space: LabelSpace, db: ResultsStore) -> tuple[int, dict[int, int]]:
+def _register(name: str, plan: Plan, clf: Classifier, space: LabelSpace, db: ResultsStore) -> tuple[int, dict[int, int]]:
     """Register the model, the sources, the label space and the evaluation; (evaluation id, source ids)."""
     mid = db.register_model(*(plan.model_record or (clf.name, clf.identity, clf.checksum, clf.details)))
     sids: dict[int, int] = {}
@@ -261,16 +298,19 @@ def _register(bench: Benchmark[Any], plan: Plan, clf: Classifier, space: LabelSp
     for src in (first, *(p.source for p in plan.conditions)):
         if id(src) not in sids:
             made = plan.source_record() if callable(plan.source_record) else plan.source_record
-            rec = made if not sids and made else (
+            kind, identity, location, classes = made if not sids and made else (
                 src.kind, src.identity, src.location, src.classes)
-            sids[id(src)] = db.register_source(*rec, {})
+            # by content: data changed since (images added or rewritten) are another source, so another evaluation
+            digest = src.content_digest() if hasattr(src, "content_digest") else "unknown"
+            sids[id(src)] = db.register_source(kind, f"{identity}|data={digest}", location, classes,
+                                               {"content": digest})
     lid = db.register_label_space(space.digest, space.mode, space.classes)
-    eid = db.register_evaluation(mid, sids[id(first)], bench.name, plan.edition, plan.stored_seed, plan.release, lid, plan.options)
+    eid = db.register_evaluation(mid, sids[id(first)], name, plan.edition, plan.stored_seed, plan.release, lid, plan.options)
     return eid, sids
 
 
 def _evaluate(
-    bench: Benchmark[Any], settings: Settings, plan: Plan, ctx: _Context, db: ResultsStore, where: Path | None,
+    name: str, settings: Settings, plan: Plan, ctx: _Context, db: ResultsStore, where: Path | None,
     batch_size: int, rerun: bool, progress: Progress | None, executor: Executor | None, prefetch: bool | None,
 ) -> Evaluated:
     """One plan: register, resume, loop."""
@@ -278,7 +318,7 @@ def _evaluate(
     if plan.model is not None and executor is None:
         clf.to(ctx.device or "cpu")
     space, maps = _label_space(plan, clf)
-    eid, sids = _register(bench, plan, clf, space, db)
+    eid, sids = _register(name, plan, clf, space, db)
     if rerun:
         wanted = {(p.name, p.level) for p in plan.conditions}
         db.delete_runs([r.id for r in db.runs(eid) if (r.condition, r.level) in wanted])

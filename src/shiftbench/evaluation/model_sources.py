@@ -46,6 +46,7 @@ from ..errors import (
     ShiftbenchError,
     UnknownNameError,
 )
+from ..registry import close_matches
 from .errors import WeightsUnavailableError
 
 __all__ = [
@@ -181,7 +182,7 @@ def family_suggest(name: str, choices: Sequence[str], n: int = 3) -> list[str]:
     prefixed = [c for c in ranked if c.lower().startswith(low)]
     out = list(dict.fromkeys(prefixed[:n] + ranked[:n]))[:n]
     if len(out) < n:
-        for c in difflib.get_close_matches(low, list(choices), n=n, cutoff=0.6):
+        for c in close_matches(low, choices, n=n, cutoff=0.6, substrings=False):
             if c not in out:
                 out.append(c)
     return out[:n]
@@ -291,7 +292,7 @@ def torchvision_source(spec: str, args: Mapping[str, Any], weights: str | None) 
     else:
         raise UnknownNameError(
             "model", f"torchvision:{arch}:{enum_name}", [f"torchvision:{arch}:{m}" for m in ["DEFAULT", *members]],
-            [f"torchvision:{arch}:{s}" for s in difflib.get_close_matches(chosen, members, n=3, cutoff=0.4)],
+            [f"torchvision:{arch}:{s}" for s in close_matches(chosen, members, n=3, cutoff=0.4, substrings=False)],
         )
     url = w.url
     cached = _hub_checkpoint(url)
@@ -419,7 +420,7 @@ def timm_source(spec: str, args: Mapping[str, Any], weights: str | None) -> Buil
     full = spec if tag else (tags[0] if tags else arch)
     if tag and full not in tags:
         raise UnknownNameError("model", model, [f"timm:{t}" for t in tags] or [f"timm:{arch} (no pretrained tags)"],
-                               [f"timm:{s}" for s in difflib.get_close_matches(spec, tags, n=3, cutoff=0.5)])
+                               [f"timm:{s}" for s in close_matches(spec, tags, n=3, cutoff=0.5, substrings=False)])
     path, url = _timm_weights_file(timm, full, model)
     module = timm.create_model(full, pretrained=True, pretrained_cfg_overlay={"file": str(path), "source": "file"}, **args)
     details.update(weights=f"timm {full}", weights_url=url, weights_file=path.name)

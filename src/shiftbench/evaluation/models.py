@@ -28,7 +28,6 @@ model's logits to those classes (:func:`resolve_label_space`).
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -48,6 +47,7 @@ from PIL import Image
 from ..checks import suggest
 from ..errors import InvalidArgumentError, MissingDependencyError, UnknownNameError
 from ..io import image_rgb
+from ..registry import Registry, close_matches
 from .errors import MissingPackageError, ModelOutputError
 from .model_sources import (
     Built,
@@ -345,8 +345,25 @@ def parse_device(device: torch.device | str | None, argument: str = "device") ->
     return dev
 
 
-MODEL_SOURCES: dict[str, Callable[[str, str | None], Classifier]] = {}
-"""Model-name prefixes that packages above the evaluation core add (``"zoo"``: :mod:`shiftbench.zoo`)."""
+_BUILTIN_PREFIXES = ("torchvision", "tv", "timm", "hf-hub")
+_PREFIX = re.compile(r"[a-z][a-z0-9_-]*")
+
+
+def _model_source(prefix: str, loader: Callable[[str, str | None], Classifier]) -> Callable[[str, str | None], Classifier]:
+    if not _PREFIX.fullmatch(prefix) or prefix in _BUILTIN_PREFIXES:
+        raise InvalidArgumentError(
+            "prefix", prefix, f"a lower-case name other than {', '.join(_BUILTIN_PREFIXES)} (the built-in sources)"
+        )
+    if not callable(loader):
+        raise InvalidArgumentError("loader", type(loader).__name__, "a function (name, weights) -> Classifier")
+    return loader
+
+
+MODEL_SOURCES: Registry[Callable[[str, str | None], Classifier]] = Registry(
+    "model source", group="shiftbench.model_sources", check=_model_source)
+"""Model-name prefixes that packages above the evaluation core add (``"zoo"``: :mod:`shiftbench.zoo`), or an
+installed package through the entry-point group ``shiftbench.model_sources`` (a function ``(name, weights) ->
+Classifier`` under its prefix); a :class:`~shiftbench.registry.Registry`."""
 
 
 def register_model_source(prefix: str, loader: Callable[[str, str | None], Classifier]) -> None:
@@ -355,14 +372,12 @@ def register_model_source(prefix: str, loader: Callable[[str, str | None], Class
     The evaluation core knows no model collection itself: :mod:`shiftbench.zoo` registers ``"zoo"``
     when imported (``import shiftbench`` does).
     """
-    if not isinstance(prefix, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", prefix) or prefix in _BUILTIN_PREFIXES:
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
         raise InvalidArgumentError(
             "prefix", prefix, f"a lower-case name other than {', '.join(_BUILTIN_PREFIXES)} (the built-in sources)"
         )
-    MODEL_SOURCES[prefix] = loader
+    MODEL_SOURCES.register(prefix, loader, replace=True)
 
-
-_BUILTIN_PREFIXES = ("torchvision", "tv", "timm", "hf-hub")
 
 _LITE = re.compile(r"^(?:efficientnet[-_]?)?lite([0-4])$")
 
@@ -568,7 +583,7 @@ def _from_name(spec: str, args: dict[str, Any], w: str | None) -> Classifier:
         return _wrap(hf_hub_source(rest, args, w), w, args)
     if prefix is not None and "." not in prefix and importlib.util.find_spec(prefix) is None:
         known = ["torchvision", "timm", "hf-hub", *sorted(MODEL_SOURCES)]
-        close = difflib.get_close_matches(prefix, known, n=1, cutoff=0.6)
+        close = close_matches(prefix, known, n=1, cutoff=0.6, substrings=False)
         if close:  # a mistyped source, not a module of the user's
             raise UnknownNameError("model", spec, [f"{k}:NAME" for k in known], [f"{close[0]}:{rest}"])
     if is_factory_spec(spec):
@@ -606,7 +621,9 @@ class LabelSpace:
     Attributes:
         classes: class ids of the label indices 0..K-1 used in predictions and labels.
         logit_index: for each label index, the model output it reads (None: all outputs, in order).
-        mode: how it was chosen ("model", "data", "list" or "identity").
+        mode: how it was chosen ("model", "data", "list" or "identity"); "outputs": the model's outputs as they
+            come, of any width, labels being output indices (the library's in-memory evaluations, whose model
+            is a callable of unknown classes; ``classes`` is then empty).
     """
 
     classes: tuple[str, ...]

@@ -16,6 +16,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import metadata
 from typing import Any, Protocol, TypeVar
 
@@ -41,14 +42,19 @@ __all__ = [
 
 
 def package_versions(extra: Sequence[str] = ()) -> dict[str, str]:
-    """Versions of Python and of the packages that can change results."""
+    """Versions of Python and of the packages that can change results (read once per process)."""
+    return dict(_versions(tuple(extra)))
+
+
+@lru_cache(maxsize=16)
+def _versions(extra: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     out = {"python": platform.python_version(), "shiftbench": __version__, "torch": torch.__version__}
     for pkg in ("numpy", "pillow", "scipy", "opencv-python-headless", "efficientnet-lite-pytorch", *extra):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             continue
-    return out
+    return tuple(out.items())
 
 
 _DONE = object()
@@ -269,7 +275,7 @@ def _write_scored(clf: Classifier, space: LabelSpace, lmap: np.ndarray, sink: Re
     """Check a batch's restricted logits (width, finite values) and hand it to the sink."""
     if logits is None or not wb.keys:
         return sink.write(wb.condition, wb, np.zeros(0, dtype=np.int64), None) if wb.skipped else 0
-    if logits.shape[1] != len(space.classes):
+    if space.mode != "outputs" and logits.shape[1] != len(space.classes):
         raise ModelOutputError(
             clf.name,
             "output width does not match the class set",

@@ -162,8 +162,11 @@ def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out
       shiftbench overlap --config imagenet100-resnet18 --set data.root=/data/imagenet
       shiftbench overlap calibrate --config mnist-digits --corruption noc_rain
     """  # noqa: D301
+    from ..outputs import check_output_file
     from .harness import load_config, run_study
 
+    if json_out:  # before the study: an unwritable place fails now, not after hours of training
+        check_output_file(json_out, "--json")
     cfg = load_config(config, _parse_set(overrides))
     try:
         res = run_study(cfg, log=lambda s: click.echo(s, err=True), heatmap=heatmap)
@@ -218,6 +221,7 @@ def overlap_cmd(config: str, overrides: tuple[str, ...], heatmap: bool, json_out
         click.echo(f"Heatmap: {res.heatmap}")
     click.echo(f"Summary: {Path(cfg.output) / 'overlap_result.json'}  ({res.seconds:.0f} s this run)")
     if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(json_out).write_text(json.dumps(res.summary(), indent=1), encoding="utf-8")
 
 @overlap_group.command("calibrate")

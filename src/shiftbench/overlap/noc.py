@@ -316,7 +316,9 @@ class NocResult(Summary):
     notes: list[str] = field(default_factory=list)
 
     def table(self) -> str:
-        cols = [c.removeprefix("noc_") for c in self.benchmark.corruptions]
+        # the evaluated corruptions (a subset with --corruptions), in the benchmark's order
+        shown = [c for c in self.benchmark.corruptions if c in self.errors] + [
+            c for c in self.errors if c not in self.benchmark.corruptions]
         lines = [
             f"{self.benchmark.title or self.benchmark.name} | model {self.model} | {self.data} | {self.n_images} images",
             "corruption".ljust(22)
@@ -329,12 +331,14 @@ class NocResult(Summary):
             lines.append(
                 "clean".ljust(22) + f"{100 * self.clean_error:9.1f}" + "".rjust(8) + (f"{100 * be:18.1f}" if be else "")
             )
-        for c, short in zip(self.benchmark.corruptions, cols):
+        for c in shown:
+            base = self.benchmark.baseline.errors.get(c)
+            ce = self.ce.get(c)
             lines.append(
-                short.ljust(22)
+                c.removeprefix("noc_").ljust(22)
                 + f"{100 * self.errors[c]:9.1f}"
-                + f"{100 * self.ce[c]:8.1f}"
-                + f"{100 * self.benchmark.baseline.errors[c]:18.1f}"
+                + (f"{100 * ce:8.1f}" if ce is not None else "".rjust(8))
+                + (f"{100 * base:18.1f}" if base is not None else "")
             )
         lines.append("mCE".ljust(22) + "".rjust(9) + f"{100 * self.mce:8.1f}")
         lines += [f"note: {n}" for n in self.notes]
@@ -381,6 +385,9 @@ class CandidateSource(Source):
 
     def items(self, condition: Condition) -> list[Item]:
         return self.images.items(CLEAN)
+
+    def content_digest(self) -> str:
+        return self.images.content_digest()  # the clean images, whichever candidates are requested
 
     def select_classes(self, classes: Sequence[str]) -> None:
         self.images.select_classes(classes)

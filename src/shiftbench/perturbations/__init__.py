@@ -11,7 +11,7 @@ Quick start::
 from __future__ import annotations
 
 from ._errors import CorruptVideoError, InvalidDifficultyError, UnknownPerturbationError, VideoShapeError
-from ._source import PreparedImages, prepare
+from ._source import PreparedImages, prepare, sequence_memory
 from ._spec import (
     P_EDITIONS,
     TEST_PERTURBATIONS,
@@ -20,15 +20,6 @@ from ._spec import (
     check_difficulty,
     get_perturbation,
     list_perturbations,
-)
-from .evaluate import (
-    PEvaluation,
-    PSummary,
-    SequenceScores,
-    evaluate_released,
-    evaluate_sequences,
-    score_top5,
-    summarize_p,
 )
 from .metrics import (
     PBaseline,
@@ -46,6 +37,7 @@ from .metrics import (
     top5_from_logits,
     unnormalized_top5_distance,
 )
+from .scores import PSummary, SequenceScores, score_top5, summarize_p
 from .sequences import perturb, perturb_chunks, sample_sequence_draws
 from .video import (
     ImageNetPVideos,
@@ -57,11 +49,13 @@ from .video import (
     write_video,
 )
 
-_LAZY = {"PEvaluationResult": "pipeline", "p_plan": "pipeline", "p_result": "pipeline"}
+_LAZY = {"PEvaluationResult": "pipeline", "p_plan": "pipeline", "p_result": "pipeline", "PEvaluation": "evaluate",
+         "evaluate_sequences": "evaluate", "evaluate_released": "evaluate"}
 
 
 def __getattr__(name: str) -> object:
-    """The store-backed evaluation (``p_plan``, ``p_result``) is imported on first use: it pulls in the evaluation package."""
+    """The evaluations (``p_plan``, ``p_result``, and the in-memory ``evaluate_sequences``, ``evaluate_released``, which
+    run through the evaluation driver) are imported on first use: they pull in the evaluation package."""
     if name in _LAZY:
         import importlib
 
@@ -82,6 +76,7 @@ __all__ = [
     "P_EDITIONS",
     "PreparedImages",
     "prepare",
+    "sequence_memory",
     "perturb",
     "sample_sequence_draws",
     "perturb_chunks",

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from ..corruptions import require_memory
 from ..errors import ImageRangeError, ImageShapeError, ImageTypeError, InvalidArgumentError
 from ..io import image_rgb, load_image_rgb
 from ..rng.seeding import image_key, key_to_int
@@ -95,6 +96,32 @@ def center_window(height: int, width: int, th: int, tw: int) -> tuple[int, int, 
 def resized_crop_window(height: int, width: int) -> tuple[int, int, int, int]:
     """The central 87.5 % window of the 299 edition: ``int(0.875 h) x int(0.875 w)``, centred."""
     return center_window(height, width, int(height * 0.875), int(width * 0.875))
+
+
+CANVAS_BYTES_PER_VALUE = 112
+"""Memory per value (pixel x channel) of a photo and its canvas while it is prepared and perturbed: the uint8 base,
+the resize's passes and the float64 copy the geometric perturbations keep. Measured: 85 bytes per value of the base
+(a 32 x 4000 strip, whose 224 base is 256 x 32000, peaked at 2.0 GiB; ``perf/memory_per_pixel.py``)."""
+
+SEQUENCE_BYTES = 512 << 20
+"""Memory of the frames of one chunk and their intermediates, whatever the photo's size (chunks hold at most
+:data:`~shiftbench.perturbations.sequences.DEFAULT_CHUNK_VALUES` values, 128 MiB as float64; a 375 x 500 photo
+peaked at 80 MiB in all)."""
+
+
+def sequence_memory(height: int, width: int, edition: str, recipe: str = "") -> int:
+    """Bytes perturbing one ``height`` x ``width`` photo takes at most in ``edition``: its source, its canvas (the
+    base of the edition's preparation) and the chunk of frames being made."""
+    size = _SIZES[edition]
+    if recipe == SQUASHED_64:
+        bh, bw = size, size
+    elif edition in _BASE_SHORT:
+        bh, bw = resize_short_size(height, width, _BASE_SHORT[edition])
+    elif edition == "299":
+        bh, bw = height, width
+    else:
+        bh, bw = size, size
+    return CANVAS_BYTES_PER_VALUE * 3 * (height * width + bh * bw) + SEQUENCE_BYTES
 
 
 def _crop(a: np.ndarray, window: tuple[int, int, int, int]) -> np.ndarray:
@@ -255,6 +282,11 @@ def prepare(
     sources: list[np.ndarray] = []
     bases: list[np.ndarray] = []
     crops: list[np.ndarray] = []
+    if not preprocessed:  # every canvas is held until the sequences are made: checked before the first resize
+        need = sum(sequence_memory(a.shape[0], a.shape[1], ed, recipe) - SEQUENCE_BYTES for a in arrays)
+        shapes = sorted({f"{a.shape[0]}x{a.shape[1]}" for a in arrays})
+        require_memory(need + SEQUENCE_BYTES, f"{len(arrays)} photo(s) of {', '.join(shapes[:3])} (HxW) for edition {ed}",
+                       "images")
     for k, a in enumerate(arrays):
         h, w = a.shape[:2]
         if min(h, w) < 1:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ..checks import suggest
 from ..editions import get_edition
 from ..errors import InvalidArgumentError
 from ..params import load_json
+from ..registry import Registry
 from ._errors import InvalidDifficultyError, UnknownPerturbationError
 
 __all__ = [
@@ -128,13 +128,15 @@ def _freeze(v: Any) -> Any:
 
 
 @cache
-def _registry() -> dict[str, Perturbation]:
+def _registry() -> Registry[Perturbation]:
+    """The perturbations by name, in the papers' order (a :class:`~shiftbench.registry.Registry`, read on first use)."""
     table = load_json("imagenet_p_params.json")["editions"]
     out: dict[str, Perturbation] = {}
     for order, (name, (kind, split)) in enumerate(_FACTS.items()):
         params = {ed: _freeze(table[ed]["perturbations"][name]) for ed in P_EDITIONS if name in table[ed]["perturbations"]}
         out[name] = Perturbation(name=name, kind=kind, split=split, params=params, order=order)
-    return out
+    return Registry("perturbation", normalise=lambda s: str(s).strip().lower().replace("-", "_").replace(" ", "_"),
+                    error=UnknownPerturbationError, cutoff=0.5, entries=out)
 
 
 def resolve_p_edition(edition: str | int) -> str:
@@ -148,14 +150,9 @@ def get_perturbation(name: str) -> Perturbation:
     Raises:
         UnknownPerturbationError: with the list of names and close matches.
     """
-    reg = _registry()
     if not isinstance(name, str):
         raise InvalidArgumentError("perturbation", name, "a perturbation name (str)")
-    key = name.strip().lower().replace("-", "_").replace(" ", "_")
-    if key in reg:
-        return reg[key]
-    names = list(reg)
-    raise UnknownPerturbationError("perturbation", name, names, suggest(key, names))
+    return _registry().get(name)
 
 
 def list_perturbations(

@@ -240,7 +240,7 @@ def _cpu_kernels() -> dict[str, Any]:
 
 
 def _run_cpu(kernel: Any, img: torch.Tensor, mats: np.ndarray, window: Window) -> torch.Tensor:
-    from ..corruptions.kernels import run_threaded
+    from ..corruptions import run_threaded
 
     top, left, wh, ww = window
     src = np.ascontiguousarray(img.detach().to(torch.float64).numpy())

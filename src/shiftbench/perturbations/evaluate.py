@@ -1,15 +1,16 @@
-"""On-the-fly ImageNet-P evaluation: generate sequences in memory, stream them through a model.
+"""On-the-fly ImageNet-P evaluation in memory: sequences generated from photos (or released ones) through a model.
 
-:func:`evaluate_sequences` keeps, per video and frame, only what the metrics
-need: the top-5 classes (ordinal ranks; the top-1 class is the first). From
-those every metric of every difficulty follows (:func:`score_top5`), so a
-temporal sequence is generated and predicted once for difficulties 1, 2 and 3.
-:func:`evaluate_released` does the same for released MP4 / ``.npy`` data.
+:func:`evaluate_sequences` and :func:`evaluate_released` are runs of the evaluation driver
+(:func:`shiftbench.evaluation.driver.run_plan`) in a temporary store: the same frame batches
+(:class:`~shiftbench.perturbations.pipeline` sources) and loop as ``shiftbench evaluate
+--benchmark imagenet-p``, with a record writer that keeps, per video and frame, only what the
+metrics need: the top-5 classes (ordinal ranks; the top-1 class is the first). From those every
+metric of every difficulty follows (:func:`~shiftbench.perturbations.score_top5`), so a temporal
+sequence is generated and predicted once for difficulties 1, 2 and 3.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,16 +20,15 @@ import numpy as np
 import torch
 
 from ..errors import InvalidArgumentError
-from ..evaluation.models import parse_device
-from ._source import prepare
-from ._spec import TEST_PERTURBATIONS, check_difficulty, get_perturbation, list_perturbations
-from .metrics import (
-    PBaseline,
-    alexnet_p_baseline,
-    flips_per_video,
-    top5_distances_per_video,
-    top5_from_logits,
-)
+from ..evaluation.data import Condition, WorkBatch
+from ..evaluation.driver import run_plan
+from ..evaluation.models import Classifier, LabelSpace, parse_device
+from ..evaluation.protocol import Plan, Planned
+from ._source import PreparedImages, prepare
+from ._spec import check_difficulty, get_perturbation, list_perturbations
+from .metrics import PBaseline, top5_from_logits
+from .pipeline import FrameSource, Video, VideoBlock, VideoSource
+from .scores import PSummary, SequenceScores, score_top5, summarize_p
 from .sequences import perturb_chunks
 
 __all__ = [
@@ -44,60 +44,6 @@ __all__ = [
 
 ModelFn = Callable[[torch.Tensor], Any]
 """Maps a uint8 B x 3 x H x W batch (on the evaluation device) to B x C logits."""
-
-
-@dataclass(frozen=True)
-class SequenceScores:
-    """Scores of one perturbation at one difficulty.
-
-    Attributes:
-        perturbation: name.
-        difficulty: 1..3.
-        top5: N x T x 5 top-5 classes per frame (int16; column 0 is the prediction).
-        fp_per_video: N flip probabilities.
-        ut5d_per_video: N mean top-5 distances.
-        fp: flip probability (fraction), mean over videos.
-        ut5d: unnormalised top-5 distance, mean over videos.
-        fr: FP / FP of the baseline (None without a baseline for this edition and difficulty).
-        t5d: uT5D / uT5D of the baseline (None likewise).
-        frame_accuracy: share of frames whose prediction equals the label (None without labels).
-    """
-
-    perturbation: str
-    difficulty: int
-    top5: np.ndarray
-    fp_per_video: np.ndarray
-    ut5d_per_video: np.ndarray
-    fp: float
-    ut5d: float
-    fr: float | None
-    t5d: float | None
-    frame_accuracy: float | None = None
-
-    @property
-    def predictions(self) -> np.ndarray:
-        """N x T top-1 classes."""
-        return self.top5[..., 0].astype(np.int64)
-
-
-@dataclass(frozen=True)
-class PSummary:
-    """Aggregates over the 10 test perturbations at one difficulty.
-
-    Attributes:
-        difficulty: 1..3.
-        mfr: mean flip rate (None unless all 10 were evaluated and normalised).
-        mt5d: mean T5D (likewise).
-        mean_fp: plain mean FP over the test perturbations evaluated (the
-            reference CIFAR-P script's "Mean Flipping Prob").
-        perturbations: test perturbations included.
-    """
-
-    difficulty: int
-    mfr: float | None
-    mt5d: float | None
-    mean_fp: float | None
-    perturbations: tuple[str, ...]
 
 
 @dataclass
@@ -143,130 +89,6 @@ class PEvaluation:
         return rows
 
 
-def _resolve_baseline(
-    baseline: PBaseline | Mapping[int, PBaseline] | None | bool, edition: str, difficulty: int
-) -> PBaseline | None:
-    if baseline is False:
-        return None
-    if baseline is None or baseline is True:
-        b = alexnet_p_baseline()
-        return b if (b.edition == edition and b.difficulty == difficulty) else None
-    if isinstance(baseline, PBaseline):
-        return baseline if baseline.difficulty == difficulty else None
-    if isinstance(baseline, Mapping):
-        return baseline.get(difficulty)
-    raise InvalidArgumentError("baseline", type(baseline).__name__, "a PBaseline, a {difficulty: PBaseline} mapping, None or False")
-
-
-def score_top5(
-    top5: np.ndarray,
-    perturbation: str,
-    difficulty: int = 1,
-    *,
-    labels: np.ndarray | None = None,
-    edition: str = "224",
-    baseline: PBaseline | Mapping[int, PBaseline] | None | bool = None,
-) -> SequenceScores:
-    """All ImageNet-P scores of one perturbation from per-frame top-5 lists.
-
-    Args:
-        top5: N x T x 5 classes per frame, best first (ordinal ranks).
-        perturbation: name (decides noise vs temporal traversal).
-        difficulty: 1..3.
-        labels: N true classes (optional; gives the frame accuracy).
-        edition: edition of the data (the AlexNet baseline exists for 224 only).
-        baseline: None (AlexNet where it applies), False (no normalisation), a
-            :class:`PBaseline` or a {difficulty: PBaseline} mapping.
-    """
-    spec = get_perturbation(perturbation)
-    d = check_difficulty(difficulty)
-    t5 = np.asarray(top5)
-    if t5.ndim != 3 or t5.shape[-1] != 5:
-        raise InvalidArgumentError("top5", tuple(t5.shape), "an N x T x 5 array")
-    fpv = flips_per_video(t5[..., 0], spec.noise, d)
-    utv = top5_distances_per_video(t5, spec.noise, d)
-    fp, ut = float(fpv.mean()), float(utv.mean())
-    b = _resolve_baseline(baseline, edition, d)
-    fr = t5d = None
-    if b is not None and spec.name in b.fp and spec.name in b.ut5d:
-        fr = fp / float(b.fp[spec.name])
-        t5d = ut / float(b.ut5d[spec.name])
-    acc = None
-    if labels is not None:
-        lab = np.asarray(labels).reshape(-1)
-        if lab.shape[0] != t5.shape[0]:
-            raise InvalidArgumentError("labels", f"{lab.shape[0]} labels", f"one per video ({t5.shape[0]})")
-        acc = float((t5[..., 0] == lab[:, None]).mean())
-    return SequenceScores(spec.name, d, t5.astype(np.int16), fpv, utv, fp, ut, fr, t5d, acc)
-
-
-def summarize_p(scores: Iterable[SequenceScores], difficulty: int) -> PSummary:
-    """mFR, mT5D and the plain mean FP over the test perturbations scored at ``difficulty``."""
-    d = check_difficulty(difficulty)
-    by_name = {s.perturbation: s for s in scores if s.difficulty == d and s.perturbation in TEST_PERTURBATIONS}
-    names = tuple(p for p in TEST_PERTURBATIONS if p in by_name)
-    complete = len(names) == len(TEST_PERTURBATIONS)
-    frs = [by_name[p].fr for p in names]
-    t5s = [by_name[p].t5d for p in names]
-    mfr = float(np.mean(frs)) if complete and all(v is not None for v in frs) else None
-    mt5d = float(np.mean(t5s)) if complete and all(v is not None for v in t5s) else None
-    mean_fp = float(np.mean([by_name[p].fp for p in names])) if names else None
-    return PSummary(d, mfr, mt5d, mean_fp, names)
-
-
-class _Ranker:
-    """Feeds frames to the model in fixed-size batches and records top-5 lists."""
-
-    def __init__(self, model_fn: ModelFn, batch_size: int, device: torch.device, sink: np.ndarray) -> None:
-        self.model_fn = model_fn
-        self.batch_size = batch_size
-        self.device = device
-        self.sink = sink  # N x T x 5
-        self.frames: list[torch.Tensor] = []
-        self.where: list[np.ndarray] = []
-        self.pending = 0
-        self.model_s = 0.0
-        self.rank_s = 0.0
-        self.count = 0
-
-    def add(self, frames: torch.Tensor, where: np.ndarray) -> None:
-        self.frames.append(frames)
-        self.where.append(where)
-        self.pending += int(frames.shape[0])
-        while self.pending >= self.batch_size:
-            self._run(self.batch_size)
-
-    def flush(self) -> None:
-        while self.pending:
-            self._run(min(self.pending, self.batch_size))
-
-    def _run(self, n: int) -> None:
-        x = torch.cat(self.frames)
-        w = np.concatenate(self.where)
-        batch, rest = x[:n], x[n:]
-        self.frames = [rest] if rest.shape[0] else []
-        self.where = [w[n:]] if rest.shape[0] else []
-        self.pending -= n
-        t0 = time.perf_counter()
-        out = self.model_fn(batch.to(self.device))
-        if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
-            out = out[0]
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        t1 = time.perf_counter()
-        logits = out.detach().to("cpu", torch.float64) if isinstance(out, torch.Tensor) else torch.as_tensor(np.asarray(out, dtype=np.float64))
-        if logits.ndim != 2 or logits.shape[0] != n or logits.shape[1] < 5:
-            raise InvalidArgumentError(
-                "model_fn", f"output of shape {tuple(logits.shape)}", f"logits of shape ({n}, C) with C >= 5"
-            )
-        top5 = top5_from_logits(logits)
-        idx = w[:n]
-        self.sink[idx[:, 0], idx[:, 1]] = top5
-        self.model_s += t1 - t0
-        self.rank_s += time.perf_counter() - t1
-        self.count += n
-
-
 def _check_positive(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise InvalidArgumentError(name, value, "a positive integer")
@@ -281,9 +103,148 @@ def _difficulties(difficulty: int | Sequence[int]) -> tuple[int, ...]:
     return (check_difficulty(difficulty),)
 
 
-def _groups(n: int, size: int) -> Iterator[tuple[int, int]]:
-    for a in range(0, n, size):
-        yield a, min(n, a + size)
+class _Timing:
+    """Seconds spent generating frames, in the model and ranking its outputs; frames ranked."""
+
+    def __init__(self) -> None:
+        self.generate_s = self.model_s = self.rank_s = 0.0
+        self.frames = 0
+
+
+class _Photos(VideoSource):
+    """Prepared photos (:func:`~shiftbench.perturbations.prepare`) as videos ``"0".."N-1"``, generated in memory."""
+
+    kind, location, on_the_fly, has_labels, classes = "in-memory", "memory", True, False, ()
+
+    def __init__(self, prep: PreparedImages, timing: _Timing) -> None:
+        self.prep, self.timing, self.edition = prep, timing, prep.edition
+        self.identity = f"in-memory {len(prep)} images, edition {prep.edition}"
+
+    def videos(self, name: str, level: int) -> list[Video]:
+        return [Video(str(i), -1) for i in range(len(self.prep))]
+
+    def blocks(self, name: str, level: int, todo: list[Video], *, seed: int, device: torch.device,
+               group: int) -> Iterator[VideoBlock]:
+        rows = [int(v.key) for v in todo]
+        runs: list[tuple[int, int]] = []  # (first, count): up to ``group`` consecutive images at a time
+        for r in rows:
+            if runs and runs[-1][0] + runs[-1][1] == r and runs[-1][1] < group:
+                runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+            else:
+                runs.append((r, 1))
+        for first, n in runs:
+            it = perturb_chunks(self.prep.subset(first, first + n), name, level, seed=seed, device=device)
+            while True:
+                t0 = time.perf_counter()
+                chunk = next(it, None)
+                self.timing.generate_s += time.perf_counter() - t0
+                if chunk is None:
+                    break
+                f0, frames = chunk
+                yield VideoBlock([str(i) for i in range(first, first + n)], [-1] * n, f0, frames)
+
+
+class _Clips(VideoSource):
+    """Released sequences already in memory (T x H x W x 3 uint8 each) as videos ``"0".."N-1"``."""
+
+    kind, location, on_the_fly, has_labels, classes = "in-memory", "memory", False, False, ()
+
+    def __init__(self, clips: list[np.ndarray], edition: str) -> None:
+        self.clips, self.edition = clips, edition
+        self.identity = f"in-memory {len(clips)} videos"
+
+    def videos(self, name: str, level: int) -> list[Video]:
+        return [Video(str(i), -1) for i in range(len(self.clips))]
+
+    def blocks(self, name: str, level: int, todo: list[Video], *, seed: int, device: torch.device,
+               group: int) -> Iterator[VideoBlock]:
+        for v in todo:
+            x = torch.from_numpy(np.ascontiguousarray(np.asarray(self.clips[int(v.key)]).transpose(0, 3, 1, 2)))
+            yield VideoBlock([v.key], [-1], 0, x[None])
+
+
+class _Outputs(Classifier):
+    """``model_fn`` as the loop's classifier: the uint8 frames as they are (on the device), its logits as float64."""
+
+    def __init__(self, model_fn: ModelFn, device: torch.device, timing: _Timing) -> None:
+        # wrapped: a module given as model_fn stays as the caller left it (mode, device)
+        super().__init__(lambda x: model_fn(x), name=getattr(model_fn, "__qualname__", type(model_fn).__name__),
+                         transform=lambda x: x, checksum="in-memory")
+        self.device, self.timing = device, timing
+
+    def to(self, device: torch.device | str) -> Classifier:  # the caller placed its model
+        return self
+
+    def logits(self, images: torch.Tensor) -> torch.Tensor:
+        n = int(images.shape[0])
+        t0 = time.perf_counter()
+        out = self.forward(images.to(self.device))
+        if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+            out = out[0]
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.timing.model_s += time.perf_counter() - t0
+        logits = (out.detach().to("cpu", torch.float64) if isinstance(out, torch.Tensor)
+                  else torch.as_tensor(np.asarray(out, dtype=np.float64)))
+        if logits.ndim != 2 or logits.shape[0] != n or logits.shape[1] < 5:
+            raise InvalidArgumentError(
+                "model_fn", f"output of shape {tuple(logits.shape)}", f"logits of shape ({n}, C) with C >= 5")
+        return logits
+
+
+class _Top5:
+    """The record writer: each frame's top-5 classes into the N x T x 5 array of its condition (no store rows)."""
+
+    def __init__(self, top5: Mapping[Condition, np.ndarray], timing: _Timing) -> None:
+        self.top5, self.timing = top5, timing
+        self.left = {c: np.full(a.shape[0], a.shape[1]) for c, a in top5.items()}
+
+    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> list[str]:
+        if logits is None:
+            return []
+        t0 = time.perf_counter()
+        rows = np.array([int(k) for k in batch.keys], dtype=np.int64)
+        self.top5[condition][rows, np.asarray(batch.frames, dtype=np.int64)] = top5_from_logits(logits)
+        left = self.left[condition]
+        np.subtract.at(left, rows, 1)
+        self.timing.rank_s += time.perf_counter() - t0
+        self.timing.frames += len(rows)
+        return [str(r) for r in dict.fromkeys(rows.tolist()) if left[r] == 0]
+
+
+class _Callback:
+    """The driver's progress as ``progress(perturbation, frames_done, frames_total)`` per perturbation and level."""
+
+    def __init__(self, fn: Callable[[str, int, int], None], totals: Mapping[str, tuple[str, int]]) -> None:
+        self.fn, self.totals, self.done = fn, totals, dict.fromkeys(totals, 0)
+
+    def start(self, total: int, description: str) -> None:
+        pass
+
+    def advance(self, n: int, description: str) -> None:
+        name, total = self.totals[description]
+        self.done[description] += n
+        self.fn(name, self.done[description], total)
+
+    def stop(self) -> None:
+        pass
+
+
+def _run(src: VideoSource, runs: list[tuple[str, int]], n: int, t_of: Mapping[str, int], model: _Outputs,
+         batch_size: int, seed: int, timing: _Timing,
+         progress: Callable[[str, int, int], None] | None = None) -> dict[Condition, np.ndarray]:
+    """The driver's run of ``runs`` ((perturbation, level) of ``n`` videos): each one's N x T x 5 top-5 classes."""
+    frames = {r: t_of[r[0]] for r in runs}
+    top5 = {r: np.zeros((n, frames[r], 5), dtype=np.int64) for r in runs}
+    source = FrameSource(src, frames, model.device)
+    label = {r: f"{r[0]} d{r[1]}" for r in runs}
+    plan = Plan([Planned(r, source, r[0], r[1], frames[r]) for r in runs], src.edition, seed=seed,
+                space=LabelSpace((), None, "outputs"), label_map=np.full(1, -1, dtype=np.int64), check_absent=False,
+                model=model, writer=lambda ctx: _Top5(top5, timing), describe=label.__getitem__, prefetch=False)
+    callback = None if progress is None else _Callback(progress, {label[r]: (r[0], n * frames[r]) for r in runs})
+    run_plan(plan, lambda db, ev: None, name="imagenet-p (in memory)", device=str(model.device), batch_size=batch_size,
+             progress=callback)
+    return top5
 
 
 def evaluate_sequences(
@@ -306,8 +267,9 @@ def evaluate_sequences(
 
     Sequences are generated for a few images at a time (enough frames for a
     couple of model batches), streamed through ``model_fn`` in batches of
-    ``batch_size`` frames, and reduced at once to per-frame top-5 lists, so
-    memory stays bounded whatever the number of images.
+    ``batch_size`` frames by the evaluation driver (in a temporary store), and
+    reduced at once to per-frame top-5 lists, so memory stays bounded whatever
+    the number of images.
 
     Args:
         model_fn: callable mapping a uint8 B x 3 x S x S batch on ``device``
@@ -334,6 +296,10 @@ def evaluate_sequences(
         A :class:`PEvaluation` with per-perturbation scores, per-difficulty
         summaries (mFR and mT5D when all 10 test perturbations were run and a
         baseline applies) and the time split between generation and the model.
+
+    Raises:
+        InvalidArgumentError: a bad argument, or model outputs that are not B x C logits with C >= 5.
+        ModelOutputError: non-finite logits (nothing of that batch is scored).
     """
     if not callable(model_fn):
         raise InvalidArgumentError("model_fn", type(model_fn).__name__, "a callable returning logits")
@@ -351,48 +317,22 @@ def evaluate_sequences(
         if lab.shape[0] != n:
             raise InvalidArgumentError("labels", f"{lab.shape[0]} labels", f"one per image ({n})")
     t_start = time.perf_counter()
+    timing = _Timing()
+    specs = [get_perturbation(name) for name in names]
+    runs = [(spec.name, level) for spec in specs for level in (diffs if spec.noise else (1,))]
+    top5 = _run(_Photos(prep, timing), runs, n, {sp.name: sp.frames(prep.edition) for sp in specs},
+                _Outputs(model_fn, dev, timing), bs, seed, timing, progress)
     scores: dict[tuple[str, int], SequenceScores] = {}
-    gen_s = model_s = rank_s = 0.0
-    total_frames = 0
-    for name in names:
+    for (name, level), t5 in top5.items():
         spec = get_perturbation(name)
-        t = spec.frames(prep.edition)
-        levels = diffs if spec.noise else (1,)
-        for level in levels:
-            top5 = np.zeros((n, t, 5), dtype=np.int64)
-            ranker = _Ranker(model_fn, bs, dev, top5)
-            group = max(1, math.ceil(2 * bs / t))
-            done = 0
-            for a, b in _groups(n, group):
-                sub = prep.subset(a, b)
-                it = perturb_chunks(sub, spec.name, level, seed=seed, device=dev)
-                while True:
-                    t0 = time.perf_counter()
-                    item = next(it, None)
-                    gen_s += time.perf_counter() - t0
-                    if item is None:
-                        break
-                    f0, block = item
-                    bsz, tc = int(block.shape[0]), int(block.shape[1])
-                    where = np.stack(
-                        np.meshgrid(np.arange(a, a + bsz), np.arange(f0, f0 + tc), indexing="ij"), axis=-1
-                    ).reshape(-1, 2)
-                    ranker.add(block.reshape(bsz * tc, *block.shape[2:]), where)
-                    done += bsz * tc
-                    if progress is not None:
-                        progress(spec.name, done, n * t)
-            ranker.flush()
-            model_s += ranker.model_s
-            rank_s += ranker.rank_s
-            total_frames += ranker.count
-            for d in diffs if not spec.noise else (level,):
-                if not spec.noise and t <= d:
-                    continue
-                scores[(spec.name, d)] = score_top5(top5, spec.name, d, labels=lab, edition=prep.edition, baseline=baseline)
+        for d in diffs if not spec.noise else (level,):
+            if not spec.noise and t5.shape[1] <= d:
+                continue
+            scores[(name, d)] = score_top5(t5, name, d, labels=lab, edition=prep.edition, baseline=baseline)
     summaries = {d: summarize_p(scores.values(), d) for d in diffs}
     total = time.perf_counter() - t_start
-    timing = {"generate_s": gen_s, "model_s": model_s, "rank_s": rank_s, "total_s": total}
-    return PEvaluation(scores, summaries, prep.edition, int(seed), n, total_frames, timing)
+    times = {"generate_s": timing.generate_s, "model_s": timing.model_s, "rank_s": timing.rank_s, "total_s": total}
+    return PEvaluation(scores, summaries, prep.edition, int(seed), n, timing.frames, times)
 
 
 def evaluate_released(
@@ -406,7 +346,7 @@ def evaluate_released(
     edition: str = "224",
     baseline: PBaseline | Mapping[int, PBaseline] | None | bool = None,
 ) -> list[SequenceScores]:
-    """Score a model on released sequences (MP4 tree or CIFAR-P array).
+    """Score a model on released sequences (MP4 tree or CIFAR-P array), through the evaluation driver.
 
     Args:
         model_fn: as in :func:`evaluate_sequences`.
@@ -434,12 +374,9 @@ def evaluate_released(
             labels.append(int(v.label))
     if not clips:
         raise InvalidArgumentError("videos", "no videos", "at least one video")
-    t = int(clips[0].shape[0])
-    top5 = np.zeros((len(clips), t, 5), dtype=np.int64)
-    ranker = _Ranker(model_fn, bs, dev, top5)
-    for i, c in enumerate(clips):
-        x = torch.from_numpy(np.ascontiguousarray(np.asarray(c).transpose(0, 3, 1, 2)))
-        ranker.add(x, np.stack([np.full(t, i), np.arange(t)], axis=-1))
-    ranker.flush()
+    timing = _Timing()
+    run = (spec.name, diffs[0] if spec.noise else 1)
+    top5 = _run(_Clips(clips, str(edition)), [run], len(clips), {spec.name: int(clips[0].shape[0])},
+                _Outputs(model_fn, dev, timing), bs, 0, timing)[run]
     lab = np.asarray(labels) if labels else None
     return [score_top5(top5, spec.name, d, labels=lab, edition=edition, baseline=baseline) for d in diffs]

@@ -45,6 +45,7 @@ from ..evaluation.data import (
     Source,
     WorkBatch,
     digest,
+    files_digest,
     foolbox_imagenet,
     spread_evenly,
 )
@@ -56,15 +57,19 @@ from ..io import DECODE_ERRORS, load_image_rgb
 from ._errors import CorruptVideoError, InvalidDifficultyError, UnknownPerturbationError
 from ._source import prepare
 from ._spec import TEST_PERTURBATIONS, check_difficulty, get_perturbation, list_perturbations
-from .evaluate import PSummary, SequenceScores, score_top5, summarize_p
 from .metrics import PBaseline, alexnet_p_baseline, top5_from_logits
+from .scores import PSummary, SequenceScores, score_top5, summarize_p
 from .sequences import perturb_chunks
 from .video import cifar_p_path, folder_name, read_cifar_p, read_video
 
 __all__ = [
     "BENCHMARK",
+    "FrameSource",
     "PEvaluationResult",
+    "Video",
+    "VideoBlock",
     "VideoRecords",
+    "VideoSource",
     "p_plan",
     "p_result",
     "parse_difficulties",
@@ -151,7 +156,9 @@ def resolve_perturbations(spec: str | Sequence[str] | None, edition: str) -> lis
 
 
 @dataclass(frozen=True)
-class _Video:
+class Video:
+    """One video of a :class:`VideoSource`: its key (the store's item id), label, and file or array row."""
+
     key: str
     label: int
     path: Path | None = None
@@ -159,7 +166,7 @@ class _Video:
 
 
 @dataclass
-class _Block:
+class VideoBlock:
     """Frames of a few videos: B x t x 3 x H x W uint8, frames ``first .. first + t - 1``."""
 
     keys: list[str]
@@ -169,7 +176,11 @@ class _Block:
     skipped: list[tuple[str, int, str]] = field(default_factory=list)
 
 
-class _PSource:
+class VideoSource:
+    """Where ImageNet-P's videos come from (photos made into sequences, MP4 trees, CIFAR-P arrays, memory):
+    :meth:`videos` lists them per perturbation and level, :meth:`blocks` yields their frames a few videos at a time
+    (:class:`FrameSource` batches those frames for the evaluation loop)."""
+
     kind: str
     identity: str
     location: str
@@ -178,22 +189,30 @@ class _PSource:
     on_the_fly: bool
     has_labels: bool = True
 
-    def videos(self, name: str, level: int) -> list[_Video]:
+    def videos(self, name: str, level: int) -> list[Video]:
         raise NotImplementedError
 
     def select_classes(self, classes: Sequence[str]) -> None:
         raise NotImplementedError
 
     def blocks(
-        self, name: str, level: int, todo: list[_Video], *, seed: int, device: torch.device, group: int
-    ) -> Iterator[_Block]:
+        self, name: str, level: int, todo: list[Video], *, seed: int, device: torch.device, group: int
+    ) -> Iterator[VideoBlock]:
         raise NotImplementedError
 
     def describe(self) -> str:
         return f"{self.kind} {self.location}"
 
+    def content_digest(self) -> str:
+        """Every video or array file of the released root (size and modification time), whichever perturbations
+        are requested."""
+        root = Path(self.location)
+        if not root.is_dir():  # videos in memory: evaluated in a temporary store, never resumed
+            return f"unread:{self.identity}"
+        return files_digest(root, lambda f: f.suffix in (".mp4", ".npy"))
 
-class _OnTheFly(_PSource):
+
+class _OnTheFly(VideoSource):
     """Clean photos (an ImageFolder or the foolbox demo) turned into sequences in memory."""
 
     on_the_fly = True
@@ -213,18 +232,21 @@ class _OnTheFly(_PSource):
     def describe(self) -> str:
         return self.src.describe()
 
+    def content_digest(self) -> str:
+        return self.src.content_digest()
+
     def select_classes(self, classes: Sequence[str]) -> None:
         self.src.select_classes(classes)
 
-    def videos(self, name: str, level: int) -> list[_Video]:
-        return [_Video(it.key, it.label, it.path) for it in self.src.items(CLEAN)]
+    def videos(self, name: str, level: int) -> list[Video]:
+        return [Video(it.key, it.label, it.path) for it in self.src.items(CLEAN)]
 
     def blocks(
-        self, name: str, level: int, todo: list[_Video], *, seed: int, device: torch.device, group: int
-    ) -> Iterator[_Block]:
+        self, name: str, level: int, todo: list[Video], *, seed: int, device: torch.device, group: int
+    ) -> Iterator[VideoBlock]:
         for a in range(0, len(todo), group):
             arrays: list[np.ndarray] = []
-            good: list[_Video] = []
+            good: list[Video] = []
             bad: list[tuple[str, int, str]] = []
             for v in todo[a : a + group]:
                 try:
@@ -237,19 +259,19 @@ class _OnTheFly(_PSource):
                         raise ImageReadError(str(v.path), f"{type(e).__name__}: {e}") from e
                     bad.append((v.key, v.label, f"{type(e).__name__}: {e}"))
             if bad:
-                yield _Block([], [], 0, None, bad)
+                yield VideoBlock([], [], 0, None, bad)
             if not good:
                 continue
             prep = prepare(arrays, self.edition)
             for f0, frames in perturb_chunks(prep, name, level, seed=seed, device=device):
-                yield _Block([v.key for v in good], [v.label for v in good], f0, frames)
+                yield VideoBlock([v.key for v in good], [v.label for v in good], f0, frames)
 
 
-def _spread_videos(videos: list[_Video], limit: int | None) -> list[_Video]:
+def _spread_videos(videos: list[Video], limit: int | None) -> list[Video]:
     return spread_evenly(videos, limit)
 
 
-class _ReleasedMP4(_PSource):
+class _ReleasedMP4(VideoSource):
     """A released ImageNet-P / Tiny-ImageNet-P tree: ``<root>/<p>[_<d>]/<wnid>/<file>.mp4``."""
 
     kind = "released-p-mp4"
@@ -340,18 +362,18 @@ class _ReleasedMP4(_PSource):
         self._keep = set(classes)
         self.identity = f"{self.kind}:{self.location}:limit={self.limit}:classes={digest(sorted(classes))}"
 
-    def videos(self, name: str, level: int) -> list[_Video]:
+    def videos(self, name: str, level: int) -> list[Video]:
         index = {c: i for i, c in enumerate(self.classes)}
         out = [
-            _Video(f"{w}/{p.name}", index[w], p)
+            Video(f"{w}/{p.name}", index[w], p)
             for w, p in self._files[folder_name(name, level)]
             if self._keep is None or w in self._keep
         ]
         return _spread_videos(out, self.limit)
 
     def blocks(
-        self, name: str, level: int, todo: list[_Video], *, seed: int, device: torch.device, group: int
-    ) -> Iterator[_Block]:
+        self, name: str, level: int, todo: list[Video], *, seed: int, device: torch.device, group: int
+    ) -> Iterator[VideoBlock]:
         spec = get_perturbation(name)
         t = spec.frames(self.edition)
         s = _SIZES[self.edition]
@@ -362,13 +384,13 @@ class _ReleasedMP4(_PSource):
             except CorruptVideoError as e:
                 if self.bad_images == "fail":
                     raise
-                yield _Block([], [], 0, None, [(v.key, v.label, e.reason)])
+                yield VideoBlock([], [], 0, None, [(v.key, v.label, e.reason)])
                 continue
             x = torch.from_numpy(np.ascontiguousarray(a.transpose(0, 3, 1, 2)))[None]
-            yield _Block([v.key], [v.label], 0, x)
+            yield VideoBlock([v.key], [v.label], 0, x)
 
 
-class _ReleasedNpy(_PSource):
+class _ReleasedNpy(VideoSource):
     """CIFAR-10-P / CIFAR-100-P: ``<root>/<p>.npy`` (N, T, 32, 32, 3), labels from ``labels.npy`` if present."""
 
     kind = "released-p-npy"
@@ -431,27 +453,27 @@ class _ReleasedNpy(_PSource):
     def select_classes(self, classes: Sequence[str]) -> None:
         self._keep = {self.classes.index(c) for c in classes if c in self.classes}
 
-    def videos(self, name: str, level: int) -> list[_Video]:
+    def videos(self, name: str, level: int) -> list[Video]:
         out = [
-            _Video(f"{i:05d}", int(self._labels[i]), None, i)
+            Video(f"{i:05d}", int(self._labels[i]), None, i)
             for i in range(self.n)
             if self._keep is None or int(self._labels[i]) in self._keep
         ]
         return _spread_videos(out, self.limit)
 
     def blocks(
-        self, name: str, level: int, todo: list[_Video], *, seed: int, device: torch.device, group: int
-    ) -> Iterator[_Block]:
+        self, name: str, level: int, todo: list[Video], *, seed: int, device: torch.device, group: int
+    ) -> Iterator[VideoBlock]:
         arr = self._array(name, level)
         for a in range(0, len(todo), group):
             chunk = todo[a : a + group]
             x = torch.from_numpy(np.ascontiguousarray(arr[[v.row for v in chunk]].transpose(0, 1, 4, 2, 3)))
-            yield _Block([v.key for v in chunk], [v.label for v in chunk], 0, x)
+            yield VideoBlock([v.key for v in chunk], [v.label for v in chunk], 0, x)
 
 
 def _open_released(
     path: str | Path, runs: Sequence[tuple[str, int]], *, edition: str | None, limit: int | None, bad_images: str
-) -> _PSource:
+) -> VideoSource:
     p = Path(path)
     if not p.exists():
         raise DataError(
@@ -470,7 +492,7 @@ def _open_released(
 # -- the model side --------------------------------------------------------------------------
 
 
-class _FrameSource(Source):
+class FrameSource(Source):
     """An ImageNet-P source as a source of the shared loop (:func:`run_conditions`).
 
     Conditions are ``(perturbation, level)``, items are videos. Batches hold the frames of the
@@ -479,9 +501,9 @@ class _FrameSource(Source):
     blur) start a new batch, and each condition's last batch may be shorter.
     """
 
-    def __init__(self, src: _PSource, frames: Mapping[Condition, int], device: torch.device) -> None:
+    def __init__(self, src: VideoSource, frames: Mapping[Condition, int], device: torch.device) -> None:
         self.src, self.frames, self.device = src, dict(frames), device
-        self.videos: dict[Condition, list[_Video]] = {}
+        self.videos: dict[Condition, list[Video]] = {}
         self.kind, self.location, self.edition, self.on_the_fly = src.kind, src.location, src.edition, src.on_the_fly
 
     @property
@@ -491,6 +513,9 @@ class _FrameSource(Source):
     @property
     def classes(self) -> tuple[str, ...]:  # type: ignore[override]
         return self.src.classes
+
+    def content_digest(self) -> str:
+        return self.src.content_digest()
 
     def conditions(self) -> list[Condition]:
         return list(self.frames)
@@ -792,7 +817,7 @@ def p_plan(s: Any, clf: Classifier) -> Plan:
     diffs = parse_difficulties(s.difficulties)
     names = resolve_perturbations(s.perturbations, ed or "224")
     runs = list(dict.fromkeys((n, d if get_perturbation(n).noise else 1) for n in names for d in diffs))
-    src: _PSource
+    src: VideoSource
     if s.released is not None:
         src = _open_released(s.released, runs, edition=ed, limit=s.limit, bad_images=s.bad_images)
         ed = src.edition
@@ -814,7 +839,7 @@ def p_plan(s: Any, clf: Classifier) -> Plan:
     default_mode = ("data" if ed == "64" and model_classes is not None and 5 <= len(data_classes) < len(model_classes)
                     else "model")
     frames = {r: get_perturbation(r[0]).frames(ed) for r in runs}
-    fsrc = _FrameSource(src, frames, clf.device)
+    fsrc = FrameSource(src, frames, clf.device)
 
     def describe(c: Condition) -> str:
         return c[0] if not get_perturbation(c[0]).noise or len(diffs) == 1 else f"{c[0]} d{c[1]}"

@@ -15,7 +15,6 @@ from rich.table import Table
 
 from ..evaluation.store import ResultsStore
 from ._spec import TEST_PERTURBATIONS, get_perturbation
-from .evaluate import SequenceScores
 from .metrics import alexnet_p_baseline
 from .pipeline import (
     BENCHMARK,
@@ -23,6 +22,7 @@ from .pipeline import (
     scores_from_store,
     stored_p_baseline,
 )
+from .scores import SequenceScores
 
 __all__ = [
     "result_notes",

@@ -41,9 +41,16 @@ import numpy as np
 import torch
 
 from ..checks import check_seed
-from ..corruptions import ApplyContext, Corruption, SampleContext, get_corruption
-from ..corruptions.kernels import fdiv, gaussian_filter2d
-from ..corruptions.kernels import motion_blur as im_motion_blur
+from ..corruptions import (
+    ApplyContext,
+    Corruption,
+    SampleContext,
+    fdiv,
+    gaussian_filter2d,
+    get_corruption,
+    typed_memory_errors,
+)
+from ..corruptions import imagemagick_motion_blur as im_motion_blur
 from ..errors import InvalidArgumentError
 from ..rng.seeding import Draws, FastDraws, derive_generator
 from ._source import PreparedImages, center_window, prepare, resize_short_size, resized_crop_window
@@ -413,7 +420,8 @@ def perturb_chunks(
     spec = get_perturbation(perturbation)
     d = check_difficulty(difficulty)
     seed = _check_seed(seed)
-    prep = prepare(images, edition, preprocessed=preprocessed, keys=keys)
+    with typed_memory_errors(f"the images for {spec.name}"):  # prepare() checks the memory its canvases need first
+        prep = prepare(images, edition, preprocessed=preprocessed, keys=keys)
     params = spec.edition_params(prep.edition)
     from ..evaluation.models import parse_device
 
@@ -434,7 +442,12 @@ def perturb_chunks(
         job.given = _check_draws(draws, _sample_all(_Job(spec, params, prep.subset(0, 1), d,
                                                          [FastDraws(derive_generator(0, 0, name, level))], dev, chunk))[0], len(prep))
     start = 0
-    for block in _GENERATORS[spec.name](job):
+    blocks = _GENERATORS[spec.name](job)
+    while True:
+        with typed_memory_errors(f"{len(prep)} image(s) of {prep.size}x{prep.size} for {spec.name}"):
+            block = next(blocks, None)
+        if block is None:
+            return
         yield start, block
         start += int(block.shape[1])
 

@@ -9,6 +9,8 @@ generator afterwards, are exactly those of ``random_raw`` (tested against it).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 import numpy as np
 
@@ -155,9 +157,12 @@ def uniform_words(bit_generator: np.random.BitGenerator, low: float, high: float
     return out
 
 
-def bounded_words(bit_generator: np.random.BitGenerator, low: int, high: int, n: int) -> np.ndarray | None:
+def bounded_words(
+    bit_generator: np.random.BitGenerator, low: int, high: int, n: int, dtype: Any = np.int64
+) -> np.ndarray | None:
     """``Generator(bit_generator).integers(low, high, n)`` (int64) from compiled words (same values
-    and state afterwards), or None where this path does not apply (the caller asks NumPy instead)."""
+    and state afterwards), stored as ``dtype`` (the values must fit), or None where this path does not
+    apply (the caller asks NumPy instead)."""
     if type(bit_generator) is not np.random.PCG64 or n < 256:
         return None
     rng = int(high) - 1 - int(low)
@@ -166,7 +171,7 @@ def bounded_words(bit_generator: np.random.BitGenerator, low: int, high: int, n:
     st = bit_generator.state
     if st.get("has_uint32"):
         return None  # a buffered half would come first
-    out = np.empty(n, dtype=np.int64)
+    out = np.empty(n, dtype=dtype)
     need = (n + 1) // 2 + 64 + n // 256  # rejections are rare (below rng / 2**32 per draw)
     words = raw_words(bit_generator, need)
     used = _lemire32(words, np.uint32(rng), np.int64(low), out)

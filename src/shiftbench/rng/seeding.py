@@ -41,7 +41,8 @@ _MASK64 = (1 << 64) - 1
 
 
 class Draws(Protocol):
-    """The random primitives a sampler may use. ``high`` bounds are exclusive."""
+    """The random primitives a sampler may use. ``high`` bounds are exclusive. ``integers(..., dtype=)``
+    returns NumPy's int64 draws stored as ``dtype`` (the values must fit; the draws do not change)."""
 
     def normal(self, size: Any, loc: float = 0.0, scale: float = 1.0) -> np.ndarray: ...
 
@@ -51,7 +52,7 @@ class Draws(Protocol):
 
     def uniform(self, low: float, high: float, size: Any = None) -> Any: ...
 
-    def integers(self, low: int, high: int | None = None, size: Any = None) -> Any: ...
+    def integers(self, low: int, high: int | None = None, size: Any = None, dtype: Any = None) -> Any: ...
 
     def random(self, size: Any) -> np.ndarray: ...
 
@@ -92,13 +93,16 @@ class FastDraws:
                 return fast.reshape(shape)
         return self.generator.uniform(low, high, size)
 
-    def integers(self, low: int, high: int | None = None, size: Any = None) -> Any:
+    def integers(self, low: int, high: int | None = None, size: Any = None, dtype: Any = None) -> Any:
+        """``Generator.integers(low, high, size)`` (int64 draws); ``dtype``: the returned array's dtype
+        (the values must fit), written directly by the compiled path (no int64 array in between)."""
         if size is not None and high is not None and isinstance(low, int) and isinstance(high, int):
             shape = _shape(size)
-            fast = bounded_words(self.generator.bit_generator, low, high, int(np.prod(shape)))
+            fast = bounded_words(self.generator.bit_generator, low, high, int(np.prod(shape)), dtype or np.int64)
             if fast is not None:
                 return fast.reshape(shape)
-        return self.generator.integers(low, high, size)
+        out = self.generator.integers(low, high, size)
+        return out if dtype is None else np.asarray(out).astype(dtype)
 
     def random(self, size: Any) -> np.ndarray:
         return self.generator.random(size)
@@ -134,7 +138,7 @@ class FastDraws:
         """Poisson(scale * level / 255) for uint8 levels, exact, via per-level alias tables."""
         from .discrete import alias_lookup
 
-        prob, alias = _poisson_alias_tables(float(scale))
+        prob, alias = poisson_alias_tables(float(scale))
         k = prob.shape[0] // 256
         # the raw words of generator.random(levels.shape): same uniforms, no float array in between
         raw = raw_words(self.generator.bit_generator, levels.size)
@@ -142,7 +146,7 @@ class FastDraws:
 
 
 @lru_cache(maxsize=64)
-def _poisson_alias_tables(scale: float) -> tuple[np.ndarray, np.ndarray]:
+def poisson_alias_tables(scale: float) -> tuple[np.ndarray, np.ndarray]:
     """Walker/Vose alias tables of Poisson(scale * l / 255), l = 0..255, flattened (256 rows of K).
 
     Rows are truncated at K = scale + 12 sqrt(scale) + 30, where the tail mass is below 1e-17.
@@ -188,8 +192,9 @@ class LegacyDraws:
     def uniform(self, low: float, high: float, size: Any = None) -> Any:
         return self.state.uniform(low, high, size)
 
-    def integers(self, low: int, high: int | None = None, size: Any = None) -> Any:
-        return self.state.randint(low, high, size)
+    def integers(self, low: int, high: int | None = None, size: Any = None, dtype: Any = None) -> Any:
+        out = self.state.randint(low, high, size)  # int64 draws, whatever dtype stores them
+        return out if dtype is None else np.asarray(out).astype(dtype)
 
     def random(self, size: Any) -> np.ndarray:
         return self.state.random_sample(size)

@@ -10,12 +10,14 @@ The metrics of every hold-out experiment (paper Section 4):
 * ``per_group``: held-out accuracy per held-out style or subtype.
 
 These are plain functions on arrays so that a benchmark module can call them with
-predictions it computed itself (:func:`score`), or let :func:`evaluate_split` run the model.
+predictions it computed itself (:func:`score`), or let :func:`evaluate_split` run the model
+(:func:`predict`: a run of the evaluation driver over a :class:`PartSource`, as the benchmarks' are).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,10 +27,14 @@ import torch
 from torch import nn
 
 from ..errors import InvalidArgumentError, MissingDependencyError
+from ..evaluation.data import Condition, Item, Source, WorkBatch
+from ..evaluation.driver import run_plan
+from ..evaluation.models import Classifier, LabelSpace
+from ..evaluation.protocol import Plan, Planned
 from .readers import LabelledImages
 from .splits import Split
 
-__all__ = ["ItemPredictions", "HoldoutScore", "predict", "score", "evaluate_split", "plot_seen_unseen"]
+__all__ = ["ItemPredictions", "HoldoutScore", "PartSource", "predict", "score", "evaluate_split", "plot_seen_unseen"]
 
 
 @dataclass
@@ -87,7 +93,72 @@ def score(split: Split, heldout: ItemPredictions, seen: ItemPredictions) -> Hold
     return HoldoutScore(split.name, split.kind, list(split.held_out), h, s, s - h, len(heldout.index), len(seen.index), groups)
 
 
-@torch.no_grad()
+class PartSource(Source):
+    """One part of a split (its held-out or seen test images) as a source of the shared evaluation loop.
+
+    One condition, ``(<part>:<split>, 0)``; items are keyed by the image's index in the split's
+    source (the store's item ids); the images are resized to the model's input side here (Pillow
+    bilinear; ``size`` None: as they are), so a Ray worker that gets this source only batches and predicts them.
+    """
+
+    kind = "structural-part"
+    on_the_fly = False
+    edition = ""
+
+    def __init__(self, condition: Condition, data: LabelledImages, index: Sequence[int], size: int | None) -> None:
+        sub = data.subset(np.asarray(index, np.int64))
+        sub = sub.resized(size) if size and len(sub) else sub
+        self.condition = condition
+        self.keys = [str(int(i)) for i in index]
+        self.images, self.labels = sub.images, sub.labels
+        self.classes = data.classes
+        self.identity = self.location = f"{data.name}|{condition[0]}"
+
+    def conditions(self) -> list[Condition]:
+        return [self.condition]
+
+    def items(self, condition: Condition) -> list[Item]:
+        return [Item(k, int(lab)) for k, lab in zip(self.keys, self.labels, strict=True)] if condition == self.condition else []
+
+    def content_digest(self) -> str:
+        """The part's pixels, labels and keys (read into memory already)."""
+        import hashlib
+
+        h = hashlib.sha256()
+        h.update(np.ascontiguousarray(self.images).tobytes())
+        h.update(np.ascontiguousarray(self.labels, dtype=np.int64).tobytes())
+        h.update("\n".join(self.keys).encode())
+        return "pixels:" + h.hexdigest()
+
+    def select_classes(self, classes: Sequence[str]) -> None:
+        raise InvalidArgumentError("classes", list(classes), "the split model's own classes (hold-outs keep all of them)")
+
+    def batches(self, pending: Mapping[Condition, set[str]], *, batch_size: int, seed: int, release: bool,
+                stop: threading.Event | None = None) -> Iterator[WorkBatch]:
+        want = pending.get(self.condition) or set()
+        rows = [i for i, k in enumerate(self.keys) if k in want]
+        for a in range(0, len(rows), batch_size):
+            if stop is not None and stop.is_set():
+                return
+            sel = rows[a : a + batch_size]
+            x = torch.from_numpy(np.ascontiguousarray(self.images[sel].transpose(0, 3, 1, 2)))
+            yield WorkBatch(self.condition, [self.keys[i] for i in sel],
+                            torch.from_numpy(self.labels[sel].astype(np.int64)), x)
+
+
+class _Top1:
+    """The record writer of :func:`predict`: each item's top-1 class (the argmax of its logits), kept in memory."""
+
+    def __init__(self, out: np.ndarray) -> None:
+        self.out = out
+
+    def write(self, condition: Condition, batch: WorkBatch, labels: np.ndarray, logits: torch.Tensor | None) -> list[str]:
+        if logits is None:
+            return []
+        self.out[np.array([int(k) for k in batch.keys], dtype=np.int64)] = logits.argmax(1).numpy()
+        return list(batch.keys)
+
+
 def predict(
     net: nn.Module,
     data: LabelledImages,
@@ -98,18 +169,24 @@ def predict(
     batch_size: int = 256,
     device: str | torch.device = "cpu",
 ) -> np.ndarray:
-    """The predicted label of every image of ``data`` (``net`` in eval mode, inputs normalised)."""
+    """The predicted label of every image of ``data`` (``net`` in eval mode, inputs normalised).
+
+    A run of the evaluation driver (:func:`~shiftbench.evaluation.driver.run_plan`) in a temporary store: the
+    images (resized to ``image_size``, Pillow bilinear) in batches of ``batch_size`` through ``net`` on ``device``.
+    """
     from ..training.loop import normaliser
 
-    d = data.resized(image_size) if image_size else data
-    norm = normaliser(mean, std)
-    net.eval()
-    dev = torch.device(device)
-    out = []
-    for i in range(0, len(d), batch_size):
-        x = torch.from_numpy(np.ascontiguousarray(d.images[i : i + batch_size].transpose(0, 3, 1, 2))).to(dev)
-        out.append(net(norm(x)).argmax(1).cpu().numpy())
-    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
+    out = np.zeros(len(data), np.int64)
+    if not len(data):
+        return out
+    cond = ("predict", 0)
+    clf = Classifier(net, name=type(net).__name__, transform=normaliser(mean, std), checksum="in-memory")
+    plan = Plan([Planned(cond, PartSource(cond, data, range(len(data)), image_size))], str(image_size or ""),
+                space=LabelSpace((), None, "outputs"), label_map=np.arange(max(1, len(data.classes)), dtype=np.int64),
+                check_absent=False, model=clf, writer=lambda ctx: _Top1(out), prefetch=False)
+    run_plan(plan, lambda db, ev: None, name="structural predict", device=str(torch.device(device)),
+             batch_size=batch_size)
+    return out
 
 
 def _groups(split: Split, source: LabelledImages, idx: np.ndarray) -> np.ndarray:

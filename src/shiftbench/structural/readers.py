@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import safe_pickle
 from ..errors import DataError, InvalidArgumentError
-from ..io import check_cifar100_labels, image_array, image_rgb, label_array
+from ..io import check_cifar100_labels, image_array, image_rgb, label_array, wide_levels
 
 __all__ = [
     "LabelledImages",
@@ -250,6 +250,9 @@ def _decode(path: Path, size: int | None) -> np.ndarray:
 
     try:
         with Image.open(path) as im:
+            im.load()
+            wide = wide_levels(im, repr(str(path)))  # a 16-bit colour file at its exact levels
+            im = Image.fromarray(wide) if wide is not None else im
             im = im.convert("RGBA") if im.mode in ("P", "LA", "RGBA") else im
             if im.mode == "RGBA":  # icons with transparency: composite on white, as rendered icons are shown
                 bg = Image.new("RGBA", im.size, (255, 255, 255, 255))

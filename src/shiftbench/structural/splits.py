@@ -14,7 +14,6 @@ path contains it. ``match="paper"`` reproduces that behaviour for comparison.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, UnknownNameError
 from ..io import CIFAR100_COARSE_TO_FINE
+from ..registry import close_matches
 from .readers import CIFAR100_COARSE, CIFAR100_FINE, LabelledImages
 
 __all__ = [
@@ -122,7 +122,7 @@ class Split:
 
 def _unknown(argument: str, value: str, choices: Iterable[str]) -> UnknownNameError:
     ch = sorted(set(choices))
-    return UnknownNameError(argument, value, ch, difflib.get_close_matches(str(value), ch, n=3, cutoff=0.5))
+    return UnknownNameError(argument, value, ch, close_matches(str(value), ch, n=3, cutoff=0.5, substrings=False))
 
 
 def _stratified_take(labels: np.ndarray, pool: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:

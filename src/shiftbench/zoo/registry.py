@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from ..checks import suggest
-from ..errors import InvalidArgumentError, UnknownNameError
+from ..errors import InvalidArgumentError
+from ..registry import Registry
 from .download import ProgressCallback, cache_dir, default_progress, download, sha256_of
 from .errors import CachedChecksumError
 
-__all__ = ["Preprocessing", "ZooEntry", "entries", "get", "register", "weights_path", "fetch"]
+__all__ = ["Preprocessing", "ZOO", "ZooEntry", "entries", "get", "register", "unregister", "weights_path", "fetch"]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.+_-]*$")
 _HEX = re.compile(r"^[0-9a-f]{8,64}$")
@@ -139,27 +139,48 @@ def _shipped() -> dict[str, ZooEntry]:
     return {n: _entry_from_json(n, d, data["preprocessing"]) for n, d in data["models"].items()}
 
 
-_EXTRA: dict[str, ZooEntry] = {}
+def _zoo_entry(name: str, entry: ZooEntry) -> ZooEntry:
+    if not isinstance(entry, ZooEntry) or entry.name != name:
+        raise InvalidArgumentError("entry", name, "a ZooEntry registered under its own name")
+    return entry
+
+
+def _zoo_name(name: str) -> str:
+    key = str(name).strip()
+    key = key[4:] if key.lower().startswith("zoo:") else key
+    return key.strip().lower()
+
+
+ZOO: Registry[ZooEntry] = Registry(
+    "model", group="shiftbench.zoo", normalise=_zoo_name, check=_zoo_entry, cutoff=0.5, order=str,
+    shown=lambda n: f"zoo:{n}", entries=_shipped())
+"""The zoo's entries by name (a :class:`~shiftbench.registry.Registry`): the shipped ones, those added with
+:func:`register`, and those an installed package names in the entry-point group ``shiftbench.zoo`` (a
+:class:`ZooEntry` under its own name)."""
 
 
 def entries() -> dict[str, ZooEntry]:
     """All entries by name: the shipped ones, then those added with :func:`register`."""
-    return {**_shipped(), **_EXTRA}
+    return dict(ZOO.items())
 
 
 def register(entry: ZooEntry, *, replace: bool = False) -> ZooEntry:
     """Add an entry (for this process). Refuses to shadow an existing name unless ``replace``."""
     if not isinstance(entry, ZooEntry):
         raise InvalidArgumentError("entry", type(entry).__name__, "a ZooEntry")
-    if entry.name in entries() and not replace:
+    if entry.name in ZOO and not replace:
         raise InvalidArgumentError("entry", entry.name, "a name not in the zoo yet", "Pass replace=True to override.")
-    _EXTRA[entry.name] = entry
-    return entry
+    return ZOO.register(entry.name, entry, replace=True)
 
 
 def unregister(name: str) -> None:
-    """Remove an entry added with :func:`register` (shipped entries stay)."""
-    _EXTRA.pop(name, None)
+    """Remove an entry added with :func:`register` (a shipped entry stays, as shipped)."""
+    key = _zoo_name(name)
+    shipped = _shipped().get(key)
+    if shipped is not None:
+        ZOO.register(key, shipped, replace=True)
+    else:
+        ZOO.unregister(key)
 
 
 def get(name: str) -> ZooEntry:
@@ -168,15 +189,7 @@ def get(name: str) -> ZooEntry:
     Raises:
         UnknownNameError: no such entry (with close names suggested).
     """
-    key = name[4:] if name.lower().startswith("zoo:") else name
-    key = key.strip().lower()
-    known = entries()
-    if key not in known:
-        names = sorted(known)
-        raise UnknownNameError(
-            "model", f"zoo:{key}", [f"zoo:{n}" for n in names], [f"zoo:{s}" for s in suggest(key, names)]
-        )
-    return known[key]
+    return ZOO.get(name)
 
 
 def weights_path(entry: ZooEntry | str) -> Path:

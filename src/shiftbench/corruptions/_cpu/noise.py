@@ -55,3 +55,45 @@ def impulse_kernel(x: np.ndarray, flipped: np.ndarray, salted: np.ndarray, out: 
                 o0[j] = (k255 * si[j, 0]) if fi[j, 0] else min(np.float32(x0[j]) / k255, one) * k255
                 o1[j] = (k255 * si[j, 1]) if fi[j, 1] else min(np.float32(x1[j]) / k255, one) * k255
                 o2[j] = (k255 * si[j, 2]) if fi[j, 2] else min(np.float32(x2[j]) / k255, one) * k255
+
+
+_TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53: a PCG64 double is (word >> 11) * 2**-53
+
+
+@numba.njit(cache=True, nogil=True)
+def shot_kernel(raw: np.ndarray, levels: np.ndarray, prob: np.ndarray, alias: np.ndarray, k: int, c: np.float32, out: np.ndarray) -> None:
+    """Shot noise of one image drawn and applied in one pass: the counts of
+    :meth:`~shiftbench.rng.seeding.FastDraws.poisson_levels` (Walker alias sampling, one raw word per
+    value in H x W x 3 order, as :func:`shiftbench.rng.discrete.alias_lookup`), then the tensor
+    path's ``clip(count / c, 0, 1) * 255`` in float32. levels: 3 x H x W uint8; out: 3 x H x W
+    float32 values or uint8 levels (truncated)."""
+    nc, nh, nw = levels.shape
+    k255 = np.float32(255.0)
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    for i in range(nh):
+        for j in range(nw):
+            base = (i * nw + j) * nc
+            for ch in range(nc):
+                v = float(raw[base + ch] >> np.uint64(11)) * _TO_UNIT * k
+                col = int(v)
+                idx = int(levels[ch, i, j]) * k + col
+                if v - col < prob[idx]:
+                    cnt = np.float32(col)
+                else:
+                    cnt = np.float32(alias[idx])
+                out[ch, i, j] = min(max(cnt / c, zero), one) * k255
+
+
+@numba.njit(cache=True, nogil=True)
+def shot_counts_kernel(counts: np.ndarray, c: np.float32, out: np.ndarray) -> None:
+    """The tensor path of shot noise on drawn counts (B x H x W x 3 float32) into out (B x 3 x H x W)."""
+    nb, nh, nw, nc = counts.shape
+    k255 = np.float32(255.0)
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    for n in range(nb):
+        for i in range(nh):
+            for j in range(nw):
+                for ch in range(nc):
+                    out[n, ch, i, j] = min(max(counts[n, i, j, ch] / c, zero), one) * k255

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...rng.simd import wide_vectors
 from .._resample import PRECISION_BITS, box_coefficients
+from .transpose import transpose_into
 
 
 class Taps(NamedTuple):
@@ -264,3 +265,198 @@ def box_resize_planes(planes: np.ndarray, height: int, width: int, out: np.ndarr
         out[...] = y
         return out
     return y
+
+
+# --------------------------------------------------------------------------- pixelate in one pass per plane
+
+
+class SpanTable(NamedTuple):
+    """A reducing pass's taps for the fused pixelate kernel: per output, its taps (start, index) and,
+    where all its weights are equal (Pillow's BOX filter), that weight (else -1: weight per tap)."""
+
+    start: np.ndarray  # intp, out + 1
+    index: np.ndarray  # intp
+    weight: np.ndarray  # int32 per tap
+    common: np.ndarray  # int32 per output: the common weight, or -1
+
+
+@lru_cache(maxsize=256)
+def span_table(in_size: int, out_size: int) -> SpanTable:
+    t = box_taps(in_size, out_size)
+    start = t.start.astype(np.intp)
+    common = np.full(out_size, -1, dtype=np.int32)
+    for i in range(out_size):
+        w = t.weight[start[i] : start[i + 1]]
+        if len(w) and np.all(w == w[0]):
+            common[i] = w[0]
+    return SpanTable(start, t.index.astype(np.intp), t.weight, common)
+
+
+@lru_cache(maxsize=256)
+def gather_index(in_size: int, out_size: int) -> np.ndarray | None:
+    """The source of each output of an enlarging BOX pass that copies one input per output, else None."""
+    t = box_taps(in_size, out_size)
+    if not t.gather:
+        return None
+    return np.ascontiguousarray(t.dense_index[:, 0].astype(np.intp))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _reduce_along_rows(src, start, index, weight, common, dst, acc):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """dst[i] = Pillow's level of the taps of output i over whole rows of src (Hin x N -> Hout x N).
+    Outputs whose taps share one weight add the levels first and multiply once (the same integer)."""
+    n = src.shape[1]
+    half = np.int32(1 << (PRECISION_BITS - 1))
+    for i in range(dst.shape[0]):
+        a, e = start[i], start[i + 1]
+        d = dst[i]
+        cw = common[i]
+        if cw >= 0:
+            s = src[index[a]]
+            if e - a == 1:  # the products and sums in int32 (numba would widen them to int64 lanes)
+                for x in range(n):
+                    d[x] = _level(np.int32(np.int32(s[x]) * cw + half))
+                continue
+            s1 = src[index[a + 1]]
+            if e - a == 2:
+                for x in range(n):
+                    d[x] = _level(np.int32((np.int32(s[x]) + np.int32(s1[x])) * cw + half))
+                continue
+            for x in range(n):
+                acc[x] = np.int32(s[x]) + np.int32(s1[x])
+            for t in range(a + 2, e):
+                s = src[index[t]]
+                for x in range(n):
+                    acc[x] += np.int32(s[x])
+            for x in range(n):
+                d[x] = _level(np.int32(acc[x] * cw + half))
+            continue
+        for x in range(n):
+            acc[x] = half
+        for t in range(a, e):
+            s = src[index[t]]
+            w = weight[t]
+            for x in range(n):
+                acc[x] += np.int32(np.int32(s[x]) * w)
+        for x in range(n):
+            d[x] = _level(acc[x])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _reduce_by_k(src, cw, k, dst):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Along each row by a whole factor ``k`` known when compiled, every output weighing its k inputs
+    by ``cw``: dst[y, i] = level((src[y, k i] + ... + src[y, k i + k - 1]) * cw + half), in int32."""
+    half = np.int32(1 << (PRECISION_BITS - 1))
+    n = dst.shape[1]
+    for y in range(dst.shape[0]):
+        s = src[y]
+        d = dst[y]
+        for i in range(n):
+            acc = np.int32(s[k * i])
+            for t in range(1, k):
+                acc = np.int32(acc + np.int32(s[k * i + t]))
+            d[i] = _level(np.int32(acc * cw + half))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _grow_by_k(src, k, dst):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Along each row by a whole factor ``k`` known when compiled: dst[y, k i + t] = src[y, i]."""
+    n = src.shape[1]
+    for y in range(dst.shape[0]):
+        s = src[y]
+        d = dst[y]
+        for i in range(n):
+            v = s[i]
+            for t in range(k):
+                d[k * i + t] = v
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _copy_rows(src, rows, dst):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """dst[y] = src[rows[y]] (an explicit loop: numba's row-slice assignment is several times slower)."""
+    n = dst.shape[1]
+    for y in range(dst.shape[0]):
+        s = src[rows[y]]
+        d = dst[y]
+        for i in range(n):
+            d[i] = s[i]
+
+
+@numba.njit(cache=True, nogil=True)
+def pixelate_kernel(planes, hs, ws, hg, wg, small_h, small_w, hk, hkw, gk, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Pillow's BOX resize of each plane to small_h x small_w and back (P x H x W uint8 -> out).
+
+    ``hs``/``ws``: the reducing passes' span tables (rows H -> small_h, columns W -> small_w);
+    ``hg``/``wg``: the enlarging passes' source rows and columns (each output copies one input).
+    Horizontal passes run on transposed planes (16 x 16 vector transposes), so every pass works
+    on whole rows, except by a whole factor (``hk``: 2, 3 or 4 inputs of weight ``hkw`` per output;
+    ``gk``: each input copied 2, 3 or 4 times), where strided loads or stores along the rows do.
+    Pillow's order (horizontal, then vertical, each rounded to 8 bits) is kept.
+    """
+    wide_vectors()
+    npl, h, w = planes.shape
+    hsr, wsr = small_h, small_w
+    tr = np.empty((w, h), dtype=np.uint8)  # the plane transposed
+    red = np.empty((wsr, h), dtype=np.uint8)  # horizontally reduced, transposed
+    back = np.empty((h, wsr), dtype=np.uint8)  # horizontally reduced
+    small = np.empty((hsr, wsr), dtype=np.uint8)
+    small_t = np.empty((wsr, hsr), dtype=np.uint8)
+    grown_t = np.empty((w, hsr), dtype=np.uint8)
+    grown = np.empty((hsr, w), dtype=np.uint8)
+    acc = np.empty(max(h, wsr), dtype=np.int32)
+    same_h = np.arange(h)
+    same_s = np.arange(hsr)
+    hstart, hindex, hweight, hcommon = hs
+    wstart, windex, wweight, wcommon = ws
+    for p in range(npl):
+        src = planes[p]
+        if hk == 2:  # a whole factor: strided loads along the rows, no transposes
+            _reduce_by_k(src, hkw, 2, back)
+        elif hk == 3:
+            _reduce_by_k(src, hkw, 3, back)
+        elif hk == 4:
+            _reduce_by_k(src, hkw, 4, back)
+        elif wsr != w:
+            transpose_into(src, tr)
+            _reduce_along_rows(tr, wstart, windex, wweight, wcommon, red, acc)
+            transpose_into(red, back)
+        else:
+            _copy_rows(src, same_h, back)
+        if hsr != h:
+            _reduce_along_rows(back, hstart, hindex, hweight, hcommon, small, acc)
+        else:
+            _copy_rows(back, same_s, small)
+        # enlarge: columns (on the transposed small plane: row copies), then rows (row copies)
+        if gk == 2:
+            _grow_by_k(small, 2, grown)
+        elif gk == 3:
+            _grow_by_k(small, 3, grown)
+        elif gk == 4:
+            _grow_by_k(small, 4, grown)
+        elif wsr != w:
+            transpose_into(small, small_t)
+            _copy_rows(small_t, wg, grown_t)
+            transpose_into(grown_t, grown)
+        else:
+            _copy_rows(small, same_s, grown)
+        _copy_rows(grown, hg if hsr != h else same_h, out[p])
+
+
+def pixelate_planes(planes: np.ndarray, small_h: int, small_w: int, out: np.ndarray) -> np.ndarray | None:
+    """Pillow's ``resize((small_w, small_h), BOX).resize((w, h), BOX)`` of each 8-bit plane (P x H x W)
+    into ``out``; None (nothing written) when an enlarging pass is not a plain copy of one input per
+    output (then :func:`box_resize_planes` twice gives the same)."""
+    _, h, w = planes.shape
+    hg = gather_index(small_h, h) if small_h != h else np.zeros(0, dtype=np.intp)
+    wg = gather_index(small_w, w) if small_w != w else np.zeros(0, dtype=np.intp)
+    if hg is None or wg is None or small_h < 1 or small_w < 1:
+        return None
+    hs = span_table(h, small_h) if small_h != h else span_table(1, 1)
+    ws = span_table(w, small_w) if small_w != w else span_table(1, 1)
+    hk, hkw = 0, 0
+    whole = _whole_factor(w, small_w) if small_w != w else None
+    if whole is not None and np.all(whole[1] == whole[1][0]):
+        hk, hkw = whole[0], int(whole[1][0])
+    gk = (_whole_expansion(small_w, w) or 0) if small_w != w else 0
+    pixelate_kernel(planes, tuple(hs), tuple(ws), hg, wg, small_h, small_w, hk, np.int32(hkw), gk, out)
+    return out

@@ -1,0 +1,351 @@
+"""Compiled CPU kernels of the blur corruptions (:mod:`..blur`): SciPy's Gaussian, glass blur, zoom blur.
+
+* :func:`gauss_planes` / :func:`gaussian_blur_kernel`: ``scipy.ndimage.gaussian_filter`` (mode
+  ``nearest``) as SciPy's ``correlate1d`` steps in SciPy's order, float64.
+* :func:`shuffle_batch` / :func:`glass_kernel`: glass blur's sequential pixel-copy loop, and the whole
+  corruption (Gaussian, 8-bit truncation, shuffle, Gaussian) image by image.
+* :func:`zoom_kernel`: zoom blur's average of the image and its clipped zooms, float32.
+
+Every kernel takes the images ``start..end-1`` of a batch (threads split a batch by images) and
+releases the GIL.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["gauss_planes", "gaussian_blur_kernel", "shuffle_batch", "glass_kernel", "glass_kernel_for", "zoom_kernel"]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pair_axpy(dst, a, b, wj):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    for j in range(dst.shape[0]):
+        dst[j] += (a[j] + b[j]) * wj
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _scale_into(dst, src, w0):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    for j in range(dst.shape[0]):
+        dst[j] = src[j] * w0
+
+
+@numba.njit(cache=True, nogil=True)
+def _gauss_plane(src, w, tmp, line, dst):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # scipy.ndimage.correlate1d (symmetric weights, mode 'nearest') along
+    # axis 0 then axis 1: out = in*w0, then += (left_j + right_j) * w_j for j = r..1
+    h, wd = src.shape
+    r = w.shape[0] - 1
+    for y in range(h):
+        trow = tmp[y]
+        _scale_into(trow, src[y], w[0])
+        for j in range(r, 0, -1):
+            _pair_axpy(trow, src[max(y - j, 0)], src[min(y + j, h - 1)], w[j])
+    for y in range(h):
+        trow = tmp[y]
+        for j in range(r):
+            line[j] = trow[0]
+            line[r + wd + j] = trow[wd - 1]
+        line[r : r + wd] = trow
+        orow = dst[y]
+        _scale_into(orow, line[r : r + wd], w[0])
+        for j in range(r, 0, -1):
+            _pair_axpy(orow, line[r - j : r - j + wd], line[r + j : r + j + wd], w[j])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _gauss_plane_k(src, w, tmp, line, dst, k):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # _gauss_plane for a radius k known when compiled (k == w.shape[0] - 1): each output is summed in
+    # a register over its taps, r..1 after the centre as SciPy adds them (the same operations in the
+    # same order, so the same values), and the loop over a row vectorises around the unrolled taps.
+    h, wd = src.shape
+    w0 = w[0]
+    for y in range(h):
+        trow = tmp[y]
+        c = src[y]
+        for i in range(wd):
+            acc = c[i] * w0
+            for j in range(k, 0, -1):
+                acc += (src[max(y - j, 0), i] + src[min(y + j, h - 1), i]) * w[j]
+            trow[i] = acc
+    for y in range(h):
+        trow = tmp[y]
+        for j in range(k):
+            line[j] = trow[0]
+            line[k + wd + j] = trow[wd - 1]
+        line[k : k + wd] = trow
+        orow = dst[y]
+        for i in range(wd):
+            acc = line[k + i] * w0
+            for j in range(k, 0, -1):
+                acc += (line[k - j + i] + line[k + j + i]) * w[j]
+            orow[i] = acc
+
+
+@numba.njit(cache=True, nogil=True)
+def gauss_planes(x, w, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    h, wd = x.shape[1], x.shape[2]
+    tmp = np.empty((h, wd))
+    line = np.empty(wd + 2 * (w.shape[0] - 1))
+    for p in range(start, end):
+        _gauss_plane(x[p], w, tmp, line, out[p])
+
+
+@numba.njit(cache=True, nogil=True)
+def gaussian_blur_kernel(x, w, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    u = np.empty((h, wd))
+    g = np.empty((h, wd))
+    tmp = np.empty((h, wd))
+    line = np.empty(wd + 2 * (w.shape[0] - 1))
+    for b in range(start, end):
+        for c in range(nc):
+            u[:, :] = x[b, c]
+            u /= 255.0
+            _gauss_plane(u, w, tmp, line, g)
+            o = out[b, c]
+            for y in range(h):
+                for i in range(wd):
+                    o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _shuffle(u, off, delta):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # u: C x H x W; off: iters x n_h x n_w x 2 (dx, dy) in draw order
+    nc, h, wd = u.shape
+    iters, n_h, n_w = off.shape[0], off.shape[1], off.shape[2]
+    for it in range(iters):
+        for hi in range(n_h):
+            row = h - delta - hi
+            for wi in range(n_w):
+                col = wd - delta - wi
+                sy = row + off[it, hi, wi, 1]
+                sx = col + off[it, hi, wi, 0]
+                for c in range(nc):
+                    u[c, row, col] = u[c, sy, sx]
+
+
+@numba.njit(cache=True, nogil=True)
+def shuffle_batch(u, off, delta, start, end):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    for b in range(start, end):
+        _shuffle(u[b], off[b], delta)
+
+
+@numba.njit(cache=True, nogil=True)
+def _shuffle_packed(q, off, delta):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # _shuffle on H x W pixels whose channels are packed into one word each: one copy per pixel
+    h, wd = q.shape
+    iters, n_h, n_w = off.shape[0], off.shape[1], off.shape[2]
+    for it in range(iters):
+        for hi in range(n_h):
+            row = h - delta - hi
+            orow = off[it, hi]
+            qrow = q[row]
+            for wi in range(n_w):
+                col = wd - delta - wi
+                qrow[col] = q[row + orow[wi, 1], col + orow[wi, 0]]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _gauss_plane_r(src, w, tmp, line, dst, k):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # the Gaussian of radius k (0: any radius, read from w)
+    if k == 0:
+        _gauss_plane(src, w, tmp, line, dst)
+    else:
+        _gauss_plane_k(src, w, tmp, line, dst, k)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _glass_body(x, w, off, delta, start, end, out, k):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    u = np.empty((h, wd))
+    g = np.empty((h, wd))
+    tmp = np.empty((h, wd))
+    line = np.empty(wd + 2 * (w.shape[0] - 1))
+    # the 8-bit levels after the first blur, the channels of a pixel packed into one word, so
+    # that each of the shuffle's sequential copies moves one word
+    q = np.empty((h, wd), dtype=np.uint32)
+    for b in range(start, end):
+        for c in range(nc):
+            xc = x[b, c]
+            for y in range(h):  # x / 255 in float64 (explicit loops: numba's slice assignment is slower)
+                xy = xc[y]
+                uy = u[y]
+                for i in range(wd):
+                    uy[i] = np.float64(xy[i]) / 255.0
+            _gauss_plane_r(u, w, tmp, line, g, k)
+            sh = np.uint32(8 * c)
+            for y in range(h):
+                gy = g[y]
+                qy = q[y]
+                if c == 0:
+                    for i in range(wd):
+                        qy[i] = np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0))  # np.uint8(...)
+                else:
+                    for i in range(wd):
+                        qy[i] |= np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0)) << sh
+        _shuffle_packed(q, off[b], delta)
+        for c in range(nc):
+            sh = np.uint32(8 * c)
+            for y in range(h):
+                qy = q[y]
+                uy = u[y]
+                for i in range(wd):
+                    uy[i] = np.float64((qy[i] >> sh) & np.uint32(255)) / 255.0
+            _gauss_plane_r(u, w, tmp, line, g, k)
+            o = out[b, c]
+            for y in range(h):
+                gy = g[y]
+                oy = o[y]
+                for i in range(wd):
+                    oy[i] = min(max(gy[i], 0.0), 1.0) * 255.0
+
+
+@numba.njit(cache=True, nogil=True)
+def glass_kernel(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Glass blur of images start..end-1 (any radius; more than four channels: plane by plane)."""
+    if x.shape[1] > 4:
+        _glass_kernel_planes(x, w, off, delta, start, end, out)
+        return
+    _glass_body(x, w, off, delta, start, end, out, 0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _glass_kernel_3(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    _glass_body(x, w, off, delta, start, end, out, 3)
+
+
+@numba.njit(cache=True, nogil=True)
+def _glass_kernel_4(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    _glass_body(x, w, off, delta, start, end, out, 4)
+
+
+@numba.njit(cache=True, nogil=True)
+def _glass_kernel_5(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    _glass_body(x, w, off, delta, start, end, out, 5)
+
+
+@numba.njit(cache=True, nogil=True)
+def _glass_kernel_6(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    _glass_body(x, w, off, delta, start, end, out, 6)
+
+
+_GLASS_BY_RADIUS = {3: _glass_kernel_3, 4: _glass_kernel_4, 5: _glass_kernel_5, 6: _glass_kernel_6}
+
+
+def glass_kernel_for(radius: int, channels: int):  # type: ignore[no-untyped-def]
+    """The glass kernel for a Gaussian of ``radius`` (ImageNet-C's sigmas 0.7 to 1.5: radii 3 to 6) on
+    images of ``channels`` channels: one compiled for that radius where there is one, else the general one."""
+    if channels <= 4 and radius in _GLASS_BY_RADIUS:
+        return _GLASS_BY_RADIUS[radius]
+    return glass_kernel
+
+
+@numba.njit(cache=True, nogil=True)
+def _glass_kernel_planes(x, w, off, delta, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    # glass_kernel for images of more than four channels: the shuffle copies the value of each plane
+    nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    u = np.empty((h, wd))
+    g = np.empty((h, wd))
+    tmp = np.empty((h, wd))
+    line = np.empty(wd + 2 * (w.shape[0] - 1))
+    q = np.empty((nc, h, wd))
+    for b in range(start, end):
+        for c in range(nc):
+            u[:, :] = x[b, c]
+            u /= 255.0
+            _gauss_plane(u, w, tmp, line, g)
+            qc = q[c]
+            for y in range(h):
+                for i in range(wd):
+                    qc[y, i] = min(max(np.trunc(g[y, i] * 255.0), 0.0), 255.0)  # np.uint8(...)
+        _shuffle(q, off[b], delta)
+        for c in range(nc):
+            u[:, :] = q[c]
+            u /= 255.0
+            _gauss_plane(u, w, tmp, line, g)
+            o = out[b, c]
+            for y in range(h):
+                for i in range(wd):
+                    o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
+
+
+_ZOOM_ROWS = 32  # output rows per block of the compiled zoom blur
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lerp_row(dst, a, b, t):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    for j in range(dst.shape[0]):
+        dst[j] = a[j] + (b[j] - a[j]) * t
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lerp_acc32(dst, a, b, t):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    for j in range(dst.shape[0]):
+        dst[j] += np.float32(a[j] + (b[j] - a[j]) * t)
+
+
+@numba.njit(cache=True, nogil=True)
+def zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    # x: B x C x H x W 8-bit levels or float values (0..255); out: float32 values or uint8 levels (truncated). Per zoom z the rows are
+    # interpolated with (ri0, ri1, rt)[z] and the columns with (ci0, ci1, ct)[z]
+    # as a + (b - a) t in float64; each zoomed value is rounded to float32 and
+    # accumulated in float32 in the list order, as the reference does. The
+    # column pass runs on a transposed copy so that both passes work on
+    # contiguous lines.
+    nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    nz = ri0.shape[0]
+    x32 = np.empty((h, wd), dtype=np.float32)
+    xd = np.empty((h, wd))
+    # one block of _ZOOM_ROWS output rows at a time, stored column-major (wd x rows), so that
+    # the column pass interpolates whole columns of the block with one weight; everything
+    # the block touches stays in the first-level cache
+    rows = _ZOOM_ROWS
+    t_blk = np.empty((wd, rows))
+    row_blk = np.empty((rows, wd))
+    acc_blk = np.empty((wd, rows), dtype=np.float32)
+    src0 = np.empty(rows, dtype=np.int64)
+    src1 = np.empty(rows, dtype=np.int64)
+    wt = np.empty(rows)
+    denom = np.float32(nz + 1)
+    one = np.float32(1.0)
+    zero = np.float32(0.0)
+    scale = np.float32(255.0)
+    for b in range(start, end):
+        for c in range(nc):
+            for y in range(h):
+                for i in range(wd):
+                    v32 = np.float32(np.float64(x[b, c, y, i]) / 255.0)
+                    x32[y, i] = v32
+                    xd[y, i] = np.float64(v32)
+            o = out[b, c]
+            for y0 in range(0, h, rows):
+                nr = min(rows, h - y0)
+                acc_blk[:, :] = 0.0
+                for z in range(nz):
+                    if ident[z]:
+                        for i in range(wd):
+                            for r in range(nr):
+                                acc_blk[i, r] += x32[y0 + r, i]
+                        continue
+                    lo = ci0[z, 0]
+                    n = ci1[z, wd - 1] + 1 - lo
+                    for r in range(rows):  # rows past the image repeat its last row (never written out)
+                        y = min(y0 + r, h - 1)
+                        src0[r] = ri0[z, y]
+                        src1[r] = ri1[z, y]
+                        wt[r] = rt[z, y]
+                    for r in range(rows):
+                        _lerp_row(row_blk[r, :n], xd[src0[r], lo : lo + n], xd[src1[r], lo : lo + n], wt[r])
+                    for j in range(n):
+                        tj = t_blk[j]
+                        for r in range(rows):
+                            tj[r] = row_blk[r, j]
+                    for i in range(wd):
+                        _lerp_acc32(acc_blk[i], t_blk[ci0[z, i] - lo], t_blk[ci1[z, i] - lo], ct[z, i])
+                for r in range(nr):
+                    orow = o[y0 + r]
+                    xr = x32[y0 + r]
+                    for i in range(wd):
+                        v32 = (xr[i] + acc_blk[i, r]) / denom
+                        orow[i] = min(max(v32, zero), one) * scale
