@@ -132,7 +132,7 @@ def _cpu_kernels() -> dict[str, Any]:
     import numba
 
     @numba.njit(cache=True, nogil=True)
-    def affine_bilinear(img, coeffs, top, left, out, f0, f1):  # pragma: no cover - compiled
+    def affine_bilinear(img, coeffs, top, left, out, f0, f1):
         nc, h, w = img.shape
         wh, ww = out.shape[2], out.shape[3]
         for t in range(f0, f1):
@@ -170,7 +170,7 @@ def _cpu_kernels() -> dict[str, Any]:
                         out[t, c, yy, xx] = np.trunc(v1 + (v2 - v1) * dy)
 
     @numba.njit(cache=True, nogil=True)
-    def affine_nearest(img, coeffs, top, left, out, f0, f1):  # pragma: no cover - compiled
+    def affine_nearest(img, coeffs, top, left, out, f0, f1):
         nc, h, w = img.shape
         wh, ww = out.shape[2], out.shape[3]
         for t in range(f0, f1):
@@ -191,7 +191,7 @@ def _cpu_kernels() -> dict[str, Any]:
                             out[t, c, yy, xx] = img[c, iy, ix]
 
     @numba.njit(cache=True, nogil=True)
-    def perspective_fixed(img, inv, top, left, out, f0, f1):  # pragma: no cover - compiled
+    def perspective_fixed(img, inv, top, left, out, f0, f1):
         nc, h, w = img.shape
         wh, ww = out.shape[2], out.shape[3]
         lo = -2147483648.0

@@ -95,7 +95,7 @@ def raw_words(bit_generator: np.random.BitGenerator, n: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _lemire32(words: np.ndarray, rng: np.uint32, off: np.int64, out: np.ndarray) -> int:  # pragma: no cover - compiled
+def _lemire32(words: np.ndarray, rng: np.uint32, off: np.int64, out: np.ndarray) -> int:
     """NumPy's ``random_bounded_uint64_fill`` for a range below 2**32 - 1 (Lemire's method on
     32-bit draws, the low half of each word first): fills ``out`` with ``off + v``, v in 0..rng.
     Returns the number of 32-bit halves taken, or -1 when ``words`` ran out (rejections)."""
@@ -136,7 +136,7 @@ def _lemire32(words: np.ndarray, rng: np.uint32, off: np.int64, out: np.ndarray)
 
 
 @numba.njit(cache=True, nogil=True)
-def _uniform_fill(words: np.ndarray, low: float, span: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def _uniform_fill(words: np.ndarray, low: float, span: float, out: np.ndarray) -> None:
     """NumPy's ``Generator.uniform``: ``low + span * next_double`` (53 bits of each word, two roundings)."""
     scale = 1.0 / 9007199254740992.0
     for i in range(out.shape[0]):

@@ -19,19 +19,19 @@ __all__ = ["gauss_planes", "gaussian_blur_kernel", "shuffle_batch", "glass_kerne
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _pair_axpy(dst, a, b, wj):  # pragma: no cover - compiled
+def _pair_axpy(dst, a, b, wj):
     for j in range(dst.shape[0]):
         dst[j] += (a[j] + b[j]) * wj
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _scale_into(dst, src, w0):  # pragma: no cover - compiled
+def _scale_into(dst, src, w0):
     for j in range(dst.shape[0]):
         dst[j] = src[j] * w0
 
 
 @numba.njit(cache=True, nogil=True)
-def _gauss_plane(src, w, tmp, line, dst):  # pragma: no cover - compiled
+def _gauss_plane(src, w, tmp, line, dst):
     # scipy.ndimage.correlate1d (symmetric weights, mode 'nearest') along
     # axis 0 then axis 1: out = in*w0, then += (left_j + right_j) * w_j for j = r..1
     h, wd = src.shape
@@ -54,7 +54,7 @@ def _gauss_plane(src, w, tmp, line, dst):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _gauss_plane_k(src, w, tmp, line, dst, k):  # pragma: no cover - compiled
+def _gauss_plane_k(src, w, tmp, line, dst, k):
     # _gauss_plane for a radius k known when compiled (k == w.shape[0] - 1): each output is summed in
     # a register over its taps, r..1 after the centre as SciPy adds them (the same operations in the
     # same order, so the same values), and the loop over a row vectorises around the unrolled taps.
@@ -83,7 +83,7 @@ def _gauss_plane_k(src, w, tmp, line, dst, k):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def gauss_planes(x, w, start, end, out):  # pragma: no cover - compiled
+def gauss_planes(x, w, start, end, out):
     h, wd = x.shape[1], x.shape[2]
     tmp = np.empty((h, wd))
     line = np.empty(wd + 2 * (w.shape[0] - 1))
@@ -92,7 +92,7 @@ def gauss_planes(x, w, start, end, out):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def gaussian_blur_kernel(x, w, start, end, out):  # pragma: no cover - compiled
+def gaussian_blur_kernel(x, w, start, end, out):
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
     u = np.empty((h, wd))
     g = np.empty((h, wd))
@@ -110,7 +110,7 @@ def gaussian_blur_kernel(x, w, start, end, out):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _shuffle(u, off, delta):  # pragma: no cover - compiled
+def _shuffle(u, off, delta):
     # u: C x H x W; off: iters x n_h x n_w x 2 (dx, dy) in draw order
     nc, h, wd = u.shape
     iters, n_h, n_w = off.shape[0], off.shape[1], off.shape[2]
@@ -126,13 +126,13 @@ def _shuffle(u, off, delta):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def shuffle_batch(u, off, delta, start, end):  # pragma: no cover - compiled
+def shuffle_batch(u, off, delta, start, end):
     for b in range(start, end):
         _shuffle(u[b], off[b], delta)
 
 
 @numba.njit(cache=True, nogil=True)
-def _shuffle_packed(q, off, delta):  # pragma: no cover - compiled
+def _shuffle_packed(q, off, delta):
     # _shuffle on H x W pixels whose channels are packed into one word each: one copy per pixel
     h, wd = q.shape
     iters, n_h, n_w = off.shape[0], off.shape[1], off.shape[2]
@@ -147,7 +147,7 @@ def _shuffle_packed(q, off, delta):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _gauss_plane_r(src, w, tmp, line, dst, k):  # pragma: no cover - compiled
+def _gauss_plane_r(src, w, tmp, line, dst, k):
     # the Gaussian of radius k (0: any radius, read from w)
     if k == 0:
         _gauss_plane(src, w, tmp, line, dst)
@@ -156,7 +156,7 @@ def _gauss_plane_r(src, w, tmp, line, dst, k):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _glass_body(x, w, off, delta, start, end, out, k):  # pragma: no cover - compiled
+def _glass_body(x, w, off, delta, start, end, out, k):
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
     u = np.empty((h, wd))
     g = np.empty((h, wd))
@@ -202,7 +202,7 @@ def _glass_body(x, w, off, delta, start, end, out, k):  # pragma: no cover - com
 
 
 @numba.njit(cache=True, nogil=True)
-def glass_kernel(x, w, off, delta, start, end, out):  # pragma: no cover - compiled
+def glass_kernel(x, w, off, delta, start, end, out):
     """Glass blur of images start..end-1 (any radius; more than four channels: plane by plane)."""
     if x.shape[1] > 4:
         _glass_kernel_planes(x, w, off, delta, start, end, out)
@@ -211,22 +211,22 @@ def glass_kernel(x, w, off, delta, start, end, out):  # pragma: no cover - compi
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_3(x, w, off, delta, start, end, out):  # pragma: no cover - compiled
+def _glass_kernel_3(x, w, off, delta, start, end, out):
     _glass_body(x, w, off, delta, start, end, out, 3)
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_4(x, w, off, delta, start, end, out):  # pragma: no cover - compiled
+def _glass_kernel_4(x, w, off, delta, start, end, out):
     _glass_body(x, w, off, delta, start, end, out, 4)
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_5(x, w, off, delta, start, end, out):  # pragma: no cover - compiled
+def _glass_kernel_5(x, w, off, delta, start, end, out):
     _glass_body(x, w, off, delta, start, end, out, 5)
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_6(x, w, off, delta, start, end, out):  # pragma: no cover - compiled
+def _glass_kernel_6(x, w, off, delta, start, end, out):
     _glass_body(x, w, off, delta, start, end, out, 6)
 
 
@@ -242,7 +242,7 @@ def glass_kernel_for(radius: int, channels: int):
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_planes(x, w, off, delta, start, end, out):  # pragma: no cover - compiled
+def _glass_kernel_planes(x, w, off, delta, start, end, out):
     # glass_kernel for images of more than four channels: the shuffle copies the value of each plane
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
     u = np.empty((h, wd))
@@ -274,19 +274,19 @@ _ZOOM_ROWS = 32  # output rows per block of the compiled zoom blur
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _lerp_row(dst, a, b, t):  # pragma: no cover - compiled
+def _lerp_row(dst, a, b, t):
     for j in range(dst.shape[0]):
         dst[j] = a[j] + (b[j] - a[j]) * t
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _lerp_acc32(dst, a, b, t):  # pragma: no cover - compiled
+def _lerp_acc32(dst, a, b, t):
     for j in range(dst.shape[0]):
         dst[j] += np.float32(a[j] + (b[j] - a[j]) * t)
 
 
 @numba.njit(cache=True, nogil=True)
-def zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):  # pragma: no cover
+def zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):
     # x: B x C x H x W 8-bit levels or float values (0..255); out: float32 values or uint8 levels (truncated). Per zoom z the rows are
     # interpolated with (ri0, ri1, rt)[z] and the columns with (ci0, ci1, ct)[z]
     # as a + (b - a) t in float64; each zoomed value is rounded to float32 and

@@ -22,7 +22,7 @@ _SHIFT = 10 - _INTER_BITS  # AB_BITS - INTER_BITS
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _reflect101(i: int, n: int) -> int:  # pragma: no cover - compiled
+def _reflect101(i: int, n: int) -> int:
     if n == 1:
         return 0
     if i < 0 or i >= n:
@@ -34,7 +34,7 @@ def _reflect101(i: int, n: int) -> int:  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _fold(c: float, n: int) -> float:  # pragma: no cover - compiled
+def _fold(c: float, n: int) -> float:
     # SciPy's map_coordinates 'reflect' folding of an out-of-range coordinate
     if n <= 1:
         return 0.0
@@ -65,7 +65,7 @@ def elastic_kernel(
     out: np.ndarray,
     start: int,
     end: int,
-) -> None:  # pragma: no cover - compiled
+) -> None:
     """Images start..end-1. x, out: B x C x H x W float32 (x in 0..1, out in 0..255);
     adelta, bdelta: B x W and x0, y0: B x H int64 fixed-point warp terms; dx, dy: B x H x W float32."""
     _, nc, nh, nw = x.shape
@@ -86,7 +86,7 @@ def elastic_kernel(
 
 
 @numba.njit(cache=True, nogil=True)
-def _weight_table() -> np.ndarray:  # pragma: no cover - compiled
+def _weight_table() -> np.ndarray:
     """OpenCV's bilinear weights of each 1/32-pixel fraction pair (float32, as computed per pixel):
     row ``ty * 32 + tx`` holds (1-ty)(1-tx), (1-ty) tx, ty (1-tx), ty tx."""
     inv_tab = np.float32(1.0 / _INTER_TAB)
@@ -107,7 +107,7 @@ def _weight_table() -> np.ndarray:  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _warp_row(planes, wtab, adelta, bdelta, x0, y0, nh, nw, base, warped) -> None:  # pragma: no cover - compiled
+def _warp_row(planes, wtab, adelta, bdelta, x0, y0, nh, nw, base, warped) -> None:
     # one output row of the fixed-point warp; planes, warped: C x (H*W) float32
     nc = planes.shape[0]
     for j in range(nw):
@@ -144,7 +144,7 @@ def _warp_row(planes, wtab, adelta, bdelta, x0, y0, nh, nw, base, warped) -> Non
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _taps(i, j, dy, dx, nh, nw, top, right):  # pragma: no cover - compiled
+def _taps(i, j, dy, dx, nh, nw, top, right):
     """The four bilinear weights and flat source indices of output pixel (i, j) displaced by (dy, dx), reflected."""
     r = i + np.float64(dy)
     c = j + np.float64(dx)
@@ -174,7 +174,7 @@ def _taps(i, j, dy, dx, nh, nw, top, right):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _map_row(warped, dxr, dyr, i, nh, nw, oplanes) -> None:  # pragma: no cover - compiled
+def _map_row(warped, dxr, dyr, i, nh, nw, oplanes) -> None:
     # one output row of map_coordinates(order=1, mode='reflect') and the final clip * 255
     nc = warped.shape[0]
     base = i * nw
@@ -187,7 +187,7 @@ def _map_row(warped, dxr, dyr, i, nh, nw, oplanes) -> None:  # pragma: no cover 
 
 
 @numba.njit(cache=True, nogil=True)
-def _warp_rgb(planes, wtab, adelta, bdelta, x0, y0, nh, nw, warped) -> None:  # pragma: no cover - compiled
+def _warp_rgb(planes, wtab, adelta, bdelta, x0, y0, nh, nw, warped) -> None:
     """_warp_row for every row of a 3-plane image (planes, warped: 3 x (H*W) float32)."""
     s0, s1, s2 = planes[0], planes[1], planes[2]
     d0, d1, d2 = warped[0], warped[1], warped[2]
@@ -237,7 +237,7 @@ def _warp_rgb(planes, wtab, adelta, bdelta, x0, y0, nh, nw, warped) -> None:  # 
 
 
 @numba.njit(cache=True, inline="always", nogil=True)
-def _lerp_clip255(a00, a01, a10, a11, src, p00, p01, p10, p11):  # pragma: no cover - compiled
+def _lerp_clip255(a00, a01, a10, a11, src, p00, p01, p10, p11):
     v = np.float32(a00 * np.float64(src[p00]) + a01 * np.float64(src[p01]) + a10 * np.float64(src[p10]) + a11 * np.float64(src[p11]))
     if v < 0:
         v = np.float32(0.0)
@@ -247,7 +247,7 @@ def _lerp_clip255(a00, a01, a10, a11, src, p00, p01, p10, p11):  # pragma: no co
 
 
 @numba.njit(cache=True, nogil=True)
-def _map_rgb(warped, dx, dy, nh, nw, oplanes) -> None:  # pragma: no cover - compiled
+def _map_rgb(warped, dx, dy, nh, nw, oplanes) -> None:
     """_map_row for every row of a 3-plane image (dx, dy: H x W float32; oplanes: 3 x (H*W))."""
     w0, w1, w2 = warped[0], warped[1], warped[2]
     o0, o1, o2 = oplanes[0], oplanes[1], oplanes[2]

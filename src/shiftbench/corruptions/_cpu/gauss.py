@@ -15,7 +15,7 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def filter_rows(x: np.ndarray, idx: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def filter_rows(x: np.ndarray, idx: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
     """Along axis 1 of B x H x W: ``idx`` (H + 2r) maps padded rows to source rows, ``w`` = taps 0..r."""
     nb, nh, nw = x.shape
     r = w.shape[0] - 1
@@ -36,7 +36,7 @@ def filter_rows(x: np.ndarray, idx: np.ndarray, w: np.ndarray, out: np.ndarray) 
 
 
 @numba.njit(cache=True, nogil=True)
-def filter_cols(x: np.ndarray, idx: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def filter_cols(x: np.ndarray, idx: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
     """Along axis 2 of B x H x W: ``idx`` (W + 2r) maps padded columns to source columns."""
     nb, nh, nw = x.shape
     r = w.shape[0] - 1
@@ -94,7 +94,7 @@ def symmetric_tap_groups(k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 @numba.njit(cache=True, nogil=True)
-def pad_planes(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+def pad_planes(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray) -> np.ndarray:
     """Planes P x H x W padded through index tables (``extend_index`` of -r .. n + r - 1)."""
     npl = x.shape[0]
     xp = np.empty((npl, ridx.shape[0], cidx.shape[0]), dtype=x.dtype)
@@ -110,7 +110,7 @@ def pad_planes(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray) -> np.ndarray:
 @numba.njit(cache=True, nogil=True)
 def correlate_taps(
     xp: np.ndarray, weights: np.ndarray, counts: np.ndarray, dy: np.ndarray, dx: np.ndarray, out: np.ndarray
-) -> None:  # pragma: no cover - compiled
+) -> None:
     """Direct 2-D correlation of padded planes xp (P x (H + 2r) x (W + 2r)) into out (P x H x W).
 
     Rows are taken as slices starting at index 0, so the inner loops vectorise.
@@ -141,7 +141,7 @@ def correlate_taps(
 
 
 @numba.njit(cache=True, nogil=True)
-def pad_plane_f32(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def pad_plane_f32(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray, dst: np.ndarray) -> None:
     """One plane (H x W, any real dtype) as float32 into ``dst``, padded through index tables
     (``extend_index`` of -r .. n + r - 1): the interior of each row is a contiguous copy."""
     nw = x.shape[1]
@@ -157,7 +157,7 @@ def pad_plane_f32(x: np.ndarray, ridx: np.ndarray, cidx: np.ndarray, dst: np.nda
 
 
 @numba.njit(cache=True, nogil=True)
-def clip_scale(y: np.ndarray, hi: float, scale: float) -> None:  # pragma: no cover - compiled
+def clip_scale(y: np.ndarray, hi: float, scale: float) -> None:
     """In place: ``y = clip(y, 0, hi) * scale``."""
     f = y.reshape(-1)
     h = f.dtype.type(hi)

@@ -67,7 +67,7 @@ def _int_op(op: str, bits: int):
     t = types.int32 if bits == 32 else types.int16
 
     @intrinsic
-    def _op(typingctx, a, b):  # pragma: no cover - compiled
+    def _op(typingctx, a, b):
         sig = t(t, t)
 
         def codegen(context, builder, signature, args):
@@ -98,7 +98,7 @@ def _clip_byte(bits: int, narrow: bool):
     t = types.int32 if bits == 32 else types.int16
 
     @intrinsic
-    def _clip(typingctx, a):  # pragma: no cover - compiled
+    def _clip(typingctx, a):
         sig = (types.uint8 if narrow else t)(t)
 
         def codegen(context, builder, signature, args):
@@ -120,7 +120,7 @@ _mulhi16 = mul_high(16, signed=True)  # high word of the product of two int16 (v
 
 
 @intrinsic
-def _below16(typingctx, a, b):  # pragma: no cover - compiled
+def _below16(typingctx, a, b):
     """1 where ``a < b`` as unsigned 16-bit numbers (the carry out of ``b + x = a``), else 0."""
     sig = types.int16(types.int16, types.int16)
 
@@ -131,7 +131,7 @@ def _below16(typingctx, a, b):  # pragma: no cover - compiled
 
 
 @intrinsic
-def _quant(typingctx, f, c, m, s, q):  # pragma: no cover - compiled
+def _quant(typingctx, f, c, m, s, q):
     """Quantise and dequantise a coefficient: sign(f) * (((|f| + c) * m) >> s) * q."""
     sig = types.int32(types.int32, types.int32, types.int32, types.int32, types.int32)
 
@@ -169,7 +169,7 @@ assert max(abs(c) for c in (_Y_R, _Y_G16, _Y_B, _CB_R, _CB_G, _CR_G, _CR_B, _R_C
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _odd(t0, t1, t2, t3):  # pragma: no cover - compiled
+def _odd(t0, t1, t2, t3):
     """The islow DCTs' odd part (forward and inverse), in libjpeg's order."""
     z5 = _mul(_add(_add(t0, t2), _add(t1, t3)), F1_175)
     z1 = _mul(_add(t0, t3), -F0_899)
@@ -185,7 +185,7 @@ def _odd(t0, t1, t2, t3):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _fdct(d0, d1, d2, d3, d4, d5, d6, d7, dc_bits, dc_shift, n):  # pragma: no cover - compiled
+def _fdct(d0, d1, d2, d3, d4, d5, d6, d7, dc_bits, dc_shift, n):
     """One islow forward DCT pass: outputs 0 and 4 shifted left by ``dc_bits`` or descaled by
     ``dc_shift`` bits; the rotated outputs descaled by ``n`` bits."""
     tmp0, tmp7 = _add(d0, d7), _sub(d0, d7)
@@ -210,7 +210,7 @@ def _fdct(d0, d1, d2, d3, d4, d5, d6, d7, dc_bits, dc_shift, n):  # pragma: no c
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _idct(d0, d1, d2, d3, d4, d5, d6, d7):  # pragma: no cover - compiled
+def _idct(d0, d1, d2, d3, d4, d5, d6, d7):
     """One islow inverse DCT pass before its descale (libjpeg's all-zero shortcuts give the same numbers)."""
     z1 = _mul(_add(d2, d6), F0_541)
     tmp3 = _add(z1, _mul(d2, F0_765))
@@ -227,7 +227,7 @@ def _idct(d0, d1, d2, d3, d4, d5, d6, d7):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _sample(v):  # pragma: no cover - compiled
+def _sample(v):
     """Descale the second inverse pass (13 + 2 + 3 bits) and apply libjpeg's range-limit table:
     x + 128 clipped to 0..255 for x in -384..639, the 10-bit wrap-round beyond."""
     x = _sub(_and(_add(_shr(_add(v, 1 << 17), 18), 512), 1023), 512)  # the 10 bits, signed
@@ -235,7 +235,7 @@ def _sample(v):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _luma(img: np.ndarray, h: int, w: int, nby: int, plane: np.ndarray) -> None:  # pragma: no cover - compiled
+def _luma(img: np.ndarray, h: int, w: int, nby: int, plane: np.ndarray) -> None:
     """Y - 128 of every row of the padded plane (rows and columns repeated at the edges), rows in
     (row within block, block row) order. In 16-bit words: Y = G + (r R + g' G + b B + 2**15) >> 16
     with g' = FIX(0.587) - 2**16, the shift being the three products' high words plus the carry
@@ -260,7 +260,7 @@ def _luma(img: np.ndarray, h: int, w: int, nby: int, plane: np.ndarray) -> None:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _chroma_pair(r0, g0, b0, r1, g1, b1, r2, g2, b2, r3, g3, b3, bias):  # pragma: no cover - compiled
+def _chroma_pair(r0, g0, b0, r1, g1, b1, r2, g2, b2, r3, g3, b3, bias):
     """Cb and Cr of 2 x 2 pixels, summed with libjpeg's per-pixel rounding, averaged with ``bias``, level shifted."""
     cb = _add(
         _add(
@@ -286,7 +286,7 @@ def _chroma_pair(r0, g0, b0, r1, g1, b1, r2, g2, b2, r3, g3, b3, bias):  # pragm
 
 
 @numba.njit(cache=True, nogil=True)
-def _chroma(img: np.ndarray, h: int, w: int, cby: int, level: np.ndarray) -> None:  # pragma: no cover - compiled
+def _chroma(img: np.ndarray, h: int, w: int, cby: int, level: np.ndarray) -> None:
     """Cb - 128 and Cr - 128 of the padded subsampled planes, stacked as one plane of 2 x ``cby``
     block rows (Cb's, then Cr's), rows permuted as in :func:`_luma`.
     Full-size columns are widened by repeating the last one; the image is completed to a pair of
@@ -326,7 +326,7 @@ def _chroma(img: np.ndarray, h: int, w: int, cby: int, level: np.ndarray) -> Non
 
 
 @numba.njit(cache=True, nogil=True)
-def _rows(t: np.ndarray, o: np.ndarray) -> None:  # pragma: no cover - compiled
+def _rows(t: np.ndarray, o: np.ndarray) -> None:
     """Forward DCT along rows: ``t[k, r * n + j]`` (sample k of row r of block j) -> ``o[r * 8 + u, j]``."""
     _wide()
     n = o.shape[1]
@@ -347,7 +347,7 @@ def _rows(t: np.ndarray, o: np.ndarray) -> None:  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _columns(o: np.ndarray, ws: np.ndarray, tab: np.ndarray) -> None:  # pragma: no cover - compiled
+def _columns(o: np.ndarray, ws: np.ndarray, tab: np.ndarray) -> None:
     """Column DCT, quantise, dequantise and the inverse column pass (descaled by 11 bits), one
     coefficient column ``u`` at a time: ``o[v * 8 + u, j]`` -> ``ws[v * 8 + u, j]``."""
     _wide()
@@ -380,7 +380,7 @@ def _columns(o: np.ndarray, ws: np.ndarray, tab: np.ndarray) -> None:  # pragma:
 
 
 @numba.njit(cache=True, nogil=True)
-def _samples(ws: np.ndarray, p: np.ndarray) -> None:  # pragma: no cover - compiled
+def _samples(ws: np.ndarray, p: np.ndarray) -> None:
     """Inverse DCT along rows and range limit: ``ws[r * 8 + k, j]`` -> ``p[k, r * n + j]``."""
     _wide()
     n = ws.shape[1]
@@ -404,7 +404,7 @@ def _samples(ws: np.ndarray, p: np.ndarray) -> None:  # pragma: no cover - compi
 
 
 @numba.njit(cache=True, nogil=True)
-def _upsample(dec: np.ndarray, h: int, w: int, cby: int, v: np.ndarray, up: np.ndarray) -> None:  # pragma: no cover - compiled
+def _upsample(dec: np.ndarray, h: int, w: int, cby: int, v: np.ndarray, up: np.ndarray) -> None:
     """Fancy upsampling of the decoded Cb and Cr planes (stacked and permuted as in :func:`_chroma`):
     per output row the vertical sums 3 * nearer + farther row, then per chroma column its even and
     odd output pixels (3/4 nearer, 1/4 farther sum; biases 8 and 7), stored as one 16-bit word
@@ -429,13 +429,13 @@ def _upsample(dec: np.ndarray, h: int, w: int, cby: int, v: np.ndarray, up: np.n
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _rounded16(a, c):  # pragma: no cover - compiled
+def _rounded16(a, c):
     """``(a * c + 2**15) >> 16`` of two int16: the product's high word plus its low word's top bit."""
     return _add16(_mulhi16(a, c), _lshr16(_mul16(a, c), 15))
 
 
 @numba.njit(cache=True, nogil=True)
-def _to_rgb(y: np.ndarray, up: np.ndarray, h: int, w: int, nby: int, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def _to_rgb(y: np.ndarray, up: np.ndarray, h: int, w: int, nby: int, out: np.ndarray) -> None:
     """YCbCr -> RGB with libjpeg's decoding tables as arithmetic (round(1.402 Cr), round(1.772 Cb),
     the green terms summed before one shift), clipped to 0..255; in 16-bit words (see the
     constants above), twice the lanes of 32-bit arithmetic. Equal to the tables for all 2**24
@@ -510,14 +510,14 @@ def _tables(quality: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarr
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _plane_view(flat, n, nby):  # pragma: no cover - compiled
+def _plane_view(flat, n, nby):
     """The 8 nby x 8 nbx plane (rows permuted) that holds the first 64 n values of ``flat``."""
     return flat[: 64 * n].reshape(8 * nby, 64 * n // (8 * nby))
 
 
 # compiles _V.code in, whose width numba's cache does not see: cached only when that is
 @numba.njit(cache=_V.CACHE, nogil=True)
-def _batch(x, out, h, w, nby, cby, ny, nc, yflat, cflat, yo, yws, co, cws, ydec, cdec, v, up, ltab, ctab):  # pragma: no cover - compiled
+def _batch(x, out, h, w, nby, cby, ny, nc, yflat, cflat, yo, yws, co, cws, ydec, cdec, v, up, ltab, ctab):
     """:func:`jpeg_round_trip_planes`' loop over the images with the word-vector DCT passes, in
     one compiled call (the buffers of :class:`_Buffers`: the flat level and decoded planes of
     ``ny`` luma and ``nc`` chroma blocks, seen as planes here)."""

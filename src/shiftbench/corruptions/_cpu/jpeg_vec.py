@@ -263,7 +263,7 @@ def _load_rows(context, builder, aty, aval, rows, j):
 
 
 @intrinsic
-def _row_step(typingctx, level, o, n, r, j):  # pragma: no cover - compiled
+def _row_step(typingctx, level, o, n, r, j):
     """Blocks j..j+31, row r: the forward DCT's row pass from the plane's 8-sample segments
     (segment r * n + j is row r of block j, see :class:`._jpeg_cpu._Plane`) to ``o[r * 8 + u, j']``,
     the blocks in lane order (:meth:`_Emit.transpose`: block j + 4i + L at word 8L + i)."""
@@ -285,7 +285,7 @@ def _row_step(typingctx, level, o, n, r, j):  # pragma: no cover - compiled
 
 
 @intrinsic
-def _column_step(typingctx, o, ws, tab, u, j):  # pragma: no cover - compiled
+def _column_step(typingctx, o, ws, tab, u, j):
     """Blocks j..j+31, coefficient column u: the forward DCT's column pass, quantisation and
     dequantisation (``tab`` rows: q, reciprocal, correction, shift - 16, as words), the inverse
     DCT's column pass descaled by 11 bits and packed with saturation (as libjpeg-turbo's SIMD
@@ -318,7 +318,7 @@ def _column_step(typingctx, o, ws, tab, u, j):  # pragma: no cover - compiled
 
 
 @intrinsic
-def _sample_step(typingctx, ws, dec, n, r, j):  # pragma: no cover - compiled
+def _sample_step(typingctx, ws, dec, n, r, j):
     """Blocks j..j+31 (in lane order), row r: the inverse DCT's row pass, descaled by 18 bits, and
     libjpeg's range limit (x + 128 clipped to 0..255 for x in -384..639, the 10-bit wrap-round
     beyond): ``ws[r * 8 + k, j']`` -> the decoded plane's segments r * n + j.. (as :func:`_row_step`)."""
@@ -346,7 +346,7 @@ def _sample_step(typingctx, ws, dec, n, r, j):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=CACHE, nogil=True)
-def code(level: np.ndarray, n: int, o: np.ndarray, ws: np.ndarray, dec: np.ndarray, tab: np.ndarray) -> None:  # pragma: no cover - compiled
+def code(level: np.ndarray, n: int, o: np.ndarray, ws: np.ndarray, dec: np.ndarray, tab: np.ndarray) -> None:
     """The DCT passes of one plane of ``n`` blocks: level-shifted samples (``level``, segments as
     in :class:`._jpeg_cpu._Plane`) -> decoded samples (``dec``, the same layout), 32 blocks a
     step. ``o`` and ``ws`` have a multiple of 32 columns, at least ``n``; ``level`` and ``dec`` hold

@@ -14,20 +14,20 @@ __all__ = ["motion_blur_planes"]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _axpy(dst, src, a):  # pragma: no cover - compiled
+def _axpy(dst, src, a):
     # dst += src * a on 1-D views (plain range indices vectorise)
     for j in range(dst.shape[0]):
         dst[j] += src[j] * a
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _add_const(dst, v):  # pragma: no cover - compiled
+def _add_const(dst, v):
     for j in range(dst.shape[0]):
         dst[j] += v
 
 
 @numba.njit(cache=True, nogil=True)
-def motion_blur_planes(x, k, dx, dy, start, end, out):  # pragma: no cover - compiled
+def motion_blur_planes(x, k, dx, dy, start, end, out):
     # x, out: B x C x H x W float64; k: taps; dx, dy: B x taps. Images start..end-1.
     nc, h, w = x.shape[1], x.shape[2], x.shape[3]
     taps = k.shape[0]

@@ -58,14 +58,14 @@ def box_taps(in_size: int, out_size: int) -> Taps:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _level(acc):  # pragma: no cover - compiled
+def _level(acc):
     """A pass's fixed-point sum (the half already added) as Pillow's 8-bit level: shifted, clipped to 0..255."""
     v = acc >> PRECISION_BITS
     return 0 if v < 0 else (255 if v > 255 else v)
 
 
 @numba.njit(cache=True, nogil=True)
-def _rows_pass(src: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: bool, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def _rows_pass(src: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: bool, dst: np.ndarray) -> None:
     """Along the last axis: planes P x H x Win (uint8) -> P x H x Wout. ``index``/``weight``: the
     dense out x K tables (every output takes K taps, padded with weight 0: no data-dependent
     branch per output)."""
@@ -90,7 +90,7 @@ def _rows_pass(src: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: b
 
 
 @numba.njit(cache=True, nogil=True)
-def _cols_pass(src: np.ndarray, start: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: bool, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def _cols_pass(src: np.ndarray, start: np.ndarray, index: np.ndarray, weight: np.ndarray, gather: bool, dst: np.ndarray) -> None:
     """Along the middle axis: planes P x Hin x W (uint8) -> P x Hout x W, whole rows at a time."""
     wide_vectors()
     npl, _, nw = src.shape
@@ -117,7 +117,7 @@ def _cols_pass(src: np.ndarray, start: np.ndarray, index: np.ndarray, weight: np
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _reduce_rows_k(src: np.ndarray, wts: np.ndarray, k: int, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def _reduce_rows_k(src: np.ndarray, wts: np.ndarray, k: int, dst: np.ndarray) -> None:
     """Along the last axis by a whole factor ``k``: output i sums inputs k*i .. k*i + k - 1 with the
     weights ``wts`` (the same for every output). With ``k`` a compile-time constant the strided loads
     vectorise, so no transpose is needed."""
@@ -137,17 +137,17 @@ def _reduce_rows_k(src: np.ndarray, wts: np.ndarray, k: int, dst: np.ndarray) ->
 
 
 @numba.njit(cache=True, nogil=True)
-def _reduce_rows_2(src: np.ndarray, wts: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def _reduce_rows_2(src: np.ndarray, wts: np.ndarray, dst: np.ndarray) -> None:
     _reduce_rows_k(src, wts, 2, dst)
 
 
 @numba.njit(cache=True, nogil=True)
-def _reduce_rows_3(src: np.ndarray, wts: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def _reduce_rows_3(src: np.ndarray, wts: np.ndarray, dst: np.ndarray) -> None:
     _reduce_rows_k(src, wts, 3, dst)
 
 
 @numba.njit(cache=True, nogil=True)
-def _reduce_rows_4(src: np.ndarray, wts: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def _reduce_rows_4(src: np.ndarray, wts: np.ndarray, dst: np.ndarray) -> None:
     _reduce_rows_k(src, wts, 4, dst)
 
 
@@ -155,7 +155,7 @@ _REDUCE_K = {2: _reduce_rows_2, 3: _reduce_rows_3, 4: _reduce_rows_4}
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _expand_rows_k(src: np.ndarray, k: int, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def _expand_rows_k(src: np.ndarray, k: int, dst: np.ndarray) -> None:
     """Along the last axis by a whole factor ``k``: output k*i + t is input i (enlarging BOX)."""
     wide_vectors()
     npl, nh, nin = src.shape
@@ -170,17 +170,17 @@ def _expand_rows_k(src: np.ndarray, k: int, dst: np.ndarray) -> None:  # pragma:
 
 
 @numba.njit(cache=True, nogil=True)
-def _expand_rows_2(src: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def _expand_rows_2(src: np.ndarray, dst: np.ndarray) -> None:
     _expand_rows_k(src, 2, dst)
 
 
 @numba.njit(cache=True, nogil=True)
-def _expand_rows_3(src: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def _expand_rows_3(src: np.ndarray, dst: np.ndarray) -> None:
     _expand_rows_k(src, 3, dst)
 
 
 @numba.njit(cache=True, nogil=True)
-def _expand_rows_4(src: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def _expand_rows_4(src: np.ndarray, dst: np.ndarray) -> None:
     _expand_rows_k(src, 4, dst)
 
 
@@ -302,7 +302,7 @@ def gather_index(in_size: int, out_size: int) -> np.ndarray | None:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _reduce_along_rows(src, start, index, weight, common, dst, acc):  # pragma: no cover - compiled
+def _reduce_along_rows(src, start, index, weight, common, dst, acc):
     """dst[i] = Pillow's level of the taps of output i over whole rows of src (Hin x N -> Hout x N).
     Outputs whose taps share one weight add the levels first and multiply once (the same integer)."""
     n = src.shape[1]
@@ -343,7 +343,7 @@ def _reduce_along_rows(src, start, index, weight, common, dst, acc):  # pragma: 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _reduce_by_k(src, cw, k, dst):  # pragma: no cover - compiled
+def _reduce_by_k(src, cw, k, dst):
     """Along each row by a whole factor ``k`` known when compiled, every output weighing its k inputs
     by ``cw``: dst[y, i] = level((src[y, k i] + ... + src[y, k i + k - 1]) * cw + half), in int32."""
     half = np.int32(1 << (PRECISION_BITS - 1))
@@ -359,7 +359,7 @@ def _reduce_by_k(src, cw, k, dst):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _grow_by_k(src, k, dst):  # pragma: no cover - compiled
+def _grow_by_k(src, k, dst):
     """Along each row by a whole factor ``k`` known when compiled: dst[y, k i + t] = src[y, i]."""
     n = src.shape[1]
     for y in range(dst.shape[0]):
@@ -372,7 +372,7 @@ def _grow_by_k(src, k, dst):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _copy_rows(src, rows, dst):  # pragma: no cover - compiled
+def _copy_rows(src, rows, dst):
     """dst[y] = src[rows[y]] (an explicit loop: numba's row-slice assignment is several times slower)."""
     n = dst.shape[1]
     for y in range(dst.shape[0]):
@@ -383,7 +383,7 @@ def _copy_rows(src, rows, dst):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def pixelate_kernel(planes, hs, ws, hg, wg, small_h, small_w, hk, hkw, gk, out):  # pragma: no cover - compiled
+def pixelate_kernel(planes, hs, ws, hg, wg, small_h, small_w, hk, hkw, gk, out):
     """Pillow's BOX resize of each plane to small_h x small_w and back (P x H x W uint8 -> out).
 
     ``hs``/``ws``: the reducing passes' span tables (rows H -> small_h, columns W -> small_w);

@@ -16,7 +16,7 @@ __all__ = ["snow_kernel"]
 
 
 @numba.njit(cache=True, nogil=True)
-def snow_kernel(x, layer, zr, zc, thresh, k, dxs, dys, c6, start, end, out):  # pragma: no cover - compiled
+def snow_kernel(x, layer, zr, zc, thresh, k, dxs, dys, c6, start, end, out):
     # The tensor path's steps for images start..end-1, in its precisions: x (B x 3 x H x W float32
     # levels), layer (B x H x W float64 draws), zr / zc (i0, i1, t) tables of the clipped zoom's rows
     # and columns, k / dxs / dys the motion blur's taps; out: float64 values or uint8 levels.

@@ -58,7 +58,7 @@ def _block16(typingctx, src, soff, sstride, dst, doff, dstride):
 
 
 @numba.njit(cache=True, nogil=True)
-def transpose_into(src: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - compiled
+def transpose_into(src: np.ndarray, dst: np.ndarray) -> None:
     """``dst[:] = src.T`` for C-contiguous 2-D uint8 arrays (src H x W, dst W x H)."""
     h, w = src.shape
     fs = src.reshape(-1)
