@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """CPU study of style and subtype robustness on the emoji-styles stand-in for ICONS-50.
 
-For every emoji style (7): train without it, test on it (style hold-out, paper 000
-Section 4.2); and one subtype hold-out (one seeded subtype per class held out, all its
-styles; Section 4.3). Each run reports the held-out accuracy, the accuracy on a held-out
-10 % of the seen part and the gap. Training goes through the shared harness
+For every emoji style (7): train without it, test on it (style hold-out, Hendrycks &
+Dietterich, 2018, Section 4.2); and one subtype hold-out (one seeded subtype per class held
+out, all its styles; Section 4.3), with the authors' ICONS-50 recipe (``icons50-wrn-16-4``:
+inputs in [0, 1], no normalisation) at a CPU size. Each run reports the held-out accuracy,
+the accuracy on a held-out 10 % of the seen part and the gap: the study uses the seen-test
+variant (``SEEN_TEST_SHARE``) where the authors' script trains on all the seen data, because
+the gap is what it asks about. Training goes through the shared harness
 (shiftbench.training), so a killed study resumes where it stopped (same --out).
 
     PYTHONPATH=src python perf/structural_emoji.py            # defaults below
@@ -27,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from shiftbench.structural import evaluate_split, read_emoji_styles, style_holdout, subtype_holdout
+from shiftbench.structural import SEEN_TEST_SHARE, evaluate_split, read_emoji_styles, style_holdout, subtype_holdout
 from shiftbench.training.recipes import get_recipe, train_classifier
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,8 +53,9 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     data = read_emoji_styles(a.data, size=32)
     spec = get_recipe("icons50-wrn-16-4", arch=a.arch, image_size=a.size, epochs=a.epochs, batch_size=a.batch_size, lr=a.lr)
-    splits = [style_holdout(data, s, seed=a.seed) for s in sorted(set(data.styles.tolist()))]
-    splits.append(subtype_holdout(data, "random", seed=a.seed))
+    share = SEEN_TEST_SHARE  # the seen-test variant: the gap needs a seen accuracy
+    splits = [style_holdout(data, s, seed=a.seed, seen_test_fraction=share) for s in sorted(set(data.styles.tolist()))]
+    splits.append(subtype_holdout(data, "random", seed=a.seed, seen_test_fraction=share))
     rows = []
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     t_all = time.perf_counter()
@@ -74,6 +78,7 @@ def main() -> None:
         "classes": len(data.classes),
         "spec": spec.to_dict(),
         "seed": a.seed,
+        "seen_test_fraction": share,
         "rows": rows,
         "total_seconds": round(time.perf_counter() - t_all, 1),
         "total_cpu_seconds": round(time.process_time() - cpu_all, 1),

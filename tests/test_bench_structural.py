@@ -30,7 +30,7 @@ def _spread(idx: np.ndarray, n: int) -> np.ndarray:
 def test_icons_50_style_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "s.sqlite"
     args = ["evaluate", "--benchmark", "icons-50-style", "--data", str(EMOJI), "--store", str(store), "--no-progress",
-            "--recipe", TINY, "--limit", "120", "--results-format", "json"]
+            "--recipe", TINY, "--limit", "120", "--results-format", "json", "--seen-test-share", "0.1"]
     assert main(args) == 0
     doc = json.loads(capsys.readouterr().out)
     (rec,) = doc["splits"]
@@ -47,7 +47,7 @@ def test_icons_50_style_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture
     # an independent prediction with the trained network (structural.predict) on the held-out items
     model = load_trained(rec["checkpoint"])
     data = read_emoji_styles(EMOJI)
-    split = style_holdout(data)
+    split = style_holdout(data, seen_test_fraction=0.1)
     held = data.subset(_spread(split.heldout_idx, 120))
     r = model.spec.recipe
     acc = float((predict(model.net, held, mean=r.mean, std=r.std, image_size=32) == held.labels).mean())
@@ -107,7 +107,10 @@ def test_leave_one_style_out(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     doc = json.loads(capsys.readouterr().out)
     styles = sorted(set(read_emoji_styles(EMOJI).styles.tolist()))
     assert [r["held_out"] for r in doc["splits"]] == [[s] for s in styles]
-    assert doc["mean"]["gap"] == pytest.approx(np.mean([r["gap"] for r in doc["splits"]]))
+    # the authors' protocol (the default): all the seen data trains, so no seen accuracy and no gap
+    assert all(r["n_seen"] == 0 and r["seen_accuracy"] is None for r in doc["splits"])
+    assert doc["mean"]["gap"] is None and doc["mean"]["seen_accuracy"] is None
+    assert doc["mean"]["heldout_accuracy"] == pytest.approx(np.mean([r["heldout_accuracy"] for r in doc["splits"]]))
     assert len({r["checkpoint"] for r in doc["splits"]}) == len(styles)  # one model per split
 
 
@@ -172,7 +175,8 @@ def test_interrupted_evaluation_resumes_without_lost_or_duplicated_items(tmp_pat
     from shiftbench.benchmarks import get_benchmark
 
     bench = get_benchmark("icons-50-style")
-    settings = {"data": str(EMOJI), "recipe": TINY, "limit": 40, "batch_size": 16, "store": str(tmp_path / "a.sqlite")}
+    settings = {"data": str(EMOJI), "recipe": TINY, "limit": 40, "batch_size": 16, "store": str(tmp_path / "a.sqlite"),
+                "seen_test_share": 0.1}
     with pytest.raises(KeyboardInterrupt):
         bench.evaluate(settings, _StopAfter(2))
     db = sqlite3.connect(tmp_path / "a.sqlite")

@@ -22,7 +22,7 @@ from shiftbench.evaluation.store import ResultsStore, StoreError
 REPO = Path(__file__).resolve().parents[1]
 FLAGS = {"release": ["--release"], "clean": ["--no-clean"]}
 VALUES = {"seed": "3", "severities": "2", "difficulties": "2", "edition": "64", "baseline": "none", "top": "3",
-          "contrast": "0.5"}
+          "contrast": "0.5", "seen_test_share": "0.1"}
 
 
 def _given(option: str) -> list[str]:

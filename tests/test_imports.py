@@ -25,7 +25,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Reads {"preload": [...], "cases": {id: code}} on stdin, runs each code in a forked child of a
-# process that has imported only the preloaded third-party modules, prints {id: [exit, stdout, err]}.
+# process that has imported only the preloaded third-party modules (one child per CPU at a time), prints
+# {id: [exit, stdout, err]}.
 _FORK_RUNNER = r"""
 import importlib, io, json, os, sys, tempfile, traceback
 job = json.load(sys.stdin)
@@ -38,30 +39,49 @@ loaded = sorted(m for m in sys.modules if m == "shiftbench" or m.startswith("shi
 if loaded:
     sys.exit(f"shiftbench modules already imported before the checks: {loaded}")
 results = {}
+running = {}  # pid -> (case, out, err): up to one child per CPU at a time
+
+
+def reap():
+    pid, wait = os.wait()
+    case, out, err = running.pop(pid)
+    out.seek(0)
+    err.seek(0)
+    results[case] = [os.waitstatus_to_exitcode(wait), out.read(), err.read()]
+    out.close()
+    err.close()
+
+
 for case, code in job["cases"].items():
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        pid = os.fork()
-        if pid == 0:
-            status = 0
-            try:
-                sys.stdout = io.StringIO()
-                exec(compile(code, f"<{case}>", "exec"), {"__name__": "__main__"})
-                out.write(sys.stdout.getvalue())
-            except BaseException:
-                err.write(traceback.format_exc())
-                status = 1
-            out.flush()
-            err.flush()
-            os._exit(status)
-        _, wait = os.waitpid(pid, 0)
-        out.seek(0)
-        err.seek(0)
-        results[case] = [os.waitstatus_to_exitcode(wait), out.read(), err.read()]
+    while len(running) >= job["jobs"]:
+        reap()
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    pid = os.fork()
+    if pid == 0:
+        status = 0
+        try:
+            sys.stdout = io.StringIO()
+            exec(compile(code, f"<{case}>", "exec"), {"__name__": "__main__"})
+            out.write(sys.stdout.getvalue())
+        except BaseException:
+            err.write(traceback.format_exc())
+            status = 1
+        out.flush()
+        err.flush()
+        os._exit(status)
+    running[pid] = (case, out, err)
+while running:
+    reap()
+results = {case: results[case] for case in job["cases"]}  # in the order given, not the order the children ended
 print(json.dumps(results))
 """
 
 # Third-party modules loaded before the fork (never shiftbench itself).
 _PRELOAD = ["torch", "numpy", "scipy", "scipy.ndimage", "PIL.Image", "cv2", "numba", "click", "rich.console"]
+
+
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _fresh(cases: dict[str, str]) -> dict[str, tuple[int, str, str]]:
@@ -70,7 +90,7 @@ def _fresh(cases: dict[str, str]) -> dict[str, tuple[int, str, str]]:
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), *filter(None, [env.get("PYTHONPATH")])])
     done = subprocess.run(
         [sys.executable, "-c", _FORK_RUNNER],
-        input=json.dumps({"preload": _PRELOAD, "cases": cases}),
+        input=json.dumps({"preload": _PRELOAD, "cases": cases, "jobs": _cpus()}),
         capture_output=True,
         text=True,
         env=env,

@@ -361,7 +361,7 @@ def test_structural_holdout_through_the_executor_hook(tmp_path: Path, monkeypatc
     monkeypatch.setattr(front, "ray_predictions", fake_ray)
     bench = get_benchmark(name)
     assert all(bench.accepts(o) for o in ("ray", "ray_cpus_per_worker", "ray_gpus_per_worker"))
-    base: dict[str, Any] = {"data": str(EMOJI), "recipe": TINY, "limit": 20, "batch_size": 4,
+    base: dict[str, Any] = {"data": str(EMOJI), "recipe": TINY, "limit": 20, "batch_size": 4, "seen_test_share": 0.1,
                             "model": "efficientnet-lite0"}  # as the command line passes it: train the recipe
     # the second run finds the first one's trained checkpoint next to its store: the same model
     docs = [json.loads(bench.evaluate({**base, "store": str(tmp_path / f"{k}.sqlite"), "ray": ray}, None).json())

@@ -99,6 +99,9 @@ def test_report_units_intervals_identities_and_no_local_path(report: tuple[Path,
     for v, lo, hi in cells:
         assert float(lo) <= float(v) + 0.05 and float(v) - 0.05 <= float(hi)
     assert 'id="small-sample"' in html and "3 of 50,000 images" in html
+    section = html[html.index('id="bench-imagenet-c"'):]
+    assert ("Paper: Hendrycks &amp; Dietterich (2019). Benchmarking Neural Network Robustness to Common Corruptions and "
+            "Perturbations. ICLR.") in section[: section.index("</table>")]  # each benchmark names its paper
     assert "data sha256:" in html  # the data by name and digest
     assert "Error bars: 95 % intervals" in html
 

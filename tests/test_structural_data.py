@@ -365,10 +365,10 @@ def test_subtype_errors(tmp_path: Path) -> None:
 @needs_emoji
 def test_splits_on_emoji_styles_are_seeded_and_complete() -> None:
     x = read_emoji_styles(EMOJI)
-    s = style_holdout(x, seed=3)
+    s = style_holdout(x, seed=3, seen_test_fraction=0.1)
     assert (s.heldout_idx == np.flatnonzero(x.styles == "fluent-emoji-high-contrast")).all()
-    assert (style_holdout(x, seed=3).seen_test_idx == s.seen_test_idx).all()
-    assert not (style_holdout(x, seed=4).seen_test_idx == s.seen_test_idx).all()
+    assert (style_holdout(x, seed=3, seen_test_fraction=0.1).seen_test_idx == s.seen_test_idx).all()
+    assert not (style_holdout(x, seed=4, seen_test_fraction=0.1).seen_test_idx == s.seen_test_idx).all()
     v = style_holdout(x, "Microsoft", field="vendor")
     assert len(v.heldout_idx) == 569 + 568 + 567
     assert len(leave_one_style_out(x)) == 7

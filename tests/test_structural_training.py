@@ -136,6 +136,50 @@ def test_recipes_are_the_authors_scripts() -> None:
     assert get_recipe("finetune-head").recipe.epochs == 10 and "earlier default" in get_recipe("finetune-head").source
 
 
+def test_icons50_splits_train_on_all_the_seen_data_as_the_authors_script() -> None:
+    """The authors' ICONS-50 script keeps no validation share (``--valid_size`` 0, re-read from the copy of its
+    lines) and trains on every image whose path lacks the held-out style: the default split is exactly that; the
+    seen-test share is a named variant (``SEEN_TEST_SHARE``, ``--seen-test-share``)."""
+    from shiftbench.benchmarks import get_benchmark
+    from shiftbench.structural import SEEN_TEST_SHARE, subtype_holdout
+
+    b = _authors_blocks()
+    assert _defaults(b["old/Icons-50/train.py lines 20-26"])["valid_size"] == 0
+    rule = b["old/Icons-50/train.py lines 133-155"]
+    # the training set is every sample whose path lacks the style, and goes straight to the loader
+    assert "if args.test_style not in img_name:" in rule and "if args.test_style in img_name:" in rule
+    assert rule.index("train_data.samples = filtered_imgs[:]") < rule.index("train_loader = torch.utils.data.DataLoader(\n    train_data,")
+    assert "valid" not in rule
+    data = toy_styles()
+    files = np.array([f"Icons-50/{data.classes[y]}/{st}_{sub}_{i}.png"
+                      for i, (y, st, sub) in enumerate(zip(data.labels, data.styles, data.subtypes))])
+    data = LabelledImages(data.name, data.images, data.labels, data.classes, data.subtypes, data.styles, {"file": files})
+    want_train = [i for i, f in enumerate(files) if "blue" not in f]  # the authors' rule, replayed on the paths
+    want_test = [i for i, f in enumerate(files) if "blue" in f]
+    split = style_holdout(data, "blue", match="paper")
+    assert split.train_idx.tolist() == want_train and split.heldout_idx.tolist() == want_test
+    assert len(split.seen_test_idx) == 0 and split.info["seen_test_fraction"] == 0.0
+    assert len(subtype_holdout(data, ["0-red"]).seen_test_idx) == 0
+    variant = style_holdout(data, "blue", match="paper", seen_test_fraction=SEEN_TEST_SHARE)
+    assert SEEN_TEST_SHARE == 0.1 and len(variant.seen_test_idx) == 6  # 10 % of each of the two 32-image classes
+    assert sorted([*variant.train_idx.tolist(), *variant.seen_test_idx.tolist()]) == want_train
+    # the benchmarks: the same default, the share as an option
+    for name in ("icons-50-style", "icons-50-subtype"):
+        bench = get_benchmark(name)
+        assert bench.Settings().seen_test_share == 0.0 and "seen_test_share" in bench.options
+        hold = "blue" if name == "icons-50-style" else "0-red"
+        assert len(bench.splits(data, bench.settings(holdout=hold))[0].seen_test_idx) == 0
+        assert len(bench.splits(data, bench.settings(holdout=hold, seen_test_share=0.1))[0].seen_test_idx) > 0
+        with pytest.raises(InvalidArgumentError, match="seen_test_share"):
+            bench.splits(data, bench.settings(holdout=hold, seen_test_share=1.0))
+    # scored without a seen share: held-out accuracy only
+    h = ItemPredictions("held_out", split.heldout_idx, data.labels[split.heldout_idx], data.labels[split.heldout_idx],
+                        data.styles[split.heldout_idx])
+    none = np.zeros(0, np.int64)
+    sc = score(split, h, ItemPredictions("seen_test", none, none, none, np.zeros(0, str)))
+    assert sc.heldout_accuracy == 1.0 and sc.seen_accuracy is None and sc.gap is None and sc.n_seen == 0
+
+
 def test_beta_mixing_loss_is_the_authors(tmp_path: Path) -> None:
     """One batch, one step: the stored loss is mean(t CE(y)) + mean((1 - t) CE(y[perm])) of the mixed inputs."""
     import torch.nn.functional as F

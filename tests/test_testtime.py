@@ -126,8 +126,33 @@ def test_evaluate_with_a_test_time_method_stores_the_wrapped_predictions(
         MODEL_SOURCES.unregister("toyarch")
 
 
-def test_test_time_methods_are_refused_with_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["evaluate", "--tta", "ten-crop", "--ray", "127.0.0.1:1", "--store", str(tmp_path / "s.sqlite")])
-    assert rc == 2 and "--ray" in capsys.readouterr().err
+@pytest.mark.parametrize(("option", "value"), [("tta", "ten-crop"), ("preprocess", "clahe")])
+def test_test_time_methods_run_on_ray_workers(option: str, value: str, tmp_path: Path) -> None:
+    """With --ray a worker loads the model by name and wraps it as the driver did (ModelSpec.test_time): the stored
+    rows are those of the run without --ray, and differ from the plain model's."""
+    from shiftbench.distributed.executor import ModelSpec
+    from shiftbench.distributed.predictions import RayPredictions
+
+    from ._eval_toys import evaluate_c
+    from .test_ray_evaluate import InProcessCluster, _rows
+
+    register_model_source("toyarch", lambda name, weights: toy_classifier("toyarch", seed=2))
+    try:
+        data = image_folder(tmp_path / "data", n_per_class=2, n_classes=2)
+        kw = dict(data=data, corruptions="gaussian_noise", severities="3", batch_size=2, baseline="none", **{option: value})
+        evaluate_c("toyarch:x", store=tmp_path / "local.sqlite", **kw)
+        fake = InProcessCluster(ship=True)  # the spec goes through pickle, as to a Ray worker
+        ex = RayPredictions(fake, ModelSpec("toyarch:x"), shard=2)  # type: ignore[arg-type]
+        evaluate_c("toyarch:x", store=tmp_path / "ray.sqlite", executor=ex, **kw)
+        assert fake.calls >= 1 and _rows(tmp_path / "ray.sqlite") == _rows(tmp_path / "local.sqlite")
+        evaluate_c("toyarch:x", store=tmp_path / "plain.sqlite", **{k: v for k, v in kw.items() if k != option})
+        assert _rows(tmp_path / "plain.sqlite") != _rows(tmp_path / "local.sqlite")  # the method changed predictions
+        assert ModelSpec("toyarch:x", test_time={option: value}).load().identity.endswith(
+            f"preprocess={value if option == 'preprocess' else None} tta={value if option == 'tta' else None}")
+    finally:
+        MODEL_SOURCES.unregister("toyarch")
+
+
+def test_test_time_methods_apply_to_imagenet_c_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["evaluate", "--benchmark", "imagenet-p", "--tta", "ten-crop", "--store", str(tmp_path / "s.sqlite")])
     assert rc == 2 and "--tta does not apply to imagenet-p" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ship the ImageNet-22K seen / unseen subclass lists of Hendrycks & Dietterich's own scripts as package data.
 
-The authors ran the ImageNet-22K experiment (000 Section 4.3, Appendix G) with two hard-coded tuples of
+The authors ran the ImageNet-22K experiment (Hendrycks & Dietterich, 2018, Section 4.3, Appendix G) with two hard-coded tuples of
 25 wnid tuples each, one per superclass, in ``old/auxiliary/ImageNet22K/train.py`` and ``test.py`` of
 https://github.com/hendrycks/robustness: ``im1k_classes`` (the seen subclasses, ImageNet-1K classes) and
 ``im22k_classes`` (the unseen ones, ImageNet-22K only; each starts with the superclass synset itself). Each

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build the ImageNet-22K subclass split (paper 000 Section 4.3, Appendix G) from WordNet 3.0.
+"""Build the ImageNet-22K subclass split (Hendrycks & Dietterich, 2018, Section 4.3, Appendix G) from WordNet 3.0.
 
 For each of the 25 superclasses of Appendix G, its subclasses are the ImageNet-22K
 synsets below it in WordNet 3.0 (hypernym ``@`` and instance-hypernym ``@i``

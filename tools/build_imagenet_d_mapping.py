@@ -52,6 +52,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "src" / "shiftbench" / "data"
 CORRECTIONS = Path(__file__).resolve().with_name("imagenet_d_corrections.tsv")
+PREVIOUS_DIGESTS = ("3d3a5c52282dc8593d978dbd123334e87be37c99a401bb9c41d70ea5145bfa78",)
+"""SHA-256 of earlier texts of the output with the same classes (only reasons reworded): ImageNet-D evaluations
+stored with them are still this mapping's (``ImageNetDMapping.previous_digests``)."""
 
 # DomainNet's 345 classes (Peng et al., ICCV 2019) in the label order of its list files
 # (label = line index); that order is alphabetical ignoring case, "_" and "-".
@@ -267,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         "built_by": "tools/build_imagenet_d_mapping.py from Princeton WordNet 3.0 and tools/imagenet_d_corrections.tsv",
         "wordnet_data_noun_sha256_lf": wn.data_noun_sha256,
         "corrections_sha256": hashlib.sha256(CORRECTIONS.read_bytes()).hexdigest(),
+        "previous_digests": list(PREVIOUS_DIGESTS),
         "n_classes": len(classes),
         "n_imagenet_classes": len(union),
         "statistics": {str(k): sizes[k] for k in sorted(sizes)},

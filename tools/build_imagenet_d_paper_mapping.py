@@ -52,6 +52,9 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "src" / "shiftbench" / "data"
 EDITS = Path(__file__).resolve().with_name("imagenet_d_paper_edits.tsv")
 OUTPUT = "imagenet_d_paper_mapping.json"
+PREVIOUS_DIGESTS = ("760e381769456ddffbbd7a9f4a1fa44321f7f4e34354a04099cdb101deed7f2b",)
+"""SHA-256 of earlier texts of the output with the same classes (only notes reworded): ImageNet-D evaluations stored
+with them are still this mapping's (``ImageNetDMapping.previous_digests``)."""
 SOURCE = {
     "paper": "Rusak et al., ImageNet-D: A new challenging robustness dataset inspired by domain adaptation, section 1",
     "repository": "https://github.com/bethgelab/robustness",
@@ -204,6 +207,7 @@ def build(domainnet: list[str], labels: list[str], edits: list[tuple[str, str, s
         "built_by": "tools/build_imagenet_d_paper_mapping.py from tools/imagenet_d_paper_edits.tsv",
         "source": SOURCE,
         "edits_sha256": hashlib.sha256(EDITS.read_bytes()).hexdigest(),
+        "previous_digests": list(PREVIOUS_DIGESTS),
         "n_classes": len(final),
         "n_folders": len(scored_as),
         "n_imagenet_classes": len(owners),

@@ -203,6 +203,23 @@ def eval_threads(results: Path) -> list[str]:
     return [head, ""] + _table(["machine", "--threads", "seconds", "predictions / s", "load average (1 min)"], rows)
 
 
+def generate_workers(results: Path) -> list[str]:
+    d = _load("generate_workers--2cpu--cpu.json", results)
+    meta = d["metadata"]
+    rows = []
+    for r in d["runs"]:
+        w = "0 (default: " + f"{r['default_policy']} = {r['workers_used']})" if r["workers"] == 0 else str(r["workers"])
+        rows.append([r["command"], r["condition"], w, f"{r['seconds']:.1f}",
+                     f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"])
+    head = (
+        f"`perf/results/generate_workers--2cpu--cpu.json` ({meta['when']}, {_machine(meta)}, torch {meta['torch']}): "
+        f"`generate imagenet-c` on {meta['work']['imagenet-c']}; `generate imagenet-p` on {meta['work']['imagenet-p']}; "
+        "each the command line in a fresh process, "
+        + (f"the fastest of {meta['args']['repeat']} runs." if str(meta["args"]["repeat"]) != "1" else "one run each.")
+    )
+    return [head, ""] + _table(["command", "machine", "--workers", "seconds", "load average (1 min)"], rows)
+
+
 def jpeg_floor(results: Path) -> list[str]:
     d = _load("jpeg_floor--cpu.json", results)
     meta, mean, stages = d["metadata"], d["mean"], d["compiled_stages_us"]
@@ -303,9 +320,12 @@ def structural_emoji(results: Path) -> list[str]:
                      f"{100 * r['seen_accuracy']:.1f}", f"{100 * r['heldout_accuracy']:.1f}", f"{100 * r['gap']:+.1f}"])
     load = m.get("load_average_before")
     head = (
-        f"`perf/results/structural_emoji.json`: {d['images']:,} images, {d['classes']} classes; {sp['arch']} at "
+        f"`perf/results/structural_emoji.json`: {d['images']:,} images, {d['classes']} classes; recipe "
+        f"`{sp['name']}` (input mean {sp['recipe']['mean'][0]:g}, std {sp['recipe']['std'][0]:g}) with {sp['arch']} at "
         f"{sp['image_size']} px, {sp['recipe']['epochs']} epochs, batch {sp['recipe']['batch_size']}, lr "
-        f"{sp['recipe']['lr']}, seed {d['seed']}; {d['total_seconds'] / 60:.1f} min wall "
+        f"{sp['recipe']['lr']}, seed {d['seed']}"
+        + (f", seen-test share {100 * d['seen_test_fraction']:.0f} %" if d.get("seen_test_fraction") else "")
+        + f"; {d['total_seconds'] / 60:.1f} min wall "
         f"({d.get('total_cpu_seconds', float('nan')) / 60:.1f} CPU-min) on {m['cpus']} cores with "
         f"{m['cpu_threads']} threads" + (f", load average {load[0]:.1f} at the start" if load else "") + "."
     )
@@ -322,6 +342,7 @@ GENERATORS: dict[str, Callable[[Path], list[str]]] = {
     "threads-cpu": threads_cpu,
     "eval-overhead": eval_overhead,
     "eval-threads": eval_threads,
+    "generate-workers": generate_workers,
     "jpeg-floor": jpeg_floor,
     "decision-fidelity": decision_fidelity,
     "p-decision": p_decision,

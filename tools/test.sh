@@ -8,7 +8,8 @@
 # 2. the "peers" environment with the reference ImageNet-C code, for the pixel
 #    fidelity tests (tools/reference-env.sh; built once, ~10 min, then cached in
 #    ~/.cache; needs apt for ImageMagick's MagickWand),
-# 3. ruff (lint + import order) over src/, tests/, tools/ and perf/, then pytest, without the tests marked slow (run those with: pytest -m slow).
+# 3. ruff (lint + import order) over src/, tests/, tools/ and perf/, then pytest on one worker per CPU
+#    (pytest-xdist), without the tests marked slow (run those with: pytest -m slow).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -32,4 +33,5 @@ export SHIFTBENCH_PEERS_VENV="$PEERS"
 export SHIFTBENCH_REQUIRE_ORACLE=${SHIFTBENCH_REQUIRE_ORACLE:-1}
 # lint and import order (the configuration is in pyproject.toml)
 ruff check src tests tools perf
-exec python -m pytest -m "not slow" "$@"
+# one worker per CPU; a file's tests stay on one worker (the examples of one document share a namespace)
+exec python -m pytest -m "not slow" -n auto --dist loadfile "$@"

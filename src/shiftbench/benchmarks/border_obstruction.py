@@ -25,6 +25,7 @@ from ..evaluation.store import records_to_csv
 from ..overlap.noc import BORDER_OBSTRUCTION, BORDER_OBSTRUCTION_NAME, NocBenchmark, border_obstruction
 from . import register_benchmark
 from .imagenet_noc import ImageNetNOC, stored_records
+from .papers import LAUGROS2021
 
 __all__ = ["BorderObstruction", "BorderSettings", "resolve_baseline"]
 
@@ -86,6 +87,9 @@ class BorderObstruction(ImageNetNOC):
     conditions = "clean, border (10-45 px band), obstruction (50-120 px square), one size drawn per image"
     sources = ("on the fly from clean photos (--data; default: the 20 demo images)",)
     records = "per image and condition: whether the top-1 class is right"
+    full_set = ("the 50,000 ImageNet validation images, each corruption (Laugros, Caplier & Ospici, 2021, compare "
+                "their CE with ImageNet-C's)")
+    paper = LAUGROS2021
     refusals = {
         "severities": "its corruptions have no severity levels (one value per image from the whole range)",
         "edition": "it is defined at 224 px only",

@@ -10,12 +10,19 @@ restricted unpickler). Model: a ``train_classifier`` checkpoint (``--model``) or
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from typing import Any
+
 from ..errors import InvalidArgumentError
-from ..structural import LabelledImages, Split, cifar100_subclass_split, read_cifar100
+from ..structural import CIFAR100_COARSE_TO_FINE, LabelledImages, Split, cifar100_subclass_split, read_cifar100
 from . import register_benchmark
 from .holdout import HoldoutBenchmark, HoldoutSettings
 
-__all__ = ["Cifar100Subclass"]
+__all__ = ["Cifar100Subclass", "CIFAR100_TEST_PER_FINE"]
+
+CIFAR100_TEST_PER_FINE = 100
+"""Test images of each CIFAR-100 fine class (the dataset's 10,000 test images over 100 classes)."""
 
 
 @register_benchmark
@@ -26,6 +33,16 @@ class Cifar100Subclass(HoldoutBenchmark):
     conditions = "k = 1, 2 or 3 held-out subclasses per superclass: their test images, and the seen subclasses' test images"
     sources = ("the cifar-100-python folder (--data)",)
     default_recipe = "cifar100-wrn-40-2"
+    full_set = ("the CIFAR-100 test set's 10,000 images: 100 of each held-out fine class, so 2,000 k held-out images "
+                "for k held-out subclasses of each of the 20 superclasses (Hendrycks & Dietterich, 2018, Section 4.3)")
+
+    def coverage(self, record: Mapping[str, Any]) -> tuple[int, int] | None:
+        """The held-out images scored against the 2,000 k of the full CIFAR-100 test set (split ``cifar100:k=K``)."""
+        m = re.fullmatch(r"cifar100:k=([123])", str(record.get("split", "")))
+        n = record.get("n_heldout")
+        if m is None or not isinstance(n, int) or isinstance(n, bool):
+            return None
+        return n, CIFAR100_TEST_PER_FINE * len(CIFAR100_COARSE_TO_FINE) * int(m[1])
     published_heldout = {"cifar100:k=1": (40.9, 149), "cifar100:k=2": (26.78, 149), "cifar100:k=3": (25.3, 149)}
 
     def read(self, s: HoldoutSettings) -> LabelledImages:

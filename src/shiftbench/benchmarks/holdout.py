@@ -4,8 +4,8 @@
 ``icons-50-subtype``, ``cifar-100-subclass``, ``imagenet-22k-subclass``): splits of a labelled dataset,
 one model per split (the ``--model`` checkpoint, or the split's recipe trained first, seeded and
 resumable, under ``<store folder>/structural-models/``), one evaluation per split with two conditions
-(the held-out part and a held-out share of the seen part), each item's label and top-5 classes,
-accuracy on each part and the gap (seen - held out), per split and averaged over several.
+(the held-out part and, where the split keeps one, a held-out share of the seen part), each item's label
+and top-5 classes, accuracy on each part and the gap (seen - held out), per split and averaged over several.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from ..evaluation.store import ResultsStore, records_to_csv
 from ..structural import LabelledImages, Split, read_emoji_styles, read_icons50
 from ..structural.evaluate import ItemPredictions, PartSource, score
 from ..training.recipes import TrainedModel, get_recipe, load_trained, train_classifier
+from .papers import HENDRYCKS2018
 
-__all__ = ["HoldoutBenchmark", "HoldoutSettings", "HoldoutSummary", "PartSource", "SplitSpace", "SubclassSettings",
-           "classifier", "db_predictions", "holdout_figures", "read_icons_data", "parse_recipe", "spread"]
+__all__ = ["HoldoutBenchmark", "HoldoutSettings", "IconsSettings", "HoldoutSummary", "PartSource", "SplitSpace", "SubclassSettings",
+           "classifier", "db_predictions", "holdout_figures", "read_icons_data", "parse_recipe", "seen_test_share", "spread"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,16 @@ class HoldoutSettings(SubclassSettings):
         "(icons-50-subtype: paper, random or names) or k 1..3 (cifar-100-subclass).")
 
 
+@dataclass(frozen=True)
+class IconsSettings(HoldoutSettings):
+    """The options of the ICONS-50 hold-outs: the seen-test share is a variant, off by default."""
+
+    seen_test_share: float = option(
+        0.0, minimum=0, help="Share of each seen class kept out of training to measure the seen accuracy and the "
+        "gap (0, the default: train on all the seen data, as Hendrycks & Dietterich's script does; "
+        "0.1: shiftbench's earlier split).")
+
+
 @dataclass
 class HoldoutSummary(Summary):
     """The splits' records (accuracy on each part and the gap) and their mean over several splits."""
@@ -60,7 +71,7 @@ class HoldoutSummary(Summary):
                 Metric("seen_accuracy", "higher", "seen accuracy"), Metric("gap", "lower", "gap"))
 
     splits: list[dict[str, Any]]
-    mean: dict[str, float] | None = None
+    mean: dict[str, float | None] | None = None
 
     def _value(self, key: str) -> float | None:
         if self.mean is not None:
@@ -119,6 +130,14 @@ def parse_recipe(spec: str | None, default: str) -> Any:
     return get_recipe(name.strip(), **over)
 
 
+def seen_test_share(s: Any) -> float:
+    """``--seen-test-share``, checked: a share in [0, 1) of each seen class kept out of training."""
+    v = getattr(s, "seen_test_share", 0.0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+        raise InvalidArgumentError("seen_test_share", v, "a share in [0, 1) of each seen class (0: train on all of them)")
+    return float(v)
+
+
 def spread(idx: np.ndarray, limit: int | None) -> np.ndarray:
     """At most ``limit`` of ``idx``, spread evenly (all of them when ``limit`` is None)."""
     if not limit or len(idx) <= limit:
@@ -151,7 +170,7 @@ PAPER = "Hendrycks & Dietterich (2018)"
 
 def holdout_figures(title: str, records: list[dict[str, Any]], published: Mapping[str, tuple[float, int]]) -> list[Any]:
     """Hendrycks & Dietterich (2018) Fig. 6 for a structural hold-out: seen against held-out accuracy of each stored evaluation, with the
-    paper's published held-out accuracy for the same split beside them (``published``: split -> (%, line of 000))."""
+    paper's published held-out accuracy for the same split beside them (``published``: split -> (%, line of the paper's text))."""
     from ..evaluation.figures import ReportFigure, bar_chart
 
     recs = [r for r in records if r.get("heldout_accuracy") is not None or r.get("seen_accuracy") is not None]
@@ -183,11 +202,12 @@ class HoldoutBenchmark(Benchmark[HoldoutSettings]):
     Per split: its model (the ``--model`` checkpoint, or the split's recipe trained, resumably, under the
     store's folder on ``--device``), then its two parts through the evaluation driver (with ``--ray`` the
     trained model is sent to the Ray workers), then the scores from the stored predictions.
-    ``published_heldout``: the held-out accuracy (%) paper 000 states per split name, with the line of
+    ``published_heldout``: the held-out accuracy (%) Hendrycks & Dietterich (2018) state per split name, with the line of
     its text (drawn beside the stored ones in the report).
     """
 
     default_recipe = "icons50-wrn-16-4"
+    paper = HENDRYCKS2018
     headline = ("heldout_accuracy", "seen_accuracy", "gap")
     published_heldout: Mapping[str, tuple[float, int]] = {}
     Settings = HoldoutSettings
@@ -232,6 +252,7 @@ class HoldoutBenchmark(Benchmark[HoldoutSettings]):
         name, checksum = f"{model.spec.arch} {model.checkpoint.stem}", _sha256(model.checkpoint)
         parts = (("held_out", split.test_source, spread(split.heldout_idx, s.limit)),
                  ("seen_test", split.seen_source or split.train_source, spread(split.seen_test_idx, s.limit)))
+        parts = tuple(p for p in parts if p[0] == "held_out" or len(p[2]))  # no seen share kept out: one part
         conds = []
         for part, source, idx in parts:
             cond = (f"{part}:{split.name}", 0)
@@ -256,6 +277,9 @@ class HoldoutBenchmark(Benchmark[HoldoutSettings]):
             k = keys[order]
             group = (source.styles if split.kind == "style" and source.styles is not None else source.subtypes)[k]
             preds[part] = ItemPredictions(part, k, labels[order], top1[order], group)
+        if "seen_test" not in preds:  # trained on all the seen data: no seen accuracy
+            none = np.zeros(0, np.int64)
+            preds["seen_test"] = ItemPredictions("seen_test", none, none, none, np.zeros(0, dtype=str))
         sub_split = Split(split.name, split.kind, split.held_out, split.train_source, split.test_source,
                           split.train_idx, preds["seen_test"].index, preds["held_out"].index, split.info, split.seen_source)
         sc = score(sub_split, preds["held_out"], preds["seen_test"])
@@ -267,7 +291,7 @@ class HoldoutBenchmark(Benchmark[HoldoutSettings]):
         records = [r for sm in summaries for r in sm.splits]  # type: ignore[attr-defined]
         mean = None
         if len(records) > 1:
-            mean = {k: float(np.mean([r[k] for r in records])) for k in ("heldout_accuracy", "seen_accuracy", "gap")}
+            mean = {k: _mean([r[k] for r in records]) for k in ("heldout_accuracy", "seen_accuracy", "gap")}
         return HoldoutSummary(records, mean)
 
     def render(self, summary: HoldoutSummary, *, details: bool = True) -> Report:
@@ -293,6 +317,11 @@ class HoldoutBenchmark(Benchmark[HoldoutSettings]):
 
     def report_figures(self, store: Path, section: Section) -> list[Any]:
         return holdout_figures(self.title.split(" (")[0], section.value, self.published_heldout)
+
+
+def _mean(values: list[Any]) -> float | None:
+    """The mean of the values, None when any is None (a split without a seen share)."""
+    return None if any(v is None for v in values) else float(np.mean(values))
 
 
 def db_predictions(db: ResultsStore, evaluation_id: int, run_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -322,7 +351,7 @@ def _table(console: Any, title: str, recs: list[dict[str, Any]]) -> None:
     console.print(t)
 
 
-def _report(title: str, records: list[dict[str, Any]], mean: dict[str, float] | None) -> Report:
+def _report(title: str, records: list[dict[str, Any]], mean: dict[str, float | None] | None) -> Report:
     doc = {"splits": records, "mean": mean}
 
     def table(console: Any) -> None:

@@ -44,6 +44,7 @@ from ..evaluation.report import ReportRow, baseline_row, render_details, render_
 from ..evaluation.store import CLEAN_NAME, ResultsStore, RunInfo
 from ..evaluation.testtime import with_test_time
 from . import register_benchmark
+from .papers import HENDRYCKS2019
 
 __all__ = [
     "ImageNetC",
@@ -86,11 +87,11 @@ class ImageNetCSettings(Settings):
         "file of class ids (wnids) to restrict to.")
     clean: bool = option(True, help="Also evaluate the clean images (needed for relative mCE).")
     tta: str | None = option(
-        None, help="Test-time augmentation, ten-crop (Hendrycks & Dietterich, 2019, Appendix D: the mean softmax of the "
+        None, help="Test-time augmentation, ten-crop (Hendrycks & Dietterich, 2018, Appendix D: the mean softmax of the "
         "4 corner and centre crops and their mirrors).")
     preprocess: str | None = option(
         None, help="Preprocessing of every input, clahe (contrast limited adaptive histogram equalization) or "
-        "nlm-denoise (non-local means at the estimated noise level), as Hendrycks & Dietterich, 2019, Sections 3.4-3.5.")
+        "nlm-denoise (non-local means at the estimated noise level), as Hendrycks & Dietterich, 2018, Sections 3.4-3.5.")
 
 
 def resolve_classes(classes: Any) -> Any:
@@ -471,6 +472,8 @@ class ImageNetC(Benchmark[ImageNetCSettings]):
     measures = "Top-1 error under 15 (+4 extra) corruptions at 5 severities: CE, mCE, relative mCE."
     headline = ("clean_error", "mce", "relative_mce")
     full_images = 50_000  # the ImageNet validation set (Hendrycks & Dietterich, 2019)
+    full_set = "the 50,000 ImageNet validation images, each corruption at each severity (Hendrycks & Dietterich, 2019)"
+    paper = HENDRYCKS2019
     Settings = ImageNetCSettings
     corruptions: tuple[str, ...] = ALL_CORRUPTIONS
     default_edition = "224"
@@ -483,9 +486,6 @@ class ImageNetC(Benchmark[ImageNetCSettings]):
         if s.released is not None and s.release:
             raise InvalidArgumentError("release", s.release, "False with --released (released images are JPEGs already)")
         ed = get_edition(s.edition).name if s.edition is not None else None
-        if (s.tta or s.preprocess) and getattr(ctx, "remote", False):
-            raise InvalidArgumentError("ray", "--ray", "no --ray with --tta or --preprocess (the wrapped model runs in "
-                                       "this process)")
         clf = with_test_time(ctx.classifier(), tta=s.tta, preprocess=s.preprocess)
         lim, bad = s.limit, s.bad_images
         clean: Source | None

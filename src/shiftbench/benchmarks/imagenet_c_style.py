@@ -33,6 +33,7 @@ from ..evaluation.store import EvaluationInfo, ResultsStore, records_to_csv
 from ..style import StyleConfig, configure, style_backend, style_settings, style_source
 from . import register_benchmark
 from .imagenet_c import EvaluationResult, corruption_plan, corruption_result, parse_severities
+from .papers import HENDRYCKS2018
 from .style_scores import ALEXNET_MEAN_ERROR, SEVERITIES, per_severity_ce, style_scores
 
 __all__ = ["ImageNetCStyle", "StyleSettings", "StyleResult", "style_tag", "score_evaluation"]
@@ -276,6 +277,9 @@ class ImageNetCStyle(Benchmark[StyleSettings]):
         "a folder written by `shiftbench generate imagenet-c --corruptions style_transfer` (--released)",
     )
     records = "per image: label and top-5 classes"
+    full_images = 50_000  # "we corrupt ImageNet validation images" (Hendrycks & Dietterich, 2018, style transfer)
+    full_set = "the 50,000 ImageNet validation images at each severity (Hendrycks & Dietterich, 2018)"
+    paper = HENDRYCKS2018
     refusals = {"edition": "it is scored at 224 px, the edition of AlexNet's published error"}
 
     def plan(self, s: StyleSettings, ctx: Any) -> Plan:

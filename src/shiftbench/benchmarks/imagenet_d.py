@@ -43,6 +43,7 @@ from ..evaluation.models import LabelSpace, imagenet_wnids
 from ..evaluation.protocol import Benchmark, Metric, Plan, Planned, Report, Section, Settings, Summary, option
 from ..evaluation.store import ResultsStore, records_to_csv
 from . import register_benchmark
+from .papers import RUSAK2022
 
 __all__ = ["ImageNetD", "ImageNetDSettings", "ImageNetValResult", "report_figures"]
 
@@ -128,6 +129,10 @@ class ImageNetD(Benchmark[ImageNetDSettings]):
         "an ImageNet val folder (--data): Rusak et al.'s (2022) Table 4 IN val row",
     )
     records = "per image: domain, DomainNet label and the top-5 ImageNet-1k classes"
+    full_set = ("every image of the 164 ImageNet-D classes in DomainNet's train and test lists, per domain (Rusak et "
+                "al., 2022); the count depends on the DomainNet download and the mapping, and no per-domain total is "
+                "published, so the report cannot flag a smaller evaluation")
+    paper = RUSAK2022
     refusals = {
         "baseline": "it normalises by AlexNet's published errors (ImageNet-D Table 2) only; leave --baseline out",
     }

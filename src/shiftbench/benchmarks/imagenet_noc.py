@@ -29,6 +29,7 @@ from ..overlap.noc import BENCHMARK as NOC_BENCHMARK
 from ..overlap.noc import CandidateSource, NocBenchmark, NocResult, find_benchmark, stored_options
 from . import register_benchmark
 from .imagenet_c import resolve_classes, stored_model_metric
+from .papers import LAUGROS2020
 
 __all__ = ["ImageNetNOC", "NocSettings", "result_records", "stored_records", "report_figures"]
 
@@ -189,6 +190,8 @@ class ImageNetNOC(Benchmark[NocSettings]):
     measures = "Top-1 error under 8 corruptions chosen not to overlap each other (non-overlapping corruptions): CE, mCE."
     headline = ("clean_error", "mce")
     full_images = 50_000  # the ImageNet validation set, as for ImageNet-C (Laugros, Caplier & Ospici, 2020)
+    full_set = "the 50,000 ImageNet validation images, each corruption (Laugros, Caplier & Ospici, 2020, as ImageNet-C)"
+    paper = LAUGROS2020
     Settings = NocSettings
     conditions = "clean, and each candidate corruption with one value per image from its whole range"
     sources = ("on the fly from clean photos (--data; default: the 20 demo images)",)

@@ -30,6 +30,7 @@ from ..perturbations.report import (
 )
 from . import register_benchmark
 from .imagenet_c import resolve_classes, stored_model_metric
+from .papers import HENDRYCKS2019
 
 __all__ = ["ImageNetP", "ImageNetPSettings", "report_figures", "architecture_figures"]
 
@@ -127,6 +128,11 @@ class ImageNetP(Benchmark[ImageNetPSettings]):
     sources = ("on the fly from clean photos (--data)", "released ImageNet-P / Tiny-ImageNet-P MP4 tree, CIFAR-P arrays")
     records = "per video: label and the top-5 classes of every frame"
     items = ("frames", "frames")
+    full_images = 50_000  # one video per ImageNet validation image (the authors' make_imagenet_p.py perturbs them all)
+    full_set = ("50,000 videos per perturbation and difficulty, one per ImageNet validation image (Hendrycks & "
+                "Dietterich, 2019, Section 4; the authors' make_imagenet_p.py perturbs every validation image)")
+    full_unit = "videos"
+    paper = HENDRYCKS2019
 
     def plan(self, s: ImageNetPSettings, ctx: Any) -> Plan:
         if s.data is not None and s.released is not None:

@@ -90,7 +90,8 @@ def cli() -> None:
 @list_cmd.command("benchmarks")
 @click.option("--results-format", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def list_benchmarks_cmd(results_format: str) -> None:
-    """List the registered benchmarks: what they measure, their conditions, data and options."""
+    """List the registered benchmarks: their paper (authors, title, venue, year), what they measure, their
+    conditions, full evaluation set, data and options."""
     import json
 
     from rich.table import Table
@@ -103,10 +104,11 @@ def list_benchmarks_cmd(results_format: str) -> None:
         click.echo(json.dumps(docs, indent=1))
         return
     t = Table(title="Benchmarks (shiftbench evaluate --benchmark NAME)", title_justify="left", header_style="bold")
-    for col in ("name", "title", "measures", "conditions", "data", "options"):
+    for col in ("name", "paper", "measures", "conditions", "full set", "data", "options"):
         t.add_column(col)
     for d in docs:
-        t.add_row(d["name"], d["title"], d["measures"], d["conditions"], "\n".join(d["sources"]), " ".join(d["options"]))
+        t.add_row(d["name"], d["citation"] or "–", d["measures"], d["conditions"], d["full_set"] or "–",
+                  "\n".join(d["sources"]), " ".join(d["options"]))
     stdout_console().print(t)
 
 

@@ -125,8 +125,8 @@ def generate_group() -> None:
 @click.option("--workers", type=int, default=0, show_default=True,
               help="Worker processes, one thread each (0: as --threads says).")
 @click.option("--threads", default="auto", show_default=True, metavar="N|auto",
-              help="With --workers 0: this many worker processes; auto: the cores the one-minute load average leaves "
-              "free (all on an idle machine, 1 on a busy one).")
+              help="With --workers 0: this many worker processes; auto: the CPUs the machine's other running tasks "
+              "leave free (shiftbench.cpus.free_cpus: all on an idle machine, 1 on a busy one).")
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Labels .npy for a .npy image array.")
 @click.option("--device", default="cpu", show_default=True, help="Where the corruptions run: cpu, cuda, cuda:N or mps (on CUDA the files are checked to equal the CPU's byte for byte).")
@@ -243,7 +243,12 @@ def generate_imagenet_c(
 @click.option("--perturbations", multiple=True, help="Names, wildcards or test/validation/noise/temporal, comma separated (default: all 14).")
 @click.option("--difficulties", multiple=True, help="Comma-separated difficulties of the noise perturbations (default: 1,2,3; temporal ones have difficulty-1 data only).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--workers", type=int, default=0, show_default=True, help="Worker processes (0: one per CPU core).")
+@click.option("--workers", type=int, default=0, show_default=True,
+              help="Worker processes, one thread each (0: as --threads says).")
+@click.option("--threads", default="auto", show_default=True, metavar="N|auto",
+              help="With --workers 0: this many worker processes; auto: the CPUs the machine's other running tasks "
+              "leave free (shiftbench.cpus.free_cpus: all on an idle machine, 1 on a busy one; measured in "
+              "perf/generate_workers.py).")
 @click.option("--batch-size", type=int, default=4, show_default=True, help="Photos per task.")
 @click.option("--preset", default="veryslow", show_default=True, help="x264 preset (the reference's is veryslow; faster ones change the compressed pixels).")
 @click.option("--labels", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Labels .npy for a .npy image array.")
@@ -257,6 +262,7 @@ def generate_imagenet_p_cmd(
     difficulties: tuple[str, ...],
     seed: int,
     workers: int,
+    threads: str,
     batch_size: int,
     preset: str,
     labels: Path | None,
@@ -267,8 +273,12 @@ def generate_imagenet_p_cmd(
     MP4 per photo and sequence in <out>/<perturbation>[_<d>]/<class>/ as the reference scripts
     (Hendrycks & Dietterich, 2019) wrote them; CIFAR-P as <out>/<perturbation>[_<d>].npy.
     """
+    from ..evaluation.threads import resolve_model_threads
     from ..perturbations.generate import PGenerateConfig, generate_imagenet_p
 
+    n_threads = resolve_model_threads(threads)
+    if workers == 0 and ray_address is None:
+        workers = n_threads
     diffs = []
     for item in _split_list(difficulties):
         try:

@@ -81,6 +81,7 @@ def info_command(name: str) -> None:
         f"  preprocessing  {p.size} px, mean {list(p.mean)}, std {list(p.std)}, input / {p.scale:g}, "
         f"{p.interpolation}, centre crop {p.crop_fraction:g}",
         f"  source         {e.source}",
+        *([f"  licence        {e.licence}"] if e.licence else []),
     ]
     for t, r in published.published_for(e.name):
         vals = ", ".join(f"{c.label} {r.values[c.key]:g}" for c in t.columns if r.values.get(c.key) is not None)

@@ -114,11 +114,15 @@ class ModelSpec:
             so it must be importable on every node).
         kwargs: keywords for ``load_model`` (a name) or for the function.
         device: where each worker runs it: "cpu" or "cuda" (a worker sees only the GPU Ray gave it).
+        test_time: the test-time methods the driver's classifier applies (``{"tta": "ten-crop",
+            "preprocess": "clahe"}``, :func:`~shiftbench.evaluation.testtime.with_test_time`); each worker wraps
+            the model it loads the same way. Empty: none.
     """
 
     model: str | Callable[..., Any]
     kwargs: dict[str, Any] = field(default_factory=dict)
     device: str = "cpu"
+    test_time: dict[str, Any] = field(default_factory=dict)
 
     def load(self) -> Any:
         from ..evaluation.models import load_model
@@ -126,8 +130,14 @@ class ModelSpec:
         if isinstance(self.model, str) and self.model.strip().lower().startswith("zoo:"):
             from .. import zoo  # noqa: F401 - registers the "zoo:" names in this worker process
         if isinstance(self.model, str):
-            return load_model(self.model, device=self.device, **self.kwargs)
-        return load_model(self.model(**self.kwargs), device=self.device)
+            clf = load_model(self.model, device=self.device, **self.kwargs)
+        else:
+            clf = load_model(self.model(**self.kwargs), device=self.device)
+        if self.test_time:
+            from ..evaluation.testtime import with_test_time
+
+            clf = with_test_time(clf, **self.test_time)
+        return clf
 
 
 @dataclass(frozen=True)

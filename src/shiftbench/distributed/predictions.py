@@ -15,6 +15,7 @@ same; an interrupted run resumes from the store like any other.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -89,6 +90,9 @@ class RayPredictions:
     def run(self, clf: Classifier, space: LabelSpace, work: Sequence[Work], *, batch_size: int, seed: int,
             release: bool, stop: threading.Event) -> Iterator[Scored]:
         spec = self.model if self.model is not None else ModelSpec(GivenModel(clf), {}, self.device)
+        test_time = getattr(clf, "test_time", None)
+        if self.model is not None and test_time:  # the workers load the model by name: wrap it as the driver did
+            spec = dataclasses.replace(spec, test_time=dict(test_time))
         size = self.shard or SHARD_BATCHES * batch_size
         self.shards = 0
         for wi, w in enumerate(work):

@@ -90,8 +90,8 @@ class ImageNetDResult(Summary):
         top5_errors: per domain, top-5 error.
         de: per domain, error / AlexNet's error (Table 2).
         mde: mDE in % (None unless all six domains were evaluated).
-        filtered: per domain, 004 Table 4 numbers.
-        analysis: per domain, the most frequently predicted ImageNet classes (004 Figure 2).
+        filtered: per domain, Rusak et al. (2022) Table 4 numbers.
+        analysis: per domain, the most frequently predicted ImageNet classes (Rusak et al., 2022, Figure 2).
         warnings: counted problems of the data (missing folders, missing listed images, unreadable files).
         evaluation_id: row id in the store (None without a store).
         mapping: the class mapping used (``"paper"``, ``"wordnet"``); stored with the evaluation.
@@ -316,7 +316,7 @@ def stored_domain_errors(store: str | Path, mapping: str | ImageNetDMapping | No
     ``imagenet-d:<name>`` otherwise). A store without ImageNet-D tables gives an empty list.
     """
     wanted = [resolve_mapping(mapping)] if mapping is not None else [load_mapping(n) for n in MAPPINGS]
-    by_digest = {m.digest: m for m in wanted}
+    by_digest = {d: m for m in wanted for d in (*m.previous_digests, m.digest)}
     names = domainnet_classes()
     out: list[dict[str, Any]] = []
     with ResultsStore(Path(store), create=False) as db:
@@ -347,7 +347,7 @@ def stored_domain_errors(store: str | Path, mapping: str | ImageNetDMapping | No
 def stored_error_analysis(
     store: str | Path, evaluation: int, mapping: str | ImageNetDMapping, *, top: int = 10
 ) -> dict[str, list[PredictionCount]]:
-    """004 Figure 2's error analysis of one stored ImageNet-D evaluation: per domain, the most predicted classes.
+    """Rusak et al. (2022) Figure 2's error analysis of one stored ImageNet-D evaluation: per domain, the most predicted classes.
 
     ``mapping`` is the one the evaluation was scored with (its record's ``mapping``).
     Domains without stored predictions are left out.

@@ -117,6 +117,8 @@ class ImageNetDMapping:
         folders: DomainNet folder -> the ImageNet-D class its images are scored as, for
             every folder read (merged ambiguous classes: ``couch -> bed``); empty means
             each class is its own single folder.
+        previous_digests: digests of earlier texts of the same mapping (the same classes, only its notes
+            reworded): evaluations stored with them are still read as this mapping's.
     """
 
     classes: tuple[str, ...]
@@ -126,6 +128,7 @@ class ImageNetDMapping:
     digest: str
     name: str = "custom"
     folders: Mapping[str, str] = field(default_factory=dict)
+    previous_digests: tuple[str, ...] = ()
 
     @property
     def folder_names(self) -> tuple[str, ...]:
@@ -158,7 +161,7 @@ class ImageNetDMapping:
         return self._reverse().get(int(prediction), ())
 
     def statistics(self) -> dict[int, int]:
-        """Number of ImageNet classes per ImageNet-D class -> number of such classes (004 Table 1)."""
+        """Number of ImageNet classes per ImageNet-D class -> number of such classes (Rusak et al., 2022, Table 1)."""
         c = Counter(len(t) for t in self.targets.values())
         return dict(sorted(c.items()))
 
@@ -240,4 +243,5 @@ def _load(name: str) -> ImageNetDMapping:
         digest=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         name=name,
         folders=dict(raw.get("folders", {})),
+        previous_digests=tuple(str(d) for d in raw.get("previous_digests", ())),
     )

@@ -186,7 +186,7 @@ def error_analysis(
     top: int = 10,
     mapping: str | ImageNetDMapping | None = None,
 ) -> list[PredictionCount]:
-    """The ImageNet-1k classes predicted most often (004 Figure 2).
+    """The ImageNet-1k classes predicted most often (Rusak et al., 2022, Figure 2).
 
     Args:
         predictions: arg-max ImageNet-1k index per image of one domain.
@@ -220,7 +220,7 @@ def error_analysis(
 
 @dataclass(frozen=True)
 class FilteredResult:
-    """004 Table 4 for one domain.
+    """Rusak et al. (2022) Table 4 for one domain.
 
     Attributes:
         n: images.
@@ -241,7 +241,7 @@ class FilteredResult:
 def filtered_evaluation(
     labels: Sequence[str], predictions: Sequence[int], mapping: str | ImageNetDMapping | None = None
 ) -> FilteredResult:
-    """Top-1 error when predictions outside ImageNet-D are filtered out (004 Table 4)."""
+    """Top-1 error when predictions outside ImageNet-D are filtered out (Rusak et al., 2022, Table 4)."""
     m = resolve_mapping(mapping)
     lab, pred = _labels_preds(labels, predictions)
     inside = m.imagenet_indices
@@ -263,7 +263,7 @@ OUTSIDE = "(outside ImageNet-D)"
 
 @dataclass(frozen=True)
 class ConfusionMatrix:
-    """True ImageNet-D class x predicted ImageNet-D class (004 section 1: the check of the mapping on "real").
+    """True ImageNet-D class x predicted ImageNet-D class (Rusak et al., 2022, section 1: the check of the mapping on "real").
 
     Attributes:
         classes: row order (ImageNet-D classes); the columns are ``classes`` plus :data:`OUTSIDE`.
@@ -320,7 +320,7 @@ def confusion_matrix(
     ``labels`` are DomainNet folders (merged folders count for their class), ``predictions``
     arg-max ImageNet-1k indices, mapped back with ``mapping.to_domainnet``. Run on the "real"
     domain, the diagonal should hold most images; off-diagonal mass shows ImageNet classes a
-    mapping forgot or put in the wrong class (004 section 1).
+    mapping forgot or put in the wrong class (Rusak et al., 2022, section 1).
     """
     m = resolve_mapping(mapping)
     lab, pred = _labels_preds(labels, predictions)
@@ -342,12 +342,12 @@ def confusion_matrix(
 
 @dataclass(frozen=True)
 class ImageNetRow:
-    """004 Table 4, first row: ImageNet validation images restricted to the ImageNet-D classes.
+    """Rusak et al. (2022) Table 4, first row: ImageNet validation images restricted to the ImageNet-D classes.
 
     Attributes:
         n_total: validation images read.
         n: those whose ImageNet label maps to an ImageNet-D class (the images scored).
-        outside: share of ``n_total`` whose label maps to no ImageNet-D class (004 prints 52.7 %).
+        outside: share of ``n_total`` whose label maps to no ImageNet-D class (Rusak et al. (2022) print 52.7 %).
         error: top-1 error on the ``n`` images, a prediction counting as correct when it is one
             of the ImageNet classes of the label's ImageNet-D class (labels mapped to ImageNet-D).
         filtered_error: the error on those of the ``n`` whose prediction maps to ImageNet-D.
@@ -365,7 +365,7 @@ class ImageNetRow:
 def imagenet_filtered_evaluation(
     labels: Sequence[int], predictions: Sequence[int], mapping: str | ImageNetDMapping | None = None
 ) -> ImageNetRow:
-    """004 Table 4's "IN val" row from ImageNet-1k labels and arg-max predictions (both class indices)."""
+    """Rusak et al. (2022) Table 4's "IN val" row from ImageNet-1k labels and arg-max predictions (both class indices)."""
     m = resolve_mapping(mapping)
     lab, pred = [int(v) for v in labels], [int(v) for v in predictions]
     if len(lab) != len(pred) or not lab:

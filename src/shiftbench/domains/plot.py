@@ -1,4 +1,4 @@
-"""Bar chart of the ImageNet-D error analysis (004 Figure 2); needs matplotlib (``shiftbench[plot]``)."""
+"""Bar chart of the ImageNet-D error analysis (Rusak et al., 2022, Figure 2); needs matplotlib (``shiftbench[plot]``)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _pyplot(what: str):  # type: ignore[no-untyped-def]
 
 
 def plot_confusion_matrix(cm: ConfusionMatrix, path: str | Path, *, title: str | None = None) -> Path:
-    """Write the row-normalised class-confusion matrix (004 section 1's check of the mapping) as an image.
+    """Write the row-normalised class-confusion matrix (Rusak et al., 2022, section 1's check of the mapping) as an image.
 
     Rows: true ImageNet-D classes that have images; columns: the same classes plus predictions
     outside ImageNet-D (last column). A good mapping puts the mass on the diagonal.

@@ -206,7 +206,7 @@ def leaderboard_csv(records: list[dict[str, Any]]) -> str:
 def confusion_outputs(
     result: ImageNetDResult, store: str | Path | None, details: bool
 ) -> tuple[dict[str, Any], list[str]]:
-    """004 section 1's check of the mapping: the class-confusion matrix on the real domain (JSON part, notes).
+    """Rusak et al. (2022) section 1's check of the mapping: the class-confusion matrix on the real domain (JSON part, notes).
 
     With a store and ``details``, the matrix is also written next to the store as CSV and PNG.
     """
@@ -244,7 +244,7 @@ def confusion_outputs(
 
 
 def imagenet_val_record(model: str, data: str, mapping: str, row: Any, skipped: int) -> dict[str, Any]:
-    """004 Table 4's first row (ImageNet val restricted to the ImageNet-D classes) as one flat record."""
+    """Rusak et al. (2022) Table 4's first row (ImageNet val restricted to the ImageNet-D classes) as one flat record."""
     return {
         "model": model,
         "data": str(data),

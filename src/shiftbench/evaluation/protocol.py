@@ -41,6 +41,7 @@ __all__ = [
     "Benchmark",
     "Metric",
     "OptionSpec",
+    "Paper",
     "Plan",
     "PlanContext",
     "Planned",
@@ -465,6 +466,27 @@ def set_runner(runner: Callable[..., Any]) -> None:
 
 
 
+@dataclass(frozen=True)
+class Paper:
+    """The paper a benchmark comes from, as users cite it: authors, title, venue and year."""
+
+    authors: str
+    title: str
+    venue: str
+    year: int
+
+    def cite(self) -> str:
+        """``Authors (year)``, the short form of the help texts and captions."""
+        return f"{self.authors} ({self.year})"
+
+    def reference(self) -> str:
+        """``Authors (year). Title. Venue.``"""
+        return f"{self.authors} ({self.year}). {self.title}. {self.venue}."
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"authors": self.authors, "title": self.title, "venue": self.venue, "year": self.year}
+
+
 class Benchmark(ABC, Generic[S]):
     """One benchmark: declare the attributes and :attr:`Settings`, implement :meth:`plan`, :meth:`score`, :meth:`render`.
 
@@ -484,7 +506,11 @@ class Benchmark(ABC, Generic[S]):
         model_by_name: whether Ray workers may load ``--model`` by name (False: the benchmark
             makes its own models and sends them).
         full_images: how many images (or videos) the benchmark's full evaluation set has per condition
-            (ImageNet-C: the 50 000 validation images); the report flags evaluations on fewer. None: it varies.
+            (ImageNet-C: the 50 000 validation images); the report flags evaluations on fewer. None: it varies
+            (:meth:`coverage` may still know it per record).
+        full_set: what the full evaluation set is, in words, with its source (``list benchmarks`` shows it).
+        full_unit: what :attr:`full_images` counts ("images", "videos").
+        paper: the paper that defines the benchmark (:class:`Paper`).
     """
 
     name: str = ""
@@ -499,6 +525,9 @@ class Benchmark(ABC, Generic[S]):
     headline: tuple[str, ...] = ()
     model_by_name: bool = True
     full_images: int | None = None
+    full_set: str = ""
+    full_unit: str = "images"
+    paper: Paper | None = None
 
     @abstractmethod
     def plan(self, settings: S, ctx: PlanContext) -> Plan | list[Plan]:
@@ -590,11 +619,24 @@ class Benchmark(ABC, Generic[S]):
             raise NotImplementedError(f"{type(self).__name__}.combine: {len(summaries)} evaluations in one call")
         return summaries[0]
 
+    def coverage(self, record: Mapping[str, Any]) -> tuple[int, int] | None:
+        """``(evaluated, full)``: the images (or videos) one stored record was scored on per condition, and the
+        size of the benchmark's full set for it; None when either is unknown. Default: the record's ``n_images``
+        against :attr:`full_images`."""
+        n = record.get("n_images")
+        if self.full_images and isinstance(n, int) and not isinstance(n, bool):
+            return n, int(self.full_images)
+        return None
+
     def describe(self) -> dict[str, Any]:
         """What ``shiftbench list benchmarks`` shows."""
         return {
             "name": self.name,
             "title": self.title,
+            "paper": None if self.paper is None else self.paper.to_dict(),
+            "citation": None if self.paper is None else self.paper.reference(),
+            "full_set": self.full_set,
+            "full_images": self.full_images,
             "measures": self.measures,
             "conditions": self.conditions,
             "sources": list(self.sources),

@@ -1,4 +1,4 @@
-"""Test-time methods of Hendrycks & Dietterich (000 Section 3.4-3.5, Appendix D) as a classifier wrapper.
+"""Test-time methods of Hendrycks & Dietterich (2018, Sections 3.4-3.5, Appendix D) as a classifier wrapper.
 
 * ``tta="ten-crop"`` (Appendix D): the four corner crops and the centre crop of each image and their horizontal
   mirrors go through the network; the prediction is the mean of the 10 softmax distributions (returned as its
@@ -124,6 +124,11 @@ class TestTimeClassifier(Classifier):
     @property
     def identity(self) -> str:
         return f"{self.base.identity} | preprocess={self.preprocess} tta={self.tta}"
+
+    @property
+    def test_time(self) -> dict[str, str | None]:
+        """The methods as :func:`with_test_time`'s keywords (what a Ray worker needs to wrap its own copy)."""
+        return {"tta": self.tta, "preprocess": self.preprocess}
 
     def to(self, device: torch.device | str) -> TestTimeClassifier:
         self.base.to(device)

@@ -1,4 +1,4 @@
-"""Benchmark analyses: CE/mCE without severities, balance (003 Section 5.3), coverage (003 Section 5.2), heatmap."""
+"""Benchmark analyses: CE/mCE without severities, balance (Laugros et al., 2020, Section 5.3), coverage (Laugros et al., 2020, Section 5.2), heatmap."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _fraction(argument: str, v: Any) -> float:
 def noc_corruption_error(error: float, baseline_error: float) -> float:
     """CE of one corruption without severities: ``E_c / E_baseline,c`` (1.0 = the baseline; x100 for %).
 
-    003 recommends the CE of Hendrycks & Dietterich with the AlexNet errors of its Appendix A;
+    Laugros et al. (2020) recommend the CE of Hendrycks & Dietterich with the AlexNet errors of its Appendix A;
     its corruptions have no severity levels, so the sums over severities reduce to one term.
     """
     e = _fraction("error", error)
@@ -69,10 +69,10 @@ def noc_mean_corruption_error(ces: Mapping[str, float] | Sequence[float]) -> flo
 
 @dataclass(frozen=True)
 class Balance:
-    """Spread of the mCE of single-corruption models on a benchmark (003 Section 5.3).
+    """Spread of the mCE of single-corruption models on a benchmark (Laugros et al., 2020, Section 5.3).
 
     A balanced benchmark gives each of its corruptions the same importance: models each
-    trained with one of its corruptions then get similar mCE. 003 reports the population
+    trained with one of its corruptions then get similar mCE. Laugros et al. (2020) report the population
     standard deviation and the max - min of those mCEs (12.1 / 40 for ImageNet-C, 3.7 / 11
     for ImageNet-NOC).
     """
@@ -110,7 +110,7 @@ def benchmark_mces(
     """mCE on ``benchmark`` of each model trained with one of its corruptions (the input of :func:`balance`).
 
     CE of model m on corruption c = ``E[m, c] / E[baseline, c]``; the baseline errors default to those of the
-    study's standard model (003 uses AlexNet's; a study on another dataset has no AlexNet numbers).
+    study's standard model (Laugros et al. (2020) use AlexNet's; a study on another dataset has no AlexNet numbers).
     Models are the rows of ``accuracies`` named after the corruptions.
     """
     bench = list(benchmark)
@@ -130,7 +130,7 @@ def benchmark_mces(
 
 @dataclass(frozen=True)
 class Coverage:
-    """Which outside corruptions a benchmark covers (003 Section 5.2).
+    """Which outside corruptions a benchmark covers (Laugros et al., 2020, Section 5.2).
 
     Attributes:
         level: an outside corruption is covered when it overlaps with at least one
@@ -155,7 +155,7 @@ def coverage(
 ) -> Coverage:
     """Coverage of ``benchmark`` over ``outside`` corruptions (default: every other corruption of the matrix).
 
-    003 Section 5.2: every ImageNet-C corruption overlaps with some ImageNet-NOC corruption
+    Laugros et al. (2020) Section 5.2: every ImageNet-C corruption overlaps with some ImageNet-NOC corruption
     by more than 0.3 (covered at level 0.3), while hue and border overlap with no ImageNet-C
     corruption at all (uncovered at level 0).
     """
@@ -178,9 +178,9 @@ def coverage(
 
 
 def mean_overlaps(overlaps: OverlapMatrix) -> dict[str, float]:
-    """Mean overlapping score of each corruption with the others of the matrix (002 Section 4.2, Fig. 2).
+    """Mean overlapping score of each corruption with the others of the matrix (Laugros et al., 2021, Section 4.2, Fig. 2).
 
-    002 reads a corruption with a higher mean as contributing more to the benchmark's total
+    Laugros et al. (2021) read a corruption with a higher mean as contributing more to the benchmark's total
     overlapping, and a benchmark whose corruptions differ a lot in that mean as unbalanced.
     Undefined (NaN) scores are left out of the means; a corruption with no defined score gets NaN.
     """
@@ -192,7 +192,7 @@ def mean_overlaps(overlaps: OverlapMatrix) -> dict[str, float]:
 
 
 def overlap_block(overlaps: OverlapMatrix, rows: Sequence[str], columns: Sequence[str]) -> np.ndarray:
-    """The ``rows x columns`` part of an overlap matrix (e.g. ImageNet-C x ImageNet-NOC, 003 Fig. 3)."""
+    """The ``rows x columns`` part of an overlap matrix (e.g. ImageNet-C x ImageNet-NOC, Laugros et al. (2020) Fig. 3)."""
     ri = [overlaps._index(r) for r in rows]
     ci = [overlaps._index(c) for c in columns]
     return overlaps.values[np.ix_(ri, ci)].copy()
@@ -200,17 +200,17 @@ def overlap_block(overlaps: OverlapMatrix, rows: Sequence[str], columns: Sequenc
 
 @dataclass(frozen=True)
 class MixtureCoverage:
-    """How a model trained on a mixture of corruptions does on each test corruption (003 Section 5.2, Table 1).
+    """How a model trained on a mixture of corruptions does on each test corruption (Laugros et al., 2020, Section 5.2, Table 1).
 
     Attributes:
-        model: the mixture model (003's m_IC or m_INOC).
+        model: the mixture model (Laugros et al.'s (2020) m_IC or m_INOC).
         ces: ``{corruption: (CE of the standard model, CE of the mixture model)}``, in % of the baseline errors
-            (003 uses AlexNet's; a study on other data uses its standard model's, so the standard's CEs are 100).
+            (Laugros et al. (2020) use AlexNet's; a study on other data uses its standard model's, so the standard's CEs are 100).
         clean_error: ``(standard, mixture)`` clean errors.
         covered: corruptions on which the mixture model's error is below the standard model's: training on the
-            mixture made the model more robust to them (003: "m_INOC is more robust than the standard model to
+            mixture made the model more robust to them (Laugros et al., 2020: "m_INOC is more robust than the standard model to
             all the ImageNet-C corruptions").
-        uncovered: the others (003: m_IC "is not robust to the hue and border corruptions").
+        uncovered: the others (Laugros et al., 2020: m_IC "is not robust to the hue and border corruptions").
     """
 
     model: str
@@ -277,7 +277,7 @@ def plot_overlap_heatmap(
     """Draw the overlap matrix as an annotated heatmap (PNG, SVG or PDF by the file suffix).
 
     ``rows`` / ``columns`` draw a block of it (e.g. ImageNet-C x ImageNet-NOC); ``means`` adds each
-    row's mean overlap with the other corruptions (002 Fig. 2) as a last column.
+    row's mean overlap with the other corruptions (Laugros et al., 2021, Fig. 2) as a last column.
 
     Needs matplotlib: ``pip install 'shiftbench[plot]'``.
     """

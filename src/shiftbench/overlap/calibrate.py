@@ -1,6 +1,6 @@
-"""Severity calibration of a corruption's parameter range (003 Section 4 and Appendix A).
+"""Severity calibration of a corruption's parameter range (Laugros et al., 2020, Section 4 and Appendix A).
 
-003 sets each candidate's range so that a standard ResNet-18 keeps a robustness score
+Laugros et al. (2020) set each candidate's range so that a standard ResNet-18 keeps a robustness score
 ``R = A_corrupted / A_clean`` of **0.95** at the mild end and **0.5** at the harsh end
 (hue and gray scale never reach 0.5: 0.63 and 0.70 at their upper bounds). This module finds
 those endpoints for any corruption with a parameter, for any model:
@@ -11,7 +11,7 @@ those endpoints for any corruption with a parameter, for any model:
    integer parameter);
 3. the endpoint is the linear interpolation of ``R`` inside the last bracket (rounded for an
    integer parameter). A level that ``R`` never reaches in the interval gives ``None`` and the
-   value of ``R`` at the harsh end is reported, as 003 does for hue and gray scale.
+   value of ``R`` at the harsh end is reported, as Laugros et al. (2020) do for hue and gray scale.
 
 Every evaluation is kept (value, R, accuracy) so that the search can be plotted and checked.
 All evaluations use the same images and the same per-image keys: only the parameter changes

@@ -246,7 +246,7 @@ def calibrate_cmd(
     limit: int | None,
     out_dir: str | None,
 ) -> None:
-    """Find where the study's standard model keeps R = 0.95 and R = 0.5 under a corruption (003 Appendix A).
+    """Find where the study's standard model keeps R = 0.95 and R = 0.5 under a corruption (Laugros et al., 2020, Appendix A).
 
     Trains the standard model first if the study has not (resumable). The search and every
     evaluation go to <out>/<corruption>.json, the plot to <out>/<corruption>.png, and the

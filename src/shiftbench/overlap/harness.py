@@ -1,4 +1,4 @@
-"""The training harness of the overlap study (003 Section 4, 002 Section 4).
+"""The training harness of the overlap study (Laugros et al., 2020, Section 4, and 2021, Section 4).
 
 One *standard* model trained on clean images and one model per candidate corruption
 trained with half of every batch corrupted (a fresh value from the corruption's range
@@ -16,7 +16,7 @@ Recipe (the papers' defaults, :class:`TrainConfig`): SGD momentum 0.9, weight de
 1e-4, 40 epochs, batch 256, learning rate 0.1 divided by 10 at epochs 20 and 30, random
 horizontal flips, 224 px, ImageNet-100 (every tenth ImageNet class in WordNet-id order).
 ``mode = "finetune"`` starts each corruption model from a checkpoint (by default the
-study's own standard model) for a few epochs, as 003 proposes to cut the cost.
+study's own standard model) for a few epochs, as Laugros et al. (2020) propose to cut the cost.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    """The training recipe; defaults are the papers' (003 Section 4)."""
+    """The training recipe; defaults are the papers' (Laugros et al., 2020, Section 4)."""
 
     epochs: int = 40
     batch_size: int = 256
@@ -749,8 +749,8 @@ class StudyResult:
         """Balance and coverage of each threshold's benchmark, and of all defined candidates together.
 
         Balance: spread of the mCE (CE normalised by the study's standard model) of the models trained
-        with one of the benchmark's corruptions (003 Section 5.3). Coverage: the other candidates that
-        overlap with some benchmark corruption by more than ``level`` (003 Section 5.2 uses 0.3).
+        with one of the benchmark's corruptions (Laugros et al., 2020, Section 5.3). Coverage: the other candidates that
+        overlap with some benchmark corruption by more than ``level`` (Laugros et al. (2020, Section 5.2) use 0.3).
         """
         from .analysis import balance, benchmark_mces, coverage
 
@@ -773,13 +773,13 @@ class StudyResult:
         return rows
 
     def mean_overlaps(self) -> dict[str, float]:
-        """Each corruption's mean overlap with the others (002 Section 4.2)."""
+        """Each corruption's mean overlap with the others (Laugros et al., 2021, Section 4.2)."""
         from .analysis import mean_overlaps
 
         return mean_overlaps(self.overlaps)
 
     def mixture_coverages(self) -> dict[str, Any]:
-        """003 Section 5.2 / Table 1 for every mixture model: its CE and the standard model's on the test
+        """Laugros et al. (2020) Section 5.2 / Table 1 for every mixture model: its CE and the standard model's on the test
         corruptions outside the mixture (all test corruptions when none is outside)."""
         from .analysis import mixture_coverage
 
@@ -931,7 +931,7 @@ def calibrate_study_corruption(
     dataset: Dataset | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Any:
-    """Calibrate a corruption's range with the study's standard model on its test images (003 Appendix A).
+    """Calibrate a corruption's range with the study's standard model on its test images (Laugros et al., 2020, Appendix A).
 
     The standard model is trained first when the study has none (resumable, as in :func:`run_study`).
     The result is also stored in the study's store (``overlap_calibrations``). Returns a

@@ -1,15 +1,15 @@
 """ImageNet-NOC and user-built benchmarks of non-overlapping corruptions.
 
-ImageNet-NOC (003 Section 4) is the benchmark Algorithm 1 builds from the 23 candidates at
+ImageNet-NOC (Laugros et al., 2020, Section 4) is the benchmark Algorithm 1 builds from the 23 candidates at
 overlapping threshold 0.1 with ResNet-18: quantization, blur, vertical artifacts, rain,
-border, shear, brightness and hue (the order of 003's Tables 6 and 8). Its CE divides a
+border, shear, brightness and hue (the order of Laugros et al.'s (2020) Tables 6 and 8). Its CE divides a
 model's error on each corruption by the error of torchvision's pretrained AlexNet on
-that corruption (003 Appendix A); mCE is their mean. (The authors' later code normalises by
+that corruption (Laugros et al., 2020, Appendix A); mCE is their mean. (The authors' later code normalises by
 a ResNet-50 instead and lists only 7 corruptions; shiftbench follows the paper.)
 
 A benchmark built by :func:`~shiftbench.overlap.select.select_benchmark` is saved as a
 JSON document (:func:`save_benchmark`) holding its corruptions, the baseline errors that
-normalise its CE (AlexNet's published ones where 003 gives them, else those of a model
+normalise its CE (AlexNet's published ones where Laugros et al. (2020) give them, else those of a model
 the user chose) and the selection that produced it; the ``imagenet-noc`` benchmark
 (``shiftbench.benchmarks.imagenet_noc``) evaluates ImageNet-NOC and saved benchmarks the same way.
 """
@@ -64,7 +64,7 @@ IMAGENET_NOC: tuple[str, ...] = (
     "noc_brightness",
     "noc_hue",
 )
-"""The 8 corruptions of ImageNet-NOC (003, threshold 0.1), in the order of its Tables 6 and 8."""
+"""The 8 corruptions of ImageNet-NOC (Laugros et al., 2020, threshold 0.1), in the order of its Tables 6 and 8."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class NocBaseline:
 
 @lru_cache(maxsize=1)
 def alexnet_noc_baseline() -> NocBaseline:
-    """torchvision AlexNet's published errors on the 23 candidates (003 Appendix A, Figures 5-6; not re-measured)."""
+    """torchvision AlexNet's published errors on the 23 candidates (Laugros et al., 2020, Appendix A, Figures 5-6; not re-measured)."""
     text = resources.files("shiftbench").joinpath("data/imagenet_noc_alexnet.json").read_text(encoding="utf-8")
     doc = json.loads(text)
     return NocBaseline(
@@ -178,8 +178,8 @@ def benchmark_from_selection(
 ) -> NocBenchmark:
     """A benchmark from Algorithm 1's result (or a list of candidates).
 
-    The CE baseline defaults to AlexNet's published errors (003 Appendix A); corruptions
-    without one (002's border/obstruction) need ``baseline`` (e.g. the errors of the study's
+    The CE baseline defaults to AlexNet's published errors (Laugros et al., 2020, Appendix A); corruptions
+    without one (Laugros et al.'s (2021) border/obstruction) need ``baseline`` (e.g. the errors of the study's
     standard model).
     """
     name = _check_name(name)

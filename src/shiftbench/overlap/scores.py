@@ -1,7 +1,7 @@
-"""Robustness score and corruption overlapping score as pure functions (003 Section 3.1).
+"""Robustness score and corruption overlapping score as pure functions (Laugros et al., 2020, Section 3.1).
 
 * Robustness score of model m to corruption c: ``R = A_c / A_clean``.
-* Overlapping score of corruptions c1, c2 (003, eq. 2), with m1/m2 the models trained
+* Overlapping score of corruptions c1, c2 (Laugros et al., 2020, eq. 2), with m1/m2 the models trained
   with c1/c2 and ``standard`` the model trained on clean images::
 
       O = max(0, 1/2 * ((R[m1, c2] - R[std, c2]) / (R[m2, c2] - R[std, c2])
@@ -76,7 +76,7 @@ def _accuracy(argument: str, value: Any) -> float:
 
 
 def robustness_score(accuracy_corrupted: float, accuracy_clean: float) -> float:
-    """``R = A_c / A_clean`` (003 Section 3.1).
+    """``R = A_c / A_clean`` (Laugros et al., 2020, Section 3.1).
 
     Raises:
         InvalidArgumentError: accuracies outside [0, 1], or ``accuracy_clean == 0``
@@ -105,7 +105,7 @@ def overlap_score(
     c1: str = "c1",
     c2: str = "c2",
 ) -> float:
-    """003 eq. 2 from six robustness scores (``r_<model>_<corruption>``), clipped at 0.
+    """Laugros et al. (2020) eq. 2 from six robustness scores (``r_<model>_<corruption>``), clipped at 0.
 
     Raises:
         UndefinedOverlapError: ``r_m2_c2 <= r_std_c2`` or ``r_m1_c1 <= r_std_c1``.
@@ -293,7 +293,7 @@ def overlap_matrix(
     *,
     on_undefined: str = "raise",
 ) -> OverlapMatrix:
-    """Overlapping scores (003 eq. 2) between corruptions from an accuracy matrix.
+    """Overlapping scores (Laugros et al., 2020, eq. 2) between corruptions from an accuracy matrix.
 
     Args:
         accuracies: rows ``"standard"`` and one model per corruption (named after it),

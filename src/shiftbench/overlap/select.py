@@ -1,4 +1,4 @@
-"""Algorithm 1 of 003: the largest benchmark of non-overlapping corruptions.
+"""Algorithm 1 of Laugros et al. (2020): the largest benchmark of non-overlapping corruptions.
 
 For an overlapping threshold t:
 
@@ -6,7 +6,7 @@ For an overlapping threshold t:
     all under t, and
 (3) among them, the one with the lowest mean pairwise overlapping score.
 
-"Under the threshold" is read as ``O <= t``: with t = 0, 003's Appendix B builds a
+"Under the threshold" is read as ``O <= t``: with t = 0, Laugros et al.'s (2020) Appendix B builds a
 benchmark of five corruptions whose overlaps are exactly 0, which ``O < 0`` could
 never give.
 
@@ -229,7 +229,7 @@ def select_benchmark(overlaps: OverlapMatrix | Any, threshold: float, names: Seq
 def select_for_thresholds(
     overlaps: OverlapMatrix | Any, thresholds: Sequence[float], names: Sequence[str] | None = None
 ) -> list[Selection]:
-    """Algorithm 1 for each threshold (003 Appendix B uses 0, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5)."""
+    """Algorithm 1 for each threshold (Laugros et al. (2020, Appendix B) use 0, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5)."""
     if isinstance(thresholds, (int, float)) or not isinstance(thresholds, Sequence) or not thresholds:
         raise InvalidArgumentError("thresholds", thresholds, "a non-empty list of numbers in [0, 1]")
     ts = [check_threshold(t, "thresholds") for t in thresholds]

@@ -4,16 +4,16 @@ A study names its corruptions with short strings (see ``docs/overlap.md``):
 
 * ``"fog"``: an ImageNet-C corruption (or any corruption registered with five severities) at a
   severity drawn uniformly from 1..5 **for every image**. This is the papers' protocol for
-  ImageNet-C (003 Section 5.1: "The corruption severity is randomly selected for each image
-  corrupted in the process"; 003 Section 5.2 for m_IC).
+  ImageNet-C (Laugros et al., 2020, Section 5.1: "The corruption severity is randomly selected for each image
+  corrupted in the process"; Laugros et al. (2020) Section 5.2 for m_IC).
 * ``"fog@3"``: the same corruption at a fixed severity.
-* ``"noc_rain"``: a candidate corruption of 003/002, one value per image drawn from its whole
+* ``"noc_rain"``: a candidate corruption of Laugros et al. (2020, 2021), one value per image drawn from its whole
   range (the papers' mode); ``"noc_rain@2"`` draws from the second fifth of the range.
 * a name given to :func:`register_corruption`: a user corruption with a parameter range; one
   value per image is drawn uniformly from that range.
 
 A *mixture* (:func:`mixture`) trains one model with a corruption drawn per image from a set, as
-003's m_IC (all of ImageNet-C) and m_INOC (all of ImageNet-NOC). Mixtures are models only: they
+Laugros et al.'s (2020) m_IC (all of ImageNet-C) and m_INOC (all of ImageNet-NOC). Mixtures are models only: they
 have no test column.
 
 Every draw is seeded per image: the severity of ``"fog"`` comes from the generator of
@@ -177,7 +177,7 @@ class StudyCorruption:
         if self.severity is not None:
             return f"fixed severity {self.severity}" + (" (that fifth of the range)" if self.kind == "candidate" else "")
         if self.kind == "candidate":
-            return "one value per image drawn uniformly from the whole range (003)"
+            return "one value per image drawn uniformly from the whole range (Laugros et al., 2020)"
         return "severity drawn uniformly from 1..5 per image (Laugros et al., 2020, Section 5)"
 
 
@@ -360,7 +360,7 @@ def apply_at_value(images: torch.Tensor, name: str, value: float, *, seed: int, 
     ctx = SampleContext(params=(v, v), height=h, width=w, edition="224", severity=0)
     # the candidate's own sampler, with a range of one value: its other draws (positions, signs...) stay random.
     # The value is the calibration's own, not a draw a user replays: it may lie outside the published range
-    # (003 Appendix A searches beyond it), so it goes to the corruption's apply directly rather than through
+    # (Laugros et al. (2020, Appendix A) search beyond it), so it goes to the corruption's apply directly rather than through
     # corrupt(..., draws=...), which accepts only values its sampler can produce.
     draws = [reg.sample(FastDraws(derive_generator(seed, k, f"{sc.base}:value", 0)), ctx) for k in ks]
     dev = b.raw.device

@@ -25,11 +25,12 @@ library the reference generator called, so frames come out 8-bit exact:
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import torch
+
+from ..editions import bilinear_coefficients, bilinear_resize
 
 __all__ = [
     "affine_matrix_tv021",
@@ -362,67 +363,6 @@ def cv_warp_perspective(img: torch.Tensor, homographies: np.ndarray, window: Win
     return out.transpose(0, 1)
 
 
-_PRECISION_BITS = 32 - 8 - 2
-
-
-def pil_resize_coefficients(in_size: int, out_size: int) -> np.ndarray:
-    """Pillow's fixed-point BILINEAR resampling matrix (``out_size x in_size``, int64).
-
-    For output sample ``i`` the centre is ``(i + 0.5) * scale`` with
-    ``scale = in / out``; the triangle filter is widened by ``max(scale, 1)``,
-    its support window is ``int(centre -/+ support + 0.5)`` clipped to the
-    input, the weights are normalised in double precision and then rounded to
-    22-bit integers (half away from zero).
-    """
-    return _pil_resize_coefficients(int(in_size), int(out_size)).copy()
-
-
-@lru_cache(maxsize=64)
-def _pil_resize_coefficients(in_size: int, out_size: int) -> np.ndarray:
-    scale = float(in_size) / out_size
-    filterscale = max(scale, 1.0)
-    support = 1.0 * filterscale
-    mat = np.zeros((out_size, in_size), dtype=np.int64)
-    for i in range(out_size):
-        centre = (i + 0.5) * scale
-        xmin = max(int(centre - support + 0.5), 0)
-        xmax = min(int(centre + support + 0.5), in_size) - xmin
-        ws = []
-        total = 0.0
-        for k in range(xmax):
-            t = abs((k + xmin - centre + 0.5) * (1.0 / filterscale))
-            wv = 1.0 - t if t < 1.0 else 0.0
-            ws.append(wv)
-            total += wv
-        for k, wv in enumerate(ws):
-            if total != 0.0:
-                wv = wv / total
-            fixed = int(-0.5 + wv * (1 << _PRECISION_BITS)) if wv < 0 else int(0.5 + wv * (1 << _PRECISION_BITS))
-            mat[i, xmin + k] = fixed
-    mat.setflags(write=False)
-    return mat
-
-
-def _resample_pass(x: torch.Tensor, mat: np.ndarray, dim: int) -> torch.Tensor:
-    m = torch.tensor(mat, device=x.device, dtype=torch.float64)
-    if dim == -1:
-        acc = torch.matmul(x, m.transpose(0, 1))
-    else:
-        acc = torch.matmul(m, x)
-    # the sums are exact integers in float64 (|sum| < 2^53)
-    return torch.floor((acc + (1 << (_PRECISION_BITS - 1))) / (1 << _PRECISION_BITS)).clamp_(0, 255)
-
-
-def pil_resize(x: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """Pillow's ``Image.resize((width, height), BILINEAR)`` of ... x H x W 8-bit levels (float64).
-
-    Horizontal pass first, 8-bit intermediate, then the vertical pass; a pass
-    whose size does not change is skipped, as in Pillow.
-    """
-    h, w = int(x.shape[-2]), int(x.shape[-1])
-    y = x.to(torch.float64)
-    if w != width:
-        y = _resample_pass(y, _pil_resize_coefficients(w, width), -1)
-    if h != height:
-        y = _resample_pass(y, _pil_resize_coefficients(h, height), -2)
-    return y
+# Pillow's BILINEAR resize as Pillow <= 12 ran it is engine code (the ImageNet-C editions resize with it too)
+pil_resize = bilinear_resize
+pil_resize_coefficients = bilinear_coefficients

@@ -68,6 +68,8 @@ class BenchmarkPart:
     table: Table | None
     raw: str
     figures: list[dict[str, str]] = field(default_factory=list)
+    paper: str = ""
+    """The paper the benchmark comes from: ``Authors (year). Title. Venue.``"""
 
 
 @dataclass
@@ -199,7 +201,8 @@ def collect(
     figures: dict[str, list[ReportFigure]] = {}
     for bench, sec in stored_sections(store) if sections is None else sections:
         parts.append(BenchmarkPart(bench.name, bench.title or bench.name, bench.measures, records_table(sec.value),
-                                   json.dumps(sec.value, indent=1, default=str)))
+                                   json.dumps(sec.value, indent=1, default=str),
+                                   paper=bench.paper.reference() if bench.paper is not None else ""))
         if with_figures:
             figures[bench.name] = list(bench.report_figures(store, sec))
     return parts, figures
@@ -227,10 +230,9 @@ def compare_models(
             model = str(rec.get("model_label") or rec["model"])
             row = by_model.setdefault(model, {})
             m = meta.setdefault(model, {"weights": rec.get("weights_sha256", ""), "small": []})
-            full = getattr(bench, "full_images", None)
-            n = rec.get("n_images")
-            if full and isinstance(n, int) and n < full:
-                m["small"].append(f"{bench.name}: {n:,} of {full:,} images")
+            cov = bench.coverage(rec)
+            if cov is not None and cov[0] < cov[1]:
+                m["small"].append(f"{bench.name}: {cov[0]:,} of {cov[1]:,} {bench.full_unit}")
             for k in bench.headline:
                 col = f"{bench.name} {k}" + (" (%)" if is_fraction_key(k) else "")
                 if col not in columns:

@@ -1,4 +1,4 @@
-"""Structural robustness (paper 000, Section 4): style and subclass hold-outs.
+"""Structural robustness (Hendrycks & Dietterich, 2018, Section 4): style and subclass hold-outs.
 
 Readers of ICONS-50, the emoji-styles stand-in, CIFAR-100 and wnid folder trees
 (:mod:`.readers`); the hold-out splits as data (:mod:`.splits`); evaluation of a
@@ -41,6 +41,7 @@ from .splits import (  # noqa: E402
     CIFAR100_COARSE_TO_FINE,
     IMAGENET22K_SPLITS,
     PAPER_HELD_OUT_SUBTYPES,
+    SEEN_TEST_SHARE,
     Split,
     cifar100_held_out,
     cifar100_subclass_split,
@@ -57,6 +58,7 @@ from .splits import (  # noqa: E402
 __all__ += [
     "CIFAR100_COARSE_TO_FINE",
     "PAPER_HELD_OUT_SUBTYPES",
+    "SEEN_TEST_SHARE",
     "Split",
     "HoldoutScore",
     "ItemPredictions",

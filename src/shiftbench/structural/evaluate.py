@@ -5,8 +5,9 @@ The metrics of every hold-out experiment (paper Section 4):
 * ``heldout_accuracy``: accuracy on the held-out part (unseen style, subtypes, subclasses);
   the number the paper reports (57 % Microsoft, 60.4 % ICONS-50 subtypes, 40.9 / 26.78 /
   25.3 % CIFAR-100 k = 1 / 2 / 3);
-* ``seen_accuracy``: accuracy on the held-out share of the seen part (in distribution);
-* ``gap`` = seen - held out, in accuracy points (0..1);
+* ``seen_accuracy``: accuracy on the held-out share of the seen part (in distribution); None when no share
+  was kept out (the default of the ICONS-50 splits: the authors' script trains on all the seen data);
+* ``gap`` = seen - held out, in accuracy points (0..1); None without a seen share;
 * ``per_group``: held-out accuracy per held-out style or subtype.
 
 These are plain functions on arrays so that a benchmark module can call them with
@@ -64,8 +65,8 @@ class HoldoutScore:
     kind: str
     held_out: list[str]
     heldout_accuracy: float
-    seen_accuracy: float
-    gap: float
+    seen_accuracy: float | None
+    gap: float | None
     n_heldout: int
     n_seen: int
     per_group: dict[str, float] = field(default_factory=dict)
@@ -89,8 +90,10 @@ def score(split: Split, heldout: ItemPredictions, seen: ItemPredictions) -> Hold
     for g in sorted(set(heldout.group.tolist())):
         m = heldout.group == g
         groups[g] = float(heldout.correct[m].mean())
-    h, s = _acc(heldout), _acc(seen)
-    return HoldoutScore(split.name, split.kind, list(split.held_out), h, s, s - h, len(heldout.index), len(seen.index), groups)
+    h = _acc(heldout)
+    s = _acc(seen) if len(seen.index) else None  # no seen share kept out of training: nothing to measure
+    return HoldoutScore(split.name, split.kind, list(split.held_out), h, s, None if s is None else s - h,
+                        len(heldout.index), len(seen.index), groups)
 
 
 class PartSource(Source):

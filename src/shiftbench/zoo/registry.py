@@ -59,6 +59,7 @@ class ZooEntry:
         key_remap: ``(regex, replacement)`` pairs for old parameter names.
         page: a web page to download the file from by hand (file hosts that need a browser).
         description, source, checksum_note: provenance, shown by ``shiftbench zoo``.
+        licence: the licence the publisher states for the weights (or the repository that publishes them).
     """
 
     name: str
@@ -75,6 +76,7 @@ class ZooEntry:
     description: str = ""
     source: str = ""
     checksum_note: str = ""
+    licence: str = ""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -129,6 +131,7 @@ def _entry_from_json(name: str, d: Mapping[str, Any], presets: Mapping[str, Any]
         description=d.get("description", ""),
         source=d.get("source", ""),
         checksum_note=d.get("checksum_note", ""),
+        licence=d.get("licence", ""),
     )
 
 

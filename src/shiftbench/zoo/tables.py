@@ -118,7 +118,7 @@ class PublishedTable:
 
 @lru_cache(maxsize=1)
 def tables() -> dict[str, PublishedTable]:
-    """All published tables by id (``"004:3"``...)."""
+    """All published tables by id (``"rusak2022:3"``...)."""
     text = resources.files("shiftbench").joinpath("data/zoo_tables.json").read_text(encoding="utf-8")
     out: dict[str, PublishedTable] = {}
     for tid, t in json.loads(text)["tables"].items():
@@ -202,7 +202,7 @@ def compare(table_id: str, measured: Mapping[str, Mapping[str, float]]) -> Compa
     """Put measured metrics next to a published table.
 
     Args:
-        table_id: e.g. ``"004:3"``.
+        table_id: e.g. ``"rusak2022:3"``.
         measured: metrics per model, in the table's unit (%), keyed by zoo name
             (``"resnet50"`` or ``"zoo:resnet50"``) or by the paper's row label;
             metric names are the table's column keys (``table(id).column_keys()``).
@@ -240,7 +240,7 @@ def measured_from_report(report: Mapping[str, Any], table_id: str) -> dict[str, 
 
     Reads each evaluated model's clean error, mCE (only when it covers all 15
     benchmark corruptions), relative mCE and per-corruption CE / relative CE
-    (``000:2`` takes the relative ones); the baseline row is skipped. Models are
+    (``hendrycks2018:2`` takes the relative ones); the baseline row is skipped. Models are
     keyed by their evaluated name (``zoo:resnet50``), which :func:`compare` matches.
 
     Raises:
