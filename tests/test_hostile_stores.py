@@ -205,3 +205,25 @@ def test_evaluate_with_a_seed_beyond_2_63_is_stored_exactly(tmp_path: Path, caps
             assert [e.seed for e in db.evaluations()] == [9223372036854775808]
     finally:
         MODEL_SOURCES.unregister("toyseed")
+
+
+@pytest.mark.parametrize(
+    ("baseline", "doc", "says"),
+    [
+        ("abc", None, "allowed one of"),
+        ("eval:abc", None, "numeric id"),
+        ("eval:-1", None, "id of a stored evaluation"),
+        ("base.json", '{"format": "shiftbench-baseline/1", "name": "x", "clean_error": "abc", "errors": {"fog": ["a", 0.1, 0.2, 0.3, 0.4]}}', "malformed"),
+        ("base.json", '{"format": "shiftbench-baseline/1", "name": "x", "clean_error": 0.5, "errors": {"fog": [NaN, 0.1, 0.2, 0.3, 0.4]}}', "error nan"),
+    ],
+    ids=["name", "eval-text", "eval-negative", "json-text-errors", "json-nan"],
+)
+def test_results_with_a_non_numeric_baseline_is_one_line(tmp_path: Path, capsys, baseline: str, doc: str | None, says: str) -> None:
+    store = _store(tmp_path)
+    if doc is not None:
+        (tmp_path / baseline).write_text(doc, encoding="utf-8")
+        baseline = str(tmp_path / baseline)
+    before = _tree(tmp_path)
+    line = _one_line(capsys, ["results", "--store", str(store), "--baseline", baseline])
+    assert says in line and "baseline" in line
+    assert _tree(tmp_path) == before  # a read command

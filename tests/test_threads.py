@@ -251,16 +251,18 @@ def test_free_cpus_leaves_out_other_tasks(monkeypatch: pytest.MonkeyPatch) -> No
     assert cpus.free_cpus() == 1
 
 
-def test_default_threads_leave_busy_cpus_to_others(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_threads_are_the_cpus_the_process_may_run_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the batch's threads share one queue of ranges, so busy CPUs are not left out (free_cpus is the model's rule)
     before = torch.get_num_threads()
     try:
-        torch.set_num_threads(2)
-        monkeypatch.setattr(_parallel, "free_cpus", lambda: 1)
-        assert resolve_threads(None) == 1  # one other process busy on two cores: one thread
-        assert resolve_threads(2) == 2  # as asked
-        monkeypatch.setattr(_parallel, "free_cpus", lambda: 2)
+        torch.set_num_threads(4)
+        monkeypatch.setattr(_parallel, "available_cpus", lambda: 2)  # e.g. taskset or a container
+        monkeypatch.setattr(cpus, "other_tasks", lambda: 5.0)  # a busy machine changes nothing
         assert resolve_threads(None) == 2
+        assert resolve_threads(3) == 3  # as asked
+        monkeypatch.setattr(_parallel, "available_cpus", lambda: 8)
+        assert resolve_threads(None) == 4  # never more than torch's setting
         torch.set_num_threads(1)
-        assert resolve_threads(None) == 1  # never more than torch's setting
+        assert resolve_threads(None) == 1
     finally:
         torch.set_num_threads(before)

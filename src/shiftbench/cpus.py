@@ -1,20 +1,20 @@
-"""How many CPUs a job may use now: the one rule for the corruption engine's batch threads and the model's threads.
+"""How many CPUs a job may use now: the CPUs of the process, and the ones other processes leave free.
 
-A thread on a core that another process keeps busy gets a share of that core and holds up the work it was
-meant to speed up: beside one busy process on two cores, two threads ran a corruption batch and a model's
-forward pass slower than one (``perf/threads.py``, ``perf/eval_threads.py``, ``docs/performance-threads.md``).
-So :func:`shiftbench.corrupt` (``threads=None``) and ``evaluate --threads auto`` both ask :func:`free_cpus`:
+A thread of torch's OpenMP forward pass on a core that another process keeps busy gets a share of that core and
+holds up its team at every barrier: beside one busy process on two cores, two threads ran ``evaluate`` at 0.43x
+of one (``perf/eval_threads.py``, docs/performance.md). So ``evaluate --threads auto`` asks :func:`free_cpus`:
 the CPUs this process may run on, less the other tasks that want a CPU at this moment, at least one.
+(:func:`shiftbench.corrupt`'s batch threads take :func:`available_cpus`: they share one queue of images, so a
+thread on a shared core takes fewer images instead of holding the others up; docs/performance-threads.md.)
 
 * The CPUs the process may run on: its affinity mask (what a container or ``taskset`` leaves it), else
   the machine's CPU count (:func:`available_cpus`).
 * The other tasks: on Linux the runnable count of ``/proc/loadavg``, the tasks running or waiting to run
   at the instant it is read, less this process's own runnable threads (:func:`own_runnable`: the caller, and
   torch's OpenMP workers, which spin for a while after a parallel region and are runnable then; counted as
-  others' work they made the default take one thread on an idle machine, 1.35 threads per call and 1.22x
-  instead of 1.77x at two threads in ``perf/threads.py``) (:func:`other_tasks`). It follows the machine from one call
-  to the next (a neighbour that finishes frees its core at once), where the one-minute load average
-  would lag for minutes; the load average stands in where the runnable count is not available.
+  others' work they made a job on an idle machine take one thread) (:func:`other_tasks`). It follows the
+  machine from one call to the next (a neighbour that finishes frees its core at once), where the one-minute
+  load average would lag for minutes; the load average stands in where the runnable count is not available.
   Other tasks may run on CPUs outside the affinity mask, so they are taken from the machine's CPUs,
   and the result is capped by the process's own.
 """

@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
-from ..cpus import free_cpus
+from ..cpus import available_cpus
 from ..errors import InvalidArgumentError
 
 __all__ = ["resolve_threads", "split", "run_in_threads"]
@@ -38,13 +38,18 @@ _POOL_LOCK = threading.Lock()
 
 def resolve_threads(threads: object, argument: str = "threads") -> int:
     """How many threads a CPU batch may use: ``threads`` (an int >= 1, as given), or for ``None``
-    ``torch.get_num_threads()`` capped at :func:`shiftbench.cpus.free_cpus`: the CPUs the process may
-    run on (torch counts the machine's cores, not the ones a container or ``taskset`` leaves it) less
-    the other tasks that want one now. A thread on a core that another process keeps busy gets a share
-    of it and holds up the batch's end, so two threads beside one busy process on two cores would be
-    slower than one."""
+    ``torch.get_num_threads()`` capped at :func:`shiftbench.cpus.available_cpus` (torch counts the
+    machine's cores, not the ones a container or ``taskset`` leaves the process).
+
+    Unlike the model's ``--threads auto`` (:func:`shiftbench.cpus.free_cpus`), the batch does not leave
+    out the CPUs other processes keep busy: its threads take ranges of images from one queue, so a
+    thread on a shared core takes fewer of them instead of holding up the others at a barrier. On 2
+    cores beside one spinning process, two threads ran the 15 x 5 pass at 1.18x of one thread (pinned
+    spinner 1.14x), and on the idle machine at 1.88x, where capping at the free CPUs gave 1.03x and 1.55x
+    (``perf/threads.py``, docs/performance-threads.md). torch's OpenMP forward pass, whose threads meet at
+    barriers, is the opposite case: 0.43x at two threads beside a busy process (``perf/eval_threads.py``)."""
     if threads is None:
-        return max(1, min(torch.get_num_threads(), free_cpus()))
+        return max(1, min(torch.get_num_threads(), available_cpus()))
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidArgumentError(argument, threads, "an int >= 1, or None for torch.get_num_threads()")
     return threads

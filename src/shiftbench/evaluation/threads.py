@@ -3,8 +3,8 @@
 torch runs a forward pass on as many threads as the machine has cores. On a shared machine that is the wrong
 default: with other jobs on the cores, two threads ran ``evaluate`` slower than one (``perf/eval_threads.py``,
 ``docs/performance.md``), because each thread waits for a core another process holds. ``auto`` therefore takes the
-CPUs that other tasks leave free, at least one (:func:`shiftbench.cpus.free_cpus`, the rule the corruption engine's
-batch threads follow too): all of them on an idle machine, one when the others are busy.
+CPUs that other tasks leave free, at least one (:func:`shiftbench.cpus.free_cpus`, the rule ``generate``'s worker
+count follows too): all of them on an idle machine, one when the others are busy.
 """
 
 from __future__ import annotations

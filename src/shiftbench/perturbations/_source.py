@@ -98,10 +98,11 @@ def resized_crop_window(height: int, width: int) -> tuple[int, int, int, int]:
     return center_window(height, width, int(height * 0.875), int(width * 0.875))
 
 
-CANVAS_BYTES_PER_VALUE = 112
+CANVAS_BYTES_PER_VALUE = 40
 """Memory per value (pixel x channel) of a photo and its canvas while it is prepared and perturbed: the uint8 base,
-the resize's passes and the float64 copy the geometric perturbations keep. Measured: 85 bytes per value of the base
-(a 32 x 4000 strip, whose 224 base is 256 x 32000, peaked at 2.0 GiB; ``perf/memory_per_pixel.py``)."""
+the resize's float64 passes and the float64 copy the geometric perturbations keep (the resizes' coefficient
+matrices are counted apart: :data:`RESIZE_BYTES_PER_COEFFICIENT`). A 32 x 4000 strip, whose 224 base is 256 x 32000,
+peaked at 2.0 GiB (declared 3.3 GiB); a 32 x 12000 one at 18.4 GiB (declared 20.5 GiB)."""
 
 SEQUENCE_BYTES = 512 << 20
 """Memory of the frames of one chunk and their intermediates, whatever the photo's size (chunks hold at most
@@ -109,19 +110,29 @@ SEQUENCE_BYTES = 512 << 20
 peaked at 80 MiB in all)."""
 
 
+RESIZE_BYTES_PER_COEFFICIENT = 16
+"""The resizes' dense coefficient matrices (output x input samples of each axis, int64, and their tensor copy):
+a 32 x 12000 strip resized to 256 x 96000 holds a 96000 x 12000 matrix (measured: 18.4 GiB in all)."""
+
+
 def sequence_memory(height: int, width: int, edition: str, recipe: str = "") -> int:
     """Bytes perturbing one ``height`` x ``width`` photo takes at most in ``edition``: its source, its canvas (the
-    base of the edition's preparation) and the chunk of frames being made."""
+    base of the edition's preparation), the resizes' coefficient matrices and the chunk of frames being made."""
     size = _SIZES[edition]
     if recipe == SQUASHED_64:
         bh, bw = size, size
+        rh, rw = size * height, size * width
     elif edition in _BASE_SHORT:
         bh, bw = resize_short_size(height, width, _BASE_SHORT[edition])
+        rh, rw = bh * height, bw * width
     elif edition == "299":
         bh, bw = height, width
+        rh, rw = size * int(height * 0.875), size * int(width * 0.875)
     else:
         bh, bw = size, size
-    return CANVAS_BYTES_PER_VALUE * 3 * (height * width + bh * bw) + SEQUENCE_BYTES
+        rh, rw = size * height, size * width
+    return (CANVAS_BYTES_PER_VALUE * 3 * (height * width + bh * bw) + RESIZE_BYTES_PER_COEFFICIENT * (rh + rw)
+            + SEQUENCE_BYTES)
 
 
 def _crop(a: np.ndarray, window: tuple[int, int, int, int]) -> np.ndarray:
