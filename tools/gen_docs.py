@@ -60,8 +60,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def speed_cpu(results: Path) -> list[str]:
-    d = _load("speed--2cpu--cpu.json", results)
+def speed_cpu(results: Path, name: str = "speed--2cpu--cpu.json") -> list[str]:
+    d = _load(name, results)
     res, meta = d["results"], d["metadata"]
     ref = res["imagenet_c"]["overall_rate"]
     rows = [["shiftbench", f"**{_num(res['shiftbench']['overall_rate'], 0)}** / {_num(res['shiftbench']['overall_rate_median_pass'], 0)}",
@@ -71,7 +71,7 @@ def speed_cpu(results: Path) -> list[str]:
             r = res[key]
             rows.append([label, f"{_num(r['overall_rate'])} / {_num(r['overall_rate_median_pass'])}", f"{r['overall_rate'] / ref:.1f}x"])
     out = [
-        f"`perf/results/speed--2cpu--cpu.json`: {_machine(meta)}, torch {meta['torch']}, "
+        f"`perf/results/{name}`: {_machine(meta)}, torch {meta['torch']}, "
         f"{meta['args']['processes']} processes, batches of {meta['args']['batch_size']}, "
         f"{meta['args']['repeat']} passes per corruption.",
         "",
@@ -337,6 +337,7 @@ def structural_emoji(results: Path) -> list[str]:
 GENERATORS: dict[str, Callable[[Path], list[str]]] = {
     "ray-evaluate": ray_evaluate,
     "speed-cpu": speed_cpu,
+    "speed-cpu-amd": lambda results: speed_cpu(results, "speed--2cpu-amd--cpu.json"),
     "speed-cuda": speed_cuda,
     "speed-ab": speed_ab,
     "threads-cpu": threads_cpu,
