@@ -60,8 +60,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def speed_cpu(results: Path) -> list[str]:
-    d = _load("speed--2cpu--cpu.json", results)
+def speed_cpu(results: Path, name: str = "speed--2cpu--cpu.json") -> list[str]:
+    d = _load(name, results)
     res, meta = d["results"], d["metadata"]
     ref = res["imagenet_c"]["overall_rate"]
     rows = [["shiftbench", f"**{_num(res['shiftbench']['overall_rate'], 0)}** / {_num(res['shiftbench']['overall_rate_median_pass'], 0)}",
@@ -71,7 +71,7 @@ def speed_cpu(results: Path) -> list[str]:
             r = res[key]
             rows.append([label, f"{_num(r['overall_rate'])} / {_num(r['overall_rate_median_pass'])}", f"{r['overall_rate'] / ref:.1f}x"])
     out = [
-        f"`perf/results/speed--2cpu--cpu.json`: {_machine(meta)}, torch {meta['torch']}, "
+        f"`perf/results/{name}`: {_machine(meta)}, torch {meta['torch']}, "
         f"{meta['args']['processes']} processes, batches of {meta['args']['batch_size']}, "
         f"{meta['args']['repeat']} passes per corruption.",
         "",
@@ -203,8 +203,8 @@ def eval_threads(results: Path) -> list[str]:
     return [head, ""] + _table(["machine", "--threads", "seconds", "predictions / s", "load average (1 min)"], rows)
 
 
-def generate_workers(results: Path) -> list[str]:
-    d = _load("generate_workers--2cpu--cpu.json", results)
+def generate_workers(results: Path, name: str = "generate_workers--2cpu--cpu.json") -> list[str]:
+    d = _load(name, results)
     meta = d["metadata"]
     rows = []
     for r in d["runs"]:
@@ -212,7 +212,7 @@ def generate_workers(results: Path) -> list[str]:
         rows.append([r["command"], r["condition"], w, f"{r['seconds']:.1f}",
                      f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"])
     head = (
-        f"`perf/results/generate_workers--2cpu--cpu.json` ({meta['when']}, {_machine(meta)}, torch {meta['torch']}): "
+        f"`perf/results/{name}` ({meta['when']}, {_machine(meta)}, torch {meta['torch']}): "
         f"`generate imagenet-c` on {meta['work']['imagenet-c']}; `generate imagenet-p` on {meta['work']['imagenet-p']}; "
         "each the command line in a fresh process, "
         + (f"the fastest of {meta['args']['repeat']} runs." if str(meta["args"]["repeat"]) != "1" else "one run each.")
@@ -337,6 +337,8 @@ def structural_emoji(results: Path) -> list[str]:
 GENERATORS: dict[str, Callable[[Path], list[str]]] = {
     "ray-evaluate": ray_evaluate,
     "speed-cpu": speed_cpu,
+    "generate-workers-quiet": lambda results: generate_workers(results, "generate_workers-quiet--2cpu--cpu.json"),
+    "speed-cpu-amd": lambda results: speed_cpu(results, "speed--2cpu-amd--cpu.json"),
     "speed-cuda": speed_cuda,
     "speed-ab": speed_ab,
     "threads-cpu": threads_cpu,
