@@ -21,8 +21,9 @@ def test_3000_frost_calls_of_90_to_160_px_in_one_process_equal_the_same_calls_in
     calls = [(int(rng.integers(90, 161)), int(rng.integers(90, 161)), int(rng.integers(1, 6)),
               int(rng.integers(0, 1000)), "224") for _ in range(3000)]  # fmt: skip
     base = np.random.default_rng(0).integers(0, 256, (170, 170, 3), dtype=np.uint8)
-    here = [hashlib.sha256(np.ascontiguousarray(corrupt(base[:h, :w], "frost", s, seed=seed))).hexdigest()
-            for h, w, s, seed, _ in calls]  # fmt: skip  (every call succeeds: no typed error on a valid image)
+    # the edition named as the fresh process names it (left to the default, a 90-160 px image takes another edition)
+    here = [hashlib.sha256(np.ascontiguousarray(corrupt(base[:h, :w], "frost", s, seed=seed, edition=e))).hexdigest()
+            for h, w, s, seed, e in calls]  # fmt: skip  (every call succeeds: no typed error on a valid image)
     fresh = _fresh(calls[::-1])[::-1]
     differ = [c for c, a, b in zip(calls, here, fresh, strict=True) if a != b]
     assert not differ, f"{len(differ)} of 3000 outputs depend on the order: {differ[:5]}"
