@@ -234,7 +234,10 @@ def test_imagenet_22k_subclass_on_a_small_tree(tmp_path: Path, capsys: pytest.Ca
     (rec,) = json.loads(out.out)["splits"]
     assert rec["split"] == "imagenet22k:unseen" and len(rec["held_out"]) == 2
     assert rec["n_heldout"] == sum(len(list((tree / w).iterdir())) for w in rec["held_out"])
-    assert 0 <= rec["heldout_accuracy"] <= 1 and rec["gap"] == pytest.approx(rec["seen_accuracy"] - rec["heldout_accuracy"])
+    assert 0 <= rec["heldout_accuracy"] <= 1
+    # the authors measure seen accuracy on ImageNet-1K validation images of the seen classes: without --seen-data
+    # there is none, and no gap
+    assert rec["seen_accuracy"] is None and rec["gap"] is None
     assert len(imagenet22k_superclasses()) == 25
     # a tree without unseen subclasses is refused in one line
     for w in rec["held_out"]:

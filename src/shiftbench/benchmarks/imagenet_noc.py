@@ -26,7 +26,14 @@ from ..evaluation.protocol import Benchmark, Plan, Planned, Report, Section, Set
 from ..evaluation.store import ResultsStore, records_to_csv
 from ..overlap.analysis import noc_corruption_error, noc_mean_corruption_error
 from ..overlap.noc import BENCHMARK as NOC_BENCHMARK
-from ..overlap.noc import CandidateSource, NocBenchmark, NocResult, find_benchmark, stored_options
+from ..overlap.noc import (
+    BORDER_OBSTRUCTION_NAME,
+    CandidateSource,
+    NocBenchmark,
+    NocResult,
+    find_benchmark,
+    stored_options,
+)
 from . import register_benchmark
 from .imagenet_c import resolve_classes, stored_model_metric
 from .papers import LAUGROS2020
@@ -90,10 +97,11 @@ def stored_records(store: Path, model: str | None = None) -> list[dict[str, Any]
     """Stored ImageNet-NOC (and saved-benchmark) evaluations: errors, CE and mCE where the baseline is known."""
     out: list[dict[str, Any]] = []
     with ResultsStore(store, create=False) as db:
-        evals = db.evaluations_of([NOC_BENCHMARK], model)
+        # border-obstruction runs through the driver under its own name; older stores kept it under ImageNet-NOC's
+        evals = db.evaluations_of([NOC_BENCHMARK, BORDER_OBSTRUCTION_NAME], model)
         runs = {e.id: db.runs(e.id) for e in evals}
     for e in evals:
-        bench_name = str(e.options.get("benchmark", NOC_BENCHMARK))
+        bench_name = str(e.options.get("benchmark") or e.benchmark)
         errs = {r.condition: (r.top1_error, r.n_predicted) for r in runs[e.id] if r.top1_error is not None}
         try:
             bench: Any = find_benchmark(bench_name, store)
