@@ -171,6 +171,10 @@ def test_python_call_gives_the_command_lines_summary(name: str, tmp_path: Path, 
                    "--results-format", "json"])
         out = capsys.readouterr()
         assert rc == 0, out.err
+        # `results` finds what evaluate stored (a section beside the notes)
+        assert main(["results", "--store", str(cli_store), "--results-format", "json"]) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert set(listed) - {"notes", "units"}, listed
         r = shiftbench.evaluate("efficientnet-lite0", benchmark=name, store=py_store, **kw)
     finally:
         style.configure(styles=None, backend=None, schedule=None)
