@@ -82,6 +82,37 @@ def _octave(
     return p
 
 
+@numba.njit(cache=True, nogil=True, fastmath={"nnan", "ninf", "nsz"})
+def _extremes(flat: np.ndarray) -> tuple[float, float]:
+    """Minimum and maximum of the finite map as one vectorised reduction (the flags let the
+    compiler reorder it). The extremes are values of the map, whatever the order, except for
+    which zero a tie of -0.0 and 0.0 yields: :func:`plasma_map` settles that case with
+    :func:`_ordered_extremes`."""
+    lo = flat[0]
+    hi = flat[0]
+    for i in range(flat.shape[0]):
+        v = flat[i]
+        lo = min(lo, v)
+        hi = max(hi, v)
+    return lo, hi
+
+
+@numba.njit(cache=True, nogil=True)
+def _ordered_extremes(grid: np.ndarray) -> tuple[float, float]:
+    """Minimum and maximum column by column, then across the columns: a fixed order, which fixes
+    the sign of a zero extreme."""
+    n = grid.shape[0]
+    lo = grid[0].copy()
+    hi = grid[0].copy()
+    for i in range(1, n):
+        r = grid[i]
+        for j in range(n):
+            v = r[j]
+            lo[j] = v if v < lo[j] else lo[j]
+            hi[j] = v if v > hi[j] else hi[j]
+    return lo.min(), hi.max()
+
+
 @numba.njit(cache=True, nogil=True)
 def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width: int) -> np.ndarray:
     """The normalised n x n plasma map's top-left ``height x width`` window (float32).
@@ -105,20 +136,12 @@ def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width
         p = _octave(e, words, p, wibble, lo, span, bufs[0, :m, :m], bufs[1, :m, :m], bufs[2, :m, :m], f)
         e = f
         wibble /= wibbledecay
-    # (grid - min) / max(grid - min): one pass for both extremes, column by column (elementwise
-    # loops vectorise; a running scalar extreme does not), and max(grid - min) is max(grid) - min,
-    # the subtraction being monotonic
+    # (grid - min) / max(grid - min), and max(grid - min) is max(grid) - min, the subtraction
+    # being monotonic
     grid = e
-    lo = grid[0].copy()
-    hi = grid[0].copy()
-    for i in range(1, n):
-        r = grid[i]
-        for j in range(n):
-            v = r[j]
-            lo[j] = v if v < lo[j] else lo[j]
-            hi[j] = v if v > hi[j] else hi[j]
-    mn = lo.min()
-    mx = hi.max()
+    mn, mx = _extremes(grid.reshape(-1))
+    if mn == 0.0 or mx == 0.0:  # a zero extreme: its sign as the ordered scan picks it
+        mn, mx = _ordered_extremes(grid)
     den = mx - mn
     out = np.empty((height, width), dtype=np.float32)
     for i in range(height):
@@ -166,39 +189,71 @@ _NEAR = 1e-6  # a result this close to an integer level is recomputed with the e
 def fog_levels(x: np.ndarray, plasma: np.ndarray, c0: float, out: np.ndarray) -> None:
     """The truncated levels of :func:`fog_blend` without its two divisions per value.
 
-    Divisions are what limit the float64 loop. Here they become multiplications by the
-    reciprocals; every quantity is non-negative, so the product differs from the exactly divided
-    value by a few units in the last place (~1e-13 of a level), and its integer part is the exact
-    one unless it lies within ``_NEAR`` of a level boundary. Those values (a few per million) are
-    recomputed afterwards with the divisions, in the float64 path's order."""
+    Divisions are what limit the float64 loop. Here each value is ``x a + p b`` with
+    ``a = scale / 255`` and ``b = c0 scale`` (``scale = 255 peak / (peak + c0)``); every quantity is
+    non-negative, so this differs from the exactly divided value by a few units in the last place
+    (~1e-13 of a level), and its integer part is the exact one unless it lies within ``_NEAR`` of a
+    level boundary. Rows with such values (a few per million values) recompute them afterwards with
+    the divisions, in the float64 path's order. The three channels of a pixel share its plasma
+    product."""
     wide_vectors()
     nb, nc, nh, nw = x.shape
-    inv255 = 1.0 / 255.0
-    near = np.zeros(nw, dtype=np.bool_)
     for n in range(nb):
         peak = np.float64(_peak(x[n])) / 255.0
         den = peak + c0
         scale = peak * (1.0 / den) * 255.0
+        a, b = scale / 255.0, c0 * scale
         pl = plasma[n]
-        for ch in range(nc):
-            for i in range(nh):
-                xr = x[n, ch, i]
-                pr = pl[i]
-                o = out[n, ch, i]
-                hits = 0
-                for j in range(nw):
-                    t = (np.float64(xr[j]) * inv255 + c0 * np.float64(pr[j])) * scale
-                    k = np.floor(t)
-                    f = t - k
-                    over = t >= 255.0 + _NEAR
-                    bad = ((f < _NEAR) | (f > 1.0 - _NEAR)) & ~over
-                    near[j] = bad
-                    hits += bad
-                    o[j] = np.uint8(255.0 if over else max(min(k, 255.0), 0.0))
-                if hits:
-                    for j in range(nw):
-                        if near[j]:
-                            o[j] = np.uint8(_fog_value(np.float64(xr[j]), np.float64(pr[j]), c0, peak, den))
+        if nc != 3:
+            for ch in range(nc):
+                for i in range(nh):
+                    if _levels_row(x[n, ch, i], pl[i], a, b, out[n, ch, i]):
+                        _exact_row(x[n, ch, i], pl[i], a, b, c0, peak, den, out[n, ch, i])
+            continue
+        for i in range(nh):
+            x0, x1, x2, pr = x[n, 0, i], x[n, 1, i], x[n, 2, i], pl[i]
+            o0, o1, o2 = out[n, 0, i], out[n, 1, i], out[n, 2, i]
+            hits = False
+            for j in range(nw):
+                pb = np.float64(pr[j]) * b
+                t0, t1, t2 = np.float64(x0[j]) * a + pb, np.float64(x1[j]) * a + pb, np.float64(x2[j]) * a + pb
+                k0, k1, k2 = np.floor(t0), np.floor(t1), np.floor(t2)
+                hits |= _near(t0, k0) | _near(t1, k1) | _near(t2, k2)
+                o0[j] = np.uint8(max(min(k0, 255.0), 0.0))
+                o1[j] = np.uint8(max(min(k1, 255.0), 0.0))
+                o2[j] = np.uint8(max(min(k2, 255.0), 0.0))
+            if hits:
+                for ch in range(3):
+                    _exact_row(x[n, ch, i], pr, a, b, c0, peak, den, out[n, ch, i])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _near(t: float, k: float) -> bool:
+    """``t`` (whose floor is ``k``) within ``_NEAR`` of a level boundary, below the top level
+    (values past 255 + ``_NEAR`` clip to 255 whatever their rounding)."""
+    f = t - k
+    return ((f < _NEAR) | (f > 1.0 - _NEAR)) & (t < 255.0 + _NEAR)
+
+
+@numba.njit(cache=True, nogil=True)
+def _levels_row(xr: np.ndarray, pr: np.ndarray, a: float, b: float, o: np.ndarray) -> bool:
+    """One row of :func:`fog_levels`' levels; True when a value lies near a level boundary."""
+    hits = False
+    for j in range(xr.shape[0]):
+        t = np.float64(xr[j]) * a + np.float64(pr[j]) * b
+        k = np.floor(t)
+        hits |= _near(t, k)
+        o[j] = np.uint8(max(min(k, 255.0), 0.0))
+    return hits
+
+
+@numba.njit(cache=True, nogil=True)
+def _exact_row(xr: np.ndarray, pr: np.ndarray, a: float, b: float, c0: float, peak: float, den: float, o: np.ndarray) -> None:
+    """The values of one row near a level boundary again, with :func:`fog_blend`'s divisions."""
+    for j in range(xr.shape[0]):
+        t = np.float64(xr[j]) * a + np.float64(pr[j]) * b
+        if _near(t, np.floor(t)):
+            o[j] = np.uint8(_fog_value(np.float64(xr[j]), np.float64(pr[j]), c0, peak, den))
 
 
 @numba.njit(cache=True, nogil=True)

@@ -473,7 +473,7 @@ class _Plane:
             self.level = self.level_flat[: 64 * n].reshape(8 * nby, 8 * nbx)  # padded plane, rows permuted
             self.dec = self.dec_flat[: 64 * n].reshape(8 * nby, 8 * nbx)  # decoded plane, rows permuted
             self.o = np.zeros((64, m), np.int16)  # row DCT output
-            self.ws = np.zeros((64, m), np.int16)  # inverse column pass output
+            self.ws = self.o  # inverse column pass output, in place (a smaller working set)
             return
         self.level = np.empty((8 * nby, 8 * nbx), np.int16)
         self.t = np.empty((8, 8 * n), np.int16)  # k-major samples

@@ -4,7 +4,8 @@ The compiled kernels of :mod:`._jpeg_cpu` leave vectorisation to the compiler, w
 islow DCTs in 32-bit lanes. libjpeg-turbo's own SIMD code (what Pillow runs) holds the samples and
 coefficients in 16-bit words and forms every product pair with one word multiply-add (pmaddwd):
 ``a x c0 + b x c1`` for 16-bit ``a, b`` into a 32-bit sum, twice the lanes and half the multiplies.
-These kernels do the same, 32 blocks per step, written as LLVM vector IR through numba intrinsics:
+These kernels do the same, :data:`LANES` blocks per step (32; 16 with AVX2), written as LLVM vector
+IR through numba intrinsics:
 
 - words are interleaved for the multiply-adds and packed back with signed saturation per 128-bit
   lane (unpack low/high, then pack: the two undo each other, so lanes keep their order);
@@ -12,8 +13,8 @@ These kernels do the same, 32 blocks per step, written as LLVM vector IR through
   ``a c' + z1`` become ``a (c + c') + b c``), every descale the same rounding shift, so the numbers
   are libjpeg's; the quantisation is its reciprocal multiply (high word of the unsigned product).
 
-The multiply-add and pack intrinsics are chosen for the CPU: 512-bit (AVX-512BW), 256-bit (AVX2) or
-128-bit (SSE2) pieces of the same 32-lane vectors. On other CPUs :data:`AVAILABLE` is False and
+The multiply-add and pack intrinsics are chosen for the CPU: 512-bit (AVX-512BW), 256-bit (AVX2,
+one 16-word vector) or 128-bit (SSE2, four pieces of a 32-word vector). On other CPUs :data:`AVAILABLE` is False and
 :mod:`._jpeg_cpu` keeps its portable kernels.
 """
 
@@ -46,10 +47,7 @@ from .._jpeg_tables import (
     F3_072,
 )
 
-LANES = 32  # blocks per step: one 512-bit vector of 16-bit words
-
-
-_WIDTHS = {"avx512": 1, "avx2": 2, "sse2": 4, "off": 0}  # machine vectors per 32-word vector
+_WIDTHS = {"avx512": 1, "avx2": 2, "sse2": 4, "off": 0}  # machine vectors per 32 words
 ENV = "SHIFTBENCH_JPEG_VECTORS"
 
 
@@ -62,7 +60,7 @@ def _target_features() -> set[str]:
 
 
 def _pieces() -> int:
-    """How many machine vectors make one 32-word vector (0: no x86 word multiply-add here, or
+    """How many machine vectors make 32 words (0: no x86 word multiply-add here, or
     turned off). ``SHIFTBENCH_JPEG_VECTORS`` = avx512, avx2, sse2 or off may narrow the choice
     (never widen it past the CPU's)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
@@ -79,13 +77,18 @@ def _pieces() -> int:
 
 _PIECES = _pieces()
 AVAILABLE = _PIECES > 0
+# blocks per step, the words of a kernel vector: 32 (one 512-bit vector; four 128-bit ones with
+# SSE2), 16 with AVX2, where one 256-bit register holds a vector: the eight rows of a step and the
+# odd part's products then fit the 16 registers (a 32-word step would spill to memory)
+LANES = 16 if _PIECES == 2 else 32
+_SPLIT = max(1, _PIECES * LANES // 32)  # machine vectors per kernel vector
 # compiled code depends on _PIECES, which numba's cache does not see: cache only the CPU's own choice
 # (so do the callers that compile code() in)
 CACHE = not os.environ.get(ENV, "").strip()
 
 _I16, _I32 = ir.IntType(16), ir.IntType(32)
-_W = ir.VectorType(_I16, LANES)  # 32 words
-_D = ir.VectorType(_I32, LANES // 2)  # 16 double words
+_W = ir.VectorType(_I16, LANES)  # a kernel vector of words
+_D = ir.VectorType(_I32, LANES // 2)  # and of double words
 
 
 def _words(*values: int) -> ir.Constant:
@@ -107,7 +110,7 @@ def _unpack_masks(g: int) -> list[ir.Constant]:
     return [
         _mask([
             base + 8 * lane + 4 * half + g * i + k
-            for lane in range(4) for i in range(4 // g) for base in (0, LANES) for k in range(g)
+            for lane in range(LANES // 8) for i in range(4 // g) for base in (0, LANES) for k in range(g)
         ])  # fmt: skip
         for half in (0, 1)
     ]
@@ -117,12 +120,12 @@ _UNPACK = {g: _unpack_masks(g) for g in (1, 2, 4)}
 
 
 class _Emit:
-    """The operations of one kernel step on 32-word and 16-double-word vectors."""
+    """The operations of one kernel step on vectors of ``LANES`` words and ``LANES / 2`` double words."""
 
     def __init__(self, builder: ir.IRBuilder) -> None:
         self.b = builder
         m = builder.module
-        n = LANES // _PIECES  # words per machine vector
+        n = LANES // _SPLIT  # words per machine vector
         if _PIECES == 1:
             names = ("llvm.x86.avx512.pmaddw.d.512", "llvm.x86.avx512.packssdw.512")
         elif _PIECES == 2:
@@ -136,9 +139,9 @@ class _Emit:
 
     # pieces of a vector for the machine-width intrinsics, and back
     def _split(self, v: ir.Value, size: int) -> list[ir.Value]:
-        if _PIECES == 1:
+        if _SPLIT == 1:
             return [v]
-        return [self.b.shuffle_vector(v, v, _mask(list(range(p * size, (p + 1) * size)))) for p in range(_PIECES)]
+        return [self.b.shuffle_vector(v, v, _mask(list(range(p * size, (p + 1) * size)))) for p in range(_SPLIT)]
 
     def _join(self, parts: list[ir.Value]) -> ir.Value:
         while len(parts) > 1:
@@ -251,10 +254,10 @@ def _idct(e: _Emit, d: list[ir.Value]) -> list[list[ir.Value]]:
 
 
 def _segments(builder, data, n, r, j, vtype):
-    """Pointers (as ``vtype``) to the eight runs of 32 samples that hold segments r * n + j ..
-    r * n + j + 31 of a plane (8 samples each, see :class:`._jpeg_cpu._Plane`)."""
+    """Pointers (as ``vtype``) to the eight runs of ``LANES`` samples that hold segments r * n + j ..
+    r * n + j + LANES - 1 of a plane (8 samples each, see :class:`._jpeg_cpu._Plane`)."""
     first = builder.mul(builder.add(builder.mul(r, n), j), ir.Constant(r.type, 8))
-    return [builder.bitcast(builder.gep(data, [builder.add(first, ir.Constant(r.type, 32 * i))]), vtype.as_pointer()) for i in range(8)]
+    return [builder.bitcast(builder.gep(data, [builder.add(first, ir.Constant(r.type, LANES * i))]), vtype.as_pointer()) for i in range(8)]
 
 
 def _load_rows(context, builder, aty, aval, rows, j):
@@ -264,9 +267,9 @@ def _load_rows(context, builder, aty, aval, rows, j):
 
 @intrinsic
 def _row_step(typingctx, level, o, n, r, j):
-    """Blocks j..j+31, row r: the forward DCT's row pass from the plane's 8-sample segments
+    """Blocks j..j+LANES-1, row r: the forward DCT's row pass from the plane's 8-sample segments
     (segment r * n + j is row r of block j, see :class:`._jpeg_cpu._Plane`) to ``o[r * 8 + u, j']``,
-    the blocks in lane order (:meth:`_Emit.transpose`: block j + 4i + L at word 8L + i)."""
+    the blocks in lane order (:meth:`_Emit.transpose`: block j + (LANES / 8) i + L at word 8L + i)."""
     sig = types.none(_FLAT, _ARR, types.intp, types.intp, types.intp)
 
     def codegen(context, builder, signature, args):
@@ -286,7 +289,7 @@ def _row_step(typingctx, level, o, n, r, j):
 
 @intrinsic
 def _column_step(typingctx, o, ws, tab, u, j):
-    """Blocks j..j+31, coefficient column u: the forward DCT's column pass, quantisation and
+    """Blocks j..j+LANES-1, coefficient column u: the forward DCT's column pass, quantisation and
     dequantisation (``tab`` rows: q, reciprocal, correction, shift - 16, as words), the inverse
     DCT's column pass descaled by 11 bits and packed with saturation (as libjpeg-turbo's SIMD
     code does): ``o[v * 8 + u, j]`` -> ``ws[v * 8 + u, j]``."""
@@ -319,7 +322,7 @@ def _column_step(typingctx, o, ws, tab, u, j):
 
 @intrinsic
 def _sample_step(typingctx, ws, dec, n, r, j):
-    """Blocks j..j+31 (in lane order), row r: the inverse DCT's row pass, descaled by 18 bits, and
+    """Blocks j..j+LANES-1 (in lane order), row r: the inverse DCT's row pass, descaled by 18 bits, and
     libjpeg's range limit (x + 128 clipped to 0..255 for x in -384..639, the 10-bit wrap-round
     beyond): ``ws[r * 8 + k, j']`` -> the decoded plane's segments r * n + j.. (as :func:`_row_step`)."""
     sig = types.none(_ARR, _FLAT8, types.intp, types.intp, types.intp)
@@ -348,11 +351,12 @@ def _sample_step(typingctx, ws, dec, n, r, j):
 @numba.njit(cache=CACHE, nogil=True)
 def code(level: np.ndarray, n: int, o: np.ndarray, ws: np.ndarray, dec: np.ndarray, tab: np.ndarray) -> None:
     """The DCT passes of one plane of ``n`` blocks: level-shifted samples (``level``, segments as
-    in :class:`._jpeg_cpu._Plane`) -> decoded samples (``dec``, the same layout), 32 blocks a
-    step. ``o`` and ``ws`` have a multiple of 32 columns, at least ``n``; ``level`` and ``dec`` hold
-    32 segments more than ``8 n``: a last step past block n - 1 reads the next row's segments (or
-    that margin) and writes its garbage where a later row's step overwrites it (or in the margin).
-    ``tab``: :func:`word_table`."""
+    in :class:`._jpeg_cpu._Plane`) -> decoded samples (``dec``, the same layout), ``LANES``
+    blocks a step. ``o`` and ``ws`` have a multiple of ``LANES`` columns, at least ``n``, and may
+    be one array (a column step stores to the rows it has loaded); ``level`` and ``dec`` hold
+    ``LANES`` segments more than ``8 n``: a last step past block n - 1 reads the next row's
+    segments (or that margin) and writes its garbage where a later row's step overwrites it (or in
+    the margin). ``tab``: :func:`word_table`."""
     m = o.shape[1]
     for r in range(8):
         for j in range(0, m, LANES):
