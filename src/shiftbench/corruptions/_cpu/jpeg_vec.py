@@ -290,7 +290,7 @@ def _row_step(typingctx, level, o, n, r, j):
 @intrinsic
 def _column_step(typingctx, o, ws, tab, u, j):
     """Blocks j..j+LANES-1, coefficient column u: the forward DCT's column pass, quantisation and
-    dequantisation (``tab`` rows: q, reciprocal, correction, shift - 16, as words), the inverse
+    dequantisation (``tab``: :func:`word_table`'s q, reciprocal, correction, shift - 16), the inverse
     DCT's column pass descaled by 11 bits and packed with saturation (as libjpeg-turbo's SIMD
     code does): ``o[v * 8 + u, j]`` -> ``ws[v * 8 + u, j]``."""
     sig = types.none(_ARR, _ARR, _ARR, types.intp, types.intp)
@@ -304,14 +304,16 @@ def _column_step(typingctx, o, ws, tab, u, j):
         td, tn = _row_pointer(context, builder, _ARR, args[2])
         wide = ir.VectorType(_I32, LANES)
         sixteen, fifteen = ir.Constant(wide, [ir.Constant(_I32, 16)] * LANES), _words(15)
+        zero = ir.Constant(intp, 0)
         dq = []
         for v in range(8):  # sign(f) ((|f| + corr) recip >> 16 >> shift) q
-            q, m, c, s = (b.load(b.gep(td, [b.add(b.mul(ir.Constant(intp, k), tn), rows[v])])) for k in range(4))
+            q, m, c = (b.load(_address(b, td, tn, b.add(ir.Constant(intp, 64 * k), rows[v]), zero), align=2) for k in range(3))
+            s = b.load(b.gep(td, [b.mul(b.add(ir.Constant(intp, 192), rows[v]), tn)]))  # a scalar: one shift for all lanes
             sgn = b.ashr(f[v], fifteen)
-            mag = b.add(b.sub(b.xor(f[v], sgn), sgn), e.splat(c))
-            hi = b.trunc(b.lshr(b.mul(b.zext(mag, wide), b.zext(e.splat(m), wide)), sixteen), _W)
+            mag = b.add(b.sub(b.xor(f[v], sgn), sgn), c)
+            hi = b.trunc(b.lshr(b.mul(b.zext(mag, wide), b.zext(m, wide)), sixteen), _W)
             mag = b.lshr(hi, e.splat(s))
-            dq.append(b.mul(b.sub(b.xor(mag, sgn), sgn), e.splat(q)))
+            dq.append(b.mul(b.sub(b.xor(mag, sgn), sgn), q))
         wd, wn = _row_pointer(context, builder, _ARR, args[1])
         for v, x in enumerate(_idct(e, dq)):
             b.store(e.descale(x, 11), _address(b, wd, wn, rows[v], j), align=2)
@@ -370,8 +372,11 @@ def code(level: np.ndarray, n: int, o: np.ndarray, ws: np.ndarray, dec: np.ndarr
 
 
 def word_table(tab: np.ndarray) -> np.ndarray:
-    """:func:`._jpeg_cpu._tables`' int32 rows (q, reciprocal, correction, shift) as the word rows
-    :func:`code` reads: the reciprocal's 16 bits as they stand, the shift less 16."""
+    """:func:`._jpeg_cpu._tables`' int32 rows (q, reciprocal, correction, shift) as the words
+    :func:`code` reads: the reciprocal's 16 bits as they stand, the shift less 16; each of the
+    4 x 64 words repeated ``LANES`` times (a row of the 256 x ``LANES`` result), so that a step
+    loads the vectors it multiplies by instead of broadcasting words."""
     out = tab.astype(np.int64)
     out[3] -= 16
-    return (out & 0xFFFF).astype(np.uint16).view(np.int16)
+    words = (out & 0xFFFF).astype(np.uint16).view(np.int16).reshape(-1, 1)
+    return np.ascontiguousarray(np.repeat(words, LANES, axis=1))
