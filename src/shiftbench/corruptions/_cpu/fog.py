@@ -120,7 +120,7 @@ def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width
     ``words`` holds the n * n - 1 32-bit words the octaves consume, in draw order."""
     wide_vectors()
     half = n // 2
-    bufs = np.empty((3, half, half), dtype=np.float64)  # an octave's centres and diamond points
+    bufs = np.empty((3, half * half), dtype=np.float64)  # an octave's centres and diamond points
     grids = np.empty((2, n * n), dtype=np.float64)  # the corners, octave after octave
     e = grids[0, :1].reshape(1, 1)
     e[0, 0] = 0.0
@@ -133,7 +133,9 @@ def plasma_map(words: np.ndarray, n: int, wibbledecay: float, height: int, width
         span = wibble - lo
         k = 1 - k
         f = grids[k, : 4 * m * m].reshape(2 * m, 2 * m)
-        p = _octave(e, words, p, wibble, lo, span, bufs[0, :m, :m], bufs[1, :m, :m], bufs[2, :m, :m], f)
+        # contiguous m x m views (a slice of an n/2 x n/2 array would compile to strided loops)
+        c, da, db = bufs[0, : m * m].reshape(m, m), bufs[1, : m * m].reshape(m, m), bufs[2, : m * m].reshape(m, m)
+        p = _octave(e, words, p, wibble, lo, span, c, da, db, f)
         e = f
         wibble /= wibbledecay
     # (grid - min) / max(grid - min), and max(grid - min) is max(grid) - min, the subtraction
