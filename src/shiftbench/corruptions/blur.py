@@ -520,6 +520,7 @@ def _zoom_blur_compiled(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torc
     xa = np.ascontiguousarray(x.detach().numpy())
     out = ctx.result_array(tuple(xa.shape), np.float32)
     kern = zoom_kernel
-    run_threaded(xa.shape[0], lambda s, e: kern(xa, *tables, s, e, out))
+    levels_in = xa.dtype == np.uint8
+    run_threaded(xa.shape[0], lambda s, e: kern(xa, levels_in, *tables, s, e, out))
     y = torch.from_numpy(out)
     return y if torch.uint8 in (x.dtype, y.dtype) else y.to(x.dtype)

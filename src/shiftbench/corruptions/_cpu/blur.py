@@ -15,6 +15,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...rng.simd import transpose4
+
 __all__ = ["gauss_planes", "gaussian_blur_kernel", "shuffle_batch", "glass_kernel", "glass_kernel_for", "zoom_kernel"]
 
 
@@ -270,13 +272,15 @@ def _glass_kernel_planes(x, w, off, delta, start, end, out):
                     o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
 
 
-_ZOOM_ROWS = 32  # output rows per block of the compiled zoom blur
+_ZOOM_ROWS = 32  # output rows per block of the compiled zoom blur (a multiple of 4)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _lerp_row(dst, a, b, t):
+def _lerp_row32(dst, a, b, t):
+    # a + (b - a) t in float64 of float32 values
     for j in range(dst.shape[0]):
-        dst[j] = a[j] + (b[j] - a[j]) * t
+        aj = np.float64(a[j])
+        dst[j] = aj + (np.float64(b[j]) - aj) * t
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -285,48 +289,64 @@ def _lerp_acc32(dst, a, b, t):
         dst[j] += np.float32(a[j] + (b[j] - a[j]) * t)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _transpose_block(src, si, dst, ni, nj):
+    # dst[j, i] = src[si + i, j] for i < ni, j < nj (multiples of 4), in 4 x 4 tiles
+    for j0 in range(0, nj, 4):
+        for i0 in range(0, ni, 4):
+            transpose4(src, si + i0, j0, dst, j0, i0)
+
+
 @numba.njit(cache=True, nogil=True)
-def zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):
-    # x: B x C x H x W 8-bit levels or float values (0..255); out: float32 values or uint8 levels (truncated). Per zoom z the rows are
-    # interpolated with (ri0, ri1, rt)[z] and the columns with (ci0, ci1, ct)[z]
-    # as a + (b - a) t in float64; each zoomed value is rounded to float32 and
-    # accumulated in float32 in the list order, as the reference does. The
-    # column pass runs on a transposed copy so that both passes work on
-    # contiguous lines.
+def zoom_kernel(x, levels_in, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):
+    # x: B x C x H x W 8-bit levels (levels_in) or float values (0..255); out: float32 values or uint8
+    # levels (truncated). Per zoom z the rows are interpolated with (ri0, ri1, rt)[z] and the columns
+    # with (ci0, ci1, ct)[z] as a + (b - a) t in float64; each zoomed value is rounded to float32 and
+    # accumulated in float32 in the list order, as the reference does. The image is worked through in
+    # blocks of _ZOOM_ROWS output rows held column-major (W x rows), so that the column pass
+    # interpolates whole columns of the block with one weight; 4 x 4 transposes move the row-
+    # interpolated block, the image block and the result between the layouts.
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
     nz = ri0.shape[0]
-    x32 = np.empty((h, wd), dtype=np.float32)
-    xd = np.empty((h, wd))
-    # one block of _ZOOM_ROWS output rows at a time, stored column-major (wd x rows), so that
-    # the column pass interpolates whole columns of the block with one weight; everything
-    # the block touches stays in the first-level cache
     rows = _ZOOM_ROWS
-    t_blk = np.empty((wd, rows))
-    row_blk = np.empty((rows, wd))
-    acc_blk = np.empty((wd, rows), dtype=np.float32)
+    wp = -(-wd // 4) * 4  # widths padded to whole tiles; the padding is never written out
+    x32 = np.zeros((-(-h // rows) * rows, wp), dtype=np.float32)  # x / 255 in float32, rows past the image zero
+    row_blk = np.empty((rows, wp))
+    t_blk = np.empty((wp, rows))
+    x_blk = np.empty((wp, rows), dtype=np.float32)
+    acc = np.empty((wp, rows), dtype=np.float32)
+    res = np.empty((rows, wp), dtype=np.float32)
     src0 = np.empty(rows, dtype=np.int64)
     src1 = np.empty(rows, dtype=np.int64)
     wt = np.empty(rows)
+    inv255 = 1.0 / 255.0  # float32(v * inv255) == float32(v / 255) for every level v (checked once, exhaustively)
     denom = np.float32(nz + 1)
     one = np.float32(1.0)
     zero = np.float32(0.0)
     scale = np.float32(255.0)
     for b in range(start, end):
         for c in range(nc):
+            xc = x[b, c]
             for y in range(h):
-                for i in range(wd):
-                    v32 = np.float32(np.float64(x[b, c, y, i]) / 255.0)
-                    x32[y, i] = v32
-                    xd[y, i] = np.float64(v32)
+                xy = xc[y]
+                x32y = x32[y]
+                if levels_in:
+                    for i in range(wd):
+                        x32y[i] = np.float32(np.float64(xy[i]) * inv255)
+                else:
+                    for i in range(wd):
+                        x32y[i] = np.float32(np.float64(xy[i]) / 255.0)
             o = out[b, c]
             for y0 in range(0, h, rows):
-                nr = min(rows, h - y0)
-                acc_blk[:, :] = 0.0
+                _transpose_block(x32, y0, x_blk, rows, wp)
+                acc[:, :] = 0.0
                 for z in range(nz):
                     if ident[z]:
                         for i in range(wd):
-                            for r in range(nr):
-                                acc_blk[i, r] += x32[y0 + r, i]
+                            ai = acc[i]
+                            xi = x_blk[i]
+                            for r in range(rows):
+                                ai[r] += xi[r]
                         continue
                     lo = ci0[z, 0]
                     n = ci1[z, wd - 1] + 1 - lo
@@ -336,16 +356,18 @@ def zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):
                         src1[r] = ri1[z, y]
                         wt[r] = rt[z, y]
                     for r in range(rows):
-                        _lerp_row(row_blk[r, :n], xd[src0[r], lo : lo + n], xd[src1[r], lo : lo + n], wt[r])
-                    for j in range(n):
-                        tj = t_blk[j]
-                        for r in range(rows):
-                            tj[r] = row_blk[r, j]
+                        _lerp_row32(row_blk[r, :n], x32[src0[r], lo : lo + n], x32[src1[r], lo : lo + n], wt[r])
+                    _transpose_block(row_blk, 0, t_blk, rows, n + (-n) % 4)
                     for i in range(wd):
-                        _lerp_acc32(acc_blk[i], t_blk[ci0[z, i] - lo], t_blk[ci1[z, i] - lo], ct[z, i])
-                for r in range(nr):
-                    orow = o[y0 + r]
-                    xr = x32[y0 + r]
+                        _lerp_acc32(acc[i], t_blk[ci0[z, i] - lo], t_blk[ci1[z, i] - lo], ct[z, i])
+                for i in range(wp):
+                    ai = acc[i]
+                    xi = x_blk[i]
+                    for r in range(rows):
+                        ai[r] = min(max((xi[r] + ai[r]) / denom, zero), one) * scale
+                _transpose_block(acc, 0, res, wp, rows)
+                for r in range(min(rows, h - y0)):
+                    oy = o[y0 + r]
+                    ry = res[r]
                     for i in range(wd):
-                        v32 = (xr[i] + acc_blk[i, r]) / denom
-                        orow[i] = min(max(v32, zero), one) * scale
+                        oy[i] = ry[i]
