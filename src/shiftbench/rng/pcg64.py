@@ -187,6 +187,92 @@ def bounded_words(
     return out
 
 
+def word_lanes(bit_generator: np.random.BitGenerator) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(lanes, jump)`` for :func:`draw_bounded`: the four interleaved lanes of :func:`raw_words` at the
+    generator's next word (its state is not moved on), or None where that stream is not the one
+    ``Generator.integers`` reads (not a PCG64, or a 32-bit half buffered)."""
+    if type(bit_generator) is not np.random.PCG64:
+        return None
+    st = bit_generator.state
+    if st.get("has_uint32"):
+        return None
+    s, inc = int(st["state"]["state"]), int(st["state"]["inc"])
+    lanes = np.empty((4, 2), dtype=np.uint64)
+    for k in range(4):
+        s = (s * _MULT + inc) % (1 << 128)
+        lanes[k] = _split(s)
+    return lanes, np.array(_split(_MULT4) + _split(inc * _INC_SUM4 % (1 << 128)), dtype=np.uint64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _refill_words(words: np.ndarray, keep: int, n: int, lanes: np.ndarray, jump: np.ndarray) -> int:
+    """Moves ``words[keep:n]`` to the front and fills the rest of ``words`` (whole groups of four) with
+    the next words of ``lanes`` (they move on). Returns the new count."""
+    m = n - keep
+    for i in range(m):
+        words[i] = words[keep + i]
+    end = m + (words.shape[0] - m) // 4 * 4
+    if end > m:
+        _fill4(lanes, jump, words[m:end])
+        for k in range(4):  # _fill4 leaves each lane at its last word: move it on to its next
+            lanes[k, 0], lanes[k, 1] = _step(lanes[k, 0], lanes[k, 1], jump[0], jump[1], jump[2], jump[3])
+    return end
+
+
+@numba.njit(cache=True, nogil=True)
+def _bounded_halves(words: np.ndarray, n: int, k: int, rng: np.uint32, off: np.int64, out: np.ndarray) -> int:
+    """``Generator.integers`` draws (``off + v``, v in 0..rng, Lemire's method as in :func:`bounded_words`)
+    from the 32-bit halves of ``words[:n]`` starting at half ``k`` (low half first): fills ``out`` and
+    returns the next half, or -1 when the words ran out (rejections)."""
+    if k & 1 == 0:
+        used = _lemire32(words[k >> 1 : n], rng, off, out)
+        return k + used if used >= 0 else -1
+    rng_excl = np.uint64(rng) + np.uint64(1)
+    threshold = (np.uint64(0xFFFFFFFF) - np.uint64(rng)) % rng_excl
+    mask = np.uint64(0xFFFFFFFF)
+    for i in range(out.shape[0]):
+        while True:
+            if k >= 2 * n:
+                return -1
+            w = words[k >> 1]
+            half = (w >> np.uint64(32)) if k & 1 else (w & mask)
+            k += 1
+            m = half * rng_excl
+            if (m & mask) >= threshold:
+                break
+        out[i] = off + np.int64(m >> np.uint64(32))
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def draw_bounded(
+    words: np.ndarray, at: np.ndarray, lanes: np.ndarray, jump: np.ndarray, rng: np.uint32, off: np.int64, out: np.ndarray
+) -> None:
+    """The next ``out.shape[0]`` draws of ``Generator.integers(off, off + rng + 1)`` from a stream opened
+    with :func:`word_lanes`, generated as they are needed: ``words`` buffers the stream's words (at
+    least ``out.shape[0] // 2 + 2`` of them, for every call; a run of rejections longer than the buffer
+    raises RuntimeError), ``at`` holds (words buffered, next half)
+    and starts at (0, 0). Successive calls give the draws of one ``integers`` call of their total size."""
+    n, k = at[0], at[1]
+    if 2 * n - k < out.shape[0]:
+        n = _refill_words(words, k >> 1, n, lanes, jump)
+        k &= 1
+    nxt = _bounded_halves(words, n, k, rng, off, out)
+    if nxt < 0:  # rejections used up the buffered words: draw by draw, refilling as needed
+        for i in range(out.shape[0]):
+            while True:
+                nxt = _bounded_halves(words, n, k, rng, off, out[i : i + 1])
+                if nxt >= 0:
+                    break
+                if k < 2 and n > words.shape[0] - 4:
+                    raise RuntimeError("draw_bounded: a full buffer of rejected draws")
+                n = _refill_words(words, k >> 1, n, lanes, jump)
+                k &= 1
+            k = nxt
+        nxt = k
+    at[0], at[1] = n, nxt
+
+
 def _exact_platform() -> bool:
     """NumPy's C code rounds ``low + span * d`` twice on x86 builds (no fused multiply-add)."""
     import platform

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...rng.pcg64 import draw_bounded
 from ...rng.simd import transpose4
 
 __all__ = ["gauss_planes", "gaussian_blur_kernel", "shuffle_batch", "glass_kernel", "glass_kernel_for", "zoom_kernel"]
@@ -158,7 +159,31 @@ def _gauss_plane_r(src, w, tmp, line, dst, k):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _glass_body(x, w, off, delta, start, end, out, k):
+def _shuffle_drawn(q, delta, iters, lanes, jump, words, at, row_off):
+    # _shuffle_packed on the offsets the sampler would draw, drawn row by row from the stream of
+    # (lanes, jump) as (dx, dy) pairs in the sampler's order
+    h, wd = q.shape
+    n_h, n_w = max(0, h - 2 * delta), max(0, wd - 2 * delta)
+    if n_h == 0 or n_w == 0:
+        return
+    at[0] = 0
+    at[1] = 0
+    rng = np.uint32(2 * delta - 1)  # randint(-d, d): -d..d-1
+    low = np.int64(-delta)
+    pairs = row_off[: 2 * n_w]
+    for _ in range(iters):
+        for hi in range(n_h):
+            row = h - delta - hi
+            draw_bounded(words, at, lanes, jump, rng, low, pairs)
+            qrow = q[row]
+            for wi in range(n_w):
+                col = wd - delta - wi
+                qrow[col] = q[row + pairs[2 * wi + 1], col + pairs[2 * wi]]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, k):
+    # the offsets: off[b] where off holds images (sampled draws), else drawn from the stream lanes[b], jump[b]
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
     u = np.empty((h, wd))
     g = np.empty((h, wd))
@@ -167,6 +192,9 @@ def _glass_body(x, w, off, delta, start, end, out, k):
     # the 8-bit levels after the first blur, the channels of a pixel packed into one word, so
     # that each of the shuffle's sequential copies moves one word
     q = np.empty((h, wd), dtype=np.uint32)
+    words = np.empty(wd + 64, dtype=np.uint64)
+    at = np.zeros(2, dtype=np.int64)
+    row_off = np.empty(2 * wd, dtype=np.int8)
     for b in range(start, end):
         for c in range(nc):
             xc = x[b, c]
@@ -186,7 +214,10 @@ def _glass_body(x, w, off, delta, start, end, out, k):
                 else:
                     for i in range(wd):
                         qy[i] |= np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0)) << sh
-        _shuffle_packed(q, off[b], delta)
+        if off.shape[0] > 0:
+            _shuffle_packed(q, off[b], delta)
+        else:
+            _shuffle_drawn(q, delta, iters, lanes[b], jump[b], words, at, row_off)
         for c in range(nc):
             sh = np.uint32(8 * c)
             for y in range(h):
@@ -204,32 +235,35 @@ def _glass_body(x, w, off, delta, start, end, out, k):
 
 
 @numba.njit(cache=True, nogil=True)
-def glass_kernel(x, w, off, delta, start, end, out):
-    """Glass blur of images start..end-1 (any radius; more than four channels: plane by plane)."""
+def glass_kernel(x, w, off, delta, iters, lanes, jump, start, end, out):
+    """Glass blur of images start..end-1 (any radius; more than four channels: plane by plane, sampled
+    offsets only). The offsets: ``off`` (images x iters x (H-2d) x (W-2d) x 2, the sampler's draws) or,
+    where ``off`` holds no image, drawn here from the stream of each image (``lanes[b]``, ``jump[b]``:
+    :func:`~shiftbench.rng.pcg64.word_lanes`) exactly as the sampler draws them."""
     if x.shape[1] > 4:
         _glass_kernel_planes(x, w, off, delta, start, end, out)
         return
-    _glass_body(x, w, off, delta, start, end, out, 0)
+    _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, 0)
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_3(x, w, off, delta, start, end, out):
-    _glass_body(x, w, off, delta, start, end, out, 3)
+def _glass_kernel_3(x, w, off, delta, iters, lanes, jump, start, end, out):
+    _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, 3)
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_4(x, w, off, delta, start, end, out):
-    _glass_body(x, w, off, delta, start, end, out, 4)
+def _glass_kernel_4(x, w, off, delta, iters, lanes, jump, start, end, out):
+    _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, 4)
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_5(x, w, off, delta, start, end, out):
-    _glass_body(x, w, off, delta, start, end, out, 5)
+def _glass_kernel_5(x, w, off, delta, iters, lanes, jump, start, end, out):
+    _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, 5)
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_6(x, w, off, delta, start, end, out):
-    _glass_body(x, w, off, delta, start, end, out, 6)
+def _glass_kernel_6(x, w, off, delta, iters, lanes, jump, start, end, out):
+    _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, 6)
 
 
 _GLASS_BY_RADIUS = {3: _glass_kernel_3, 4: _glass_kernel_4, 5: _glass_kernel_5, 6: _glass_kernel_6}
