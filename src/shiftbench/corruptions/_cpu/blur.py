@@ -56,35 +56,6 @@ def _gauss_plane(src, w, tmp, line, dst):
             _pair_axpy(orow, line[r - j : r - j + wd], line[r + j : r + j + wd], w[j])
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _gauss_plane_k(src, w, tmp, line, dst, k):
-    # _gauss_plane for a radius k known when compiled (k == w.shape[0] - 1): each output is summed in
-    # a register over its taps, r..1 after the centre as SciPy adds them (the same operations in the
-    # same order, so the same values), and the loop over a row vectorises around the unrolled taps.
-    h, wd = src.shape
-    w0 = w[0]
-    for y in range(h):
-        trow = tmp[y]
-        c = src[y]
-        for i in range(wd):
-            acc = c[i] * w0
-            for j in range(k, 0, -1):
-                acc += (src[max(y - j, 0), i] + src[min(y + j, h - 1), i]) * w[j]
-            trow[i] = acc
-    for y in range(h):
-        trow = tmp[y]
-        for j in range(k):
-            line[j] = trow[0]
-            line[k + wd + j] = trow[wd - 1]
-        line[k : k + wd] = trow
-        orow = dst[y]
-        for i in range(wd):
-            acc = line[k + i] * w0
-            for j in range(k, 0, -1):
-                acc += (line[k - j + i] + line[k + j + i]) * w[j]
-            orow[i] = acc
-
-
 @numba.njit(cache=True, nogil=True)
 def gauss_planes(x, w, start, end, out):
     h, wd = x.shape[1], x.shape[2]
@@ -150,12 +121,41 @@ def _shuffle_packed(q, off, delta):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _gauss_plane_r(src, w, tmp, line, dst, k):
-    # the Gaussian of radius k (0: any radius, read from w)
-    if k == 0:
-        _gauss_plane(src, w, tmp, line, dst)
+def _gauss_row(src, y, w, line, out, k):
+    # row y of _gauss_plane(src) into out, from src alone: the axis-0 pass of row y into the middle of
+    # line, its edges replicated r times on each side, then the axis-1 pass of line. k: the radius
+    # where known when compiled (each output summed in a register over its unrolled taps, r..1 after
+    # the centre as SciPy adds them: the same operations in the same order, so the same values, and the
+    # loop over the row vectorises around the taps), 0: any radius
+    # (r = w.shape[0] - 1, tap by tap over the row as in _gauss_plane)
+    h, wd = src.shape
+    r = k if k > 0 else w.shape[0] - 1
+    w0 = w[0]
+    mid = line[r : r + wd]
+    if k > 0:
+        c = src[y]
+        for i in range(wd):
+            acc = c[i] * w0
+            for j in range(k, 0, -1):
+                acc += (src[max(y - j, 0), i] + src[min(y + j, h - 1), i]) * w[j]
+            mid[i] = acc
     else:
-        _gauss_plane_k(src, w, tmp, line, dst, k)
+        _scale_into(mid, src[y], w0)
+        for j in range(r, 0, -1):
+            _pair_axpy(mid, src[max(y - j, 0)], src[min(y + j, h - 1)], w[j])
+    for j in range(r):
+        line[j] = mid[0]
+        line[r + wd + j] = mid[wd - 1]
+    if k > 0:
+        for i in range(wd):
+            acc = line[k + i] * w0
+            for j in range(k, 0, -1):
+                acc += (line[k - j + i] + line[k + j + i]) * w[j]
+            out[i] = acc
+    else:
+        _scale_into(out, mid, w0)
+        for j in range(r, 0, -1):
+            _pair_axpy(out, line[r - j : r - j + wd], line[r + j : r + j + wd], w[j])
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -186,8 +186,7 @@ def _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, k):
     # the offsets: off[b] where off holds images (sampled draws), else drawn from the stream lanes[b], jump[b]
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
     u = np.empty((h, wd))
-    g = np.empty((h, wd))
-    tmp = np.empty((h, wd))
+    g = np.empty(wd)
     line = np.empty(wd + 2 * (w.shape[0] - 1))
     # the 8-bit levels after the first blur, the channels of a pixel packed into one word, so
     # that each of the shuffle's sequential copies moves one word
@@ -203,17 +202,16 @@ def _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, k):
                 uy = u[y]
                 for i in range(wd):
                     uy[i] = np.float64(xy[i]) / 255.0
-            _gauss_plane_r(u, w, tmp, line, g, k)
             sh = np.uint32(8 * c)
             for y in range(h):
-                gy = g[y]
+                _gauss_row(u, y, w, line, g, k)
                 qy = q[y]
                 if c == 0:
                     for i in range(wd):
-                        qy[i] = np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0))  # np.uint8(...)
+                        qy[i] = np.uint32(min(max(np.trunc(g[i] * 255.0), 0.0), 255.0))  # np.uint8(...)
                 else:
                     for i in range(wd):
-                        qy[i] |= np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0)) << sh
+                        qy[i] |= np.uint32(min(max(np.trunc(g[i] * 255.0), 0.0), 255.0)) << sh
         if off.shape[0] > 0:
             _shuffle_packed(q, off[b], delta)
         else:
@@ -225,13 +223,12 @@ def _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, k):
                 uy = u[y]
                 for i in range(wd):
                     uy[i] = np.float64((qy[i] >> sh) & np.uint32(255)) / 255.0
-            _gauss_plane_r(u, w, tmp, line, g, k)
             o = out[b, c]
             for y in range(h):
-                gy = g[y]
+                _gauss_row(u, y, w, line, g, k)
                 oy = o[y]
                 for i in range(wd):
-                    oy[i] = min(max(gy[i], 0.0), 1.0) * 255.0
+                    oy[i] = min(max(g[i], 0.0), 1.0) * 255.0
 
 
 @numba.njit(cache=True, nogil=True)
