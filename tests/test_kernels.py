@@ -702,6 +702,25 @@ def test_vector_transpose_equals_numpy(h: int, w: int) -> None:
     assert np.array_equal(out, a.T)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_transpose4_equals_numpy(dtype: type) -> None:
+    """4 x 4 blocks of floats as vector shuffles: every value lands where ``.T`` puts it."""
+    import numba
+
+    from shiftbench.corruptions._cpu.transpose import transpose4
+
+    @numba.njit
+    def blocks(a: np.ndarray, out: np.ndarray) -> None:
+        for i in range(0, a.shape[0], 4):
+            for j in range(0, a.shape[1], 4):
+                transpose4(a, i, j, out, j, i)
+
+    a = np.random.default_rng(5).random((12, 20)).astype(dtype)
+    out = np.zeros((20, 12), dtype=dtype)
+    blocks(a, out)
+    assert np.array_equal(out, a.T)
+
+
 @pytest.mark.parametrize(("h", "w"), [(224, 224), (299, 299), (64, 48), (100, 37), (33, 70)])
 def test_one_call_pixelate_equals_two_resizes(h: int, w: int) -> None:
     """The fused kernel (both resizes of every plane in one call) writes what two BOX resizes give, into

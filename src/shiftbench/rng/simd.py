@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 
@@ -47,39 +46,3 @@ def mul_high(bits: int, signed: bool):
         return sig, codegen
 
     return _mulhi
-
-
-def _lanes(*ix: int) -> ir.Constant:
-    return ir.Constant(ir.VectorType(ir.IntType(32), 4), list(ix))
-
-
-@intrinsic
-def transpose4(typingctx, src, si, sj, dst, di, dj):
-    """``dst[di:di+4, dj:dj+4] = src[si:si+4, sj:sj+4].T`` for 2-D C-contiguous arrays of one dtype: four
-    vector loads, eight shuffles and four vector stores (a transposing loop moves one value at a time).
-    The indices are not checked; only values move, so every value is the same."""
-    sig = types.none(src, si, sj, dst, di, dj)
-
-    def codegen(context, builder, signature, args):
-        srct, dstt = signature.args[0], signature.args[3]
-        vec = ir.VectorType(context.get_value_type(srct.dtype), 4)
-
-        def row_ptr(aryty, value, i, j, k):
-            ary = context.make_array(aryty)(context, builder, value)
-            p = cgutils.get_item_pointer(context, builder, aryty, ary, [builder.add(i, ir.Constant(i.type, k)), j])
-            return builder.bitcast(p, vec.as_pointer())
-
-        a, b, c, d = (builder.load(row_ptr(srct, args[0], args[1], args[2], k), align=4) for k in range(4))
-        ab0, ab1 = builder.shuffle_vector(a, b, _lanes(0, 4, 2, 6)), builder.shuffle_vector(a, b, _lanes(1, 5, 3, 7))
-        cd0, cd1 = builder.shuffle_vector(c, d, _lanes(0, 4, 2, 6)), builder.shuffle_vector(c, d, _lanes(1, 5, 3, 7))
-        cols = (
-            builder.shuffle_vector(ab0, cd0, _lanes(0, 1, 4, 5)),
-            builder.shuffle_vector(ab1, cd1, _lanes(0, 1, 4, 5)),
-            builder.shuffle_vector(ab0, cd0, _lanes(2, 3, 6, 7)),
-            builder.shuffle_vector(ab1, cd1, _lanes(2, 3, 6, 7)),
-        )
-        for k in range(4):
-            builder.store(cols[k], row_ptr(dstt, args[3], args[4], args[5], k), align=4)
-        return context.get_dummy_value()
-
-    return sig, codegen

@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 from ...rng.pcg64 import draw_bounded
-from ...rng.simd import transpose4
+from .transpose import transpose4
 
 __all__ = ["gauss_planes", "gaussian_blur_kernel", "shuffle_batch", "glass_kernel", "glass_kernel_for", "zoom_kernel"]
 
