@@ -112,13 +112,17 @@ def gaussian_filter2d(
     """Spatial Gaussian blur of ... x H x W (channels independent), SciPy semantics.
 
     Dense operator matrices in general; on the CPU in float64, short kernels (at most a third
-    of each side) take the compiled direct correlation of ``_gauss_cpu``, which equals SciPy.
+    of each side) take the compiled direct correlation of ``_gauss_cpu``, which equals SciPy, and the
+    dense operators of mode ``reflect`` use their symmetry (half the multiplications; the same values up
+    to the rounding of the float64 sums: 8-bit outputs unchanged, ``tests/test_fidelity.py``).
     """
     h, w = int(x.shape[-2]), int(x.shape[-1])
     if x.device.type == "cpu" and x.dtype == torch.float64 and sigma > 1e-15 and mode != "constant":
         radius = int(truncate * float(sigma) + 0.5)
         if 3 * (2 * radius + 1) <= min(h, w):
             return _gaussian_direct_cpu(x, sigma, mode, truncate)
+        if mode == "reflect" and min(h, w) >= 2:
+            return _gaussian_dense_cpu(x, sigma, mode, truncate)
     mh = as_tensor_matrix(gaussian_matrix(h, sigma, mode, truncate), x.device, x.dtype)
     mw = mh if w == h else as_tensor_matrix(gaussian_matrix(w, sigma, mode, truncate), x.device, x.dtype)
     return separable(x, mh, mw)
@@ -137,6 +141,42 @@ def dense_gaussian_memory(h: int, w: int) -> int:
     """Bytes of the dense Gaussian operators of an H x W plane (:func:`gaussian_matrix` of both sides, as NumPy arrays
     and tensors)."""
     return 2 * 8 * (h * h + w * w)
+
+
+@lru_cache(maxsize=64)
+def _symmetric_halves(n: int, sigma: float, mode: str, truncate: float) -> tuple[torch.Tensor, ...]:
+    """(P, M, P^T, M^T) of the side's Gaussian operator, contiguous float64 tensors (never written)."""
+    from ._cpu.gauss import symmetric_halves
+
+    p, m = symmetric_halves(gaussian_matrix(n, sigma, mode, truncate))
+    return tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (p, m, p.T, m.T))
+
+
+def _gaussian_dense_cpu(x: torch.Tensor, sigma: float, mode: str, truncate: float) -> torch.Tensor:
+    """The dense operators of a symmetric boundary mode on the CPU (float64), plane by plane: their
+    centrosymmetry halves the multiplications (:mod:`._cpu.gauss`), which run as torch matrix products on
+    the calling thread's torch threads."""
+    from ._cpu.gauss import fold_rows, unfold_cols, unfold_rows_fold_cols
+
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    ph, mh = _symmetric_halves(h, float(sigma), mode, float(truncate))[:2]
+    pwt, mwt = _symmetric_halves(w, float(sigma), mode, float(truncate))[2:]
+    kh, mrows, kw, mcols = ph.shape[0], mh.shape[0], pwt.shape[0], mwt.shape[0]
+    flat = np.ascontiguousarray(x.detach().reshape(-1, h, w).numpy())
+    out = np.empty_like(flat)
+    f64 = torch.float64
+    s, d, p, q = torch.empty(kh, w, dtype=f64), torch.empty(mrows, w, dtype=f64), torch.empty(kh, w, dtype=f64), torch.empty(mrows, w, dtype=f64)
+    t = np.empty((h, w))
+    sc, dc, pc, qc = torch.empty(h, kw, dtype=f64), torch.empty(h, mcols, dtype=f64), torch.empty(h, kw, dtype=f64), torch.empty(h, mcols, dtype=f64)
+    for k in range(flat.shape[0]):
+        fold_rows(flat[k], s.numpy(), d.numpy())
+        torch.mm(ph, s, out=p)
+        torch.mm(mh, d, out=q)
+        unfold_rows_fold_cols(p.numpy(), q.numpy(), t, sc.numpy(), dc.numpy())
+        torch.mm(sc, pwt, out=pc)
+        torch.mm(dc, mwt, out=qc)
+        unfold_cols(pc.numpy(), qc.numpy(), out[k])
+    return torch.from_numpy(out).reshape(x.shape)
 
 
 def _gaussian_direct_cpu(x: torch.Tensor, sigma: float, mode: str, truncate: float) -> torch.Tensor:

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from ._bounds import require_shape
+from ._geometry import run_threaded
 from ._ops import fdiv, gaussian_filter2d, gaussian_filter2d_memory
 from ._registry import DEFAULT_BYTES_PER_PIXEL, ApplyContext, SampleContext, register
 
@@ -297,7 +298,7 @@ def _elastic_memory(h: int, w: int, edition: str, c: Any) -> int:
 
 @register(
     "elastic_transform", family="digital", group="benchmark", sample=_sample_elastic, params=ElasticParams, dtype=torch.float32,
-    bounds=_elastic_bounds, memory=_elastic_memory,
+    bounds=_elastic_bounds, memory=_elastic_memory, accepts_levels=True,
 )
 def elastic_transform(x: torch.Tensor, c: ElasticParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Random affine warp of the control points by up to ``affine`` px, then a Gaussian-smoothed (``sigma``) displacement field scaled by ``alpha``."""
@@ -312,13 +313,34 @@ def elastic_transform(x: torch.Tensor, c: ElasticParams, d: dict[str, torch.Tens
 
 @elastic_transform.kernel("compiled")
 def _elastic_transform_compiled(x: torch.Tensor, c: ElasticParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
-    return _elastic_fused_cpu(*_warp_and_field(x, c, d))
+    """Both resamplings and the final clip in one compiled pass per image (:mod:`._cpu.elastic`): 8-bit levels or
+    float values in, float32 values or (``ctx.levels``) the truncated 8-bit levels out."""
+    from ._cpu.elastic import elastic_levels_kernel
+
+    b, nc, h, w = (int(s) for s in x.shape)
+    if nc != 3 or x.dtype != torch.uint8:
+        y = _elastic_fused_cpu(*_warp_and_field(x, c, d))
+        return y if x.dtype == torch.uint8 else y.to(x.dtype)
+    require_shape("ux", tuple(d["ux"].shape), (b, h, w))
+    require_shape("uy", tuple(d["uy"].shape), (b, h, w))
+    sigma = float(c.sigma)
+    fx, fy = (gaussian_filter2d(d[k].to(torch.float64), sigma, mode="reflect", truncate=3.0).numpy() for k in ("ux", "uy"))
+    mats = _affine_matrices(h, w, d["affine"].detach().cpu().numpy())
+    adelta, bdelta, x0, y0 = _fixed_point_terms(invert_affine(mats), h, w)
+    xl = np.ascontiguousarray(x.detach().numpy())
+    out = ctx.result_array((b, nc, h, w), np.float32)
+    alpha = float(c.alpha)
+    run_threaded(b, lambda s, e: elastic_levels_kernel(xl, _UNIT_LEVELS, adelta, bdelta, x0, y0, fx, fy, alpha, out, s, e))
+    y = torch.from_numpy(out)
+    return y if torch.uint8 in (x.dtype, y.dtype) else y.to(x.dtype)
+
+
+_UNIT_LEVELS = np.arange(256, dtype=np.float32) / np.float32(255.0)  # float32(level) / 255 in float32, as fdiv
 
 
 def _elastic_fused_cpu(x: torch.Tensor, mats: np.ndarray, dx: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    """Both resamplings and the final clip in one compiled pass per image (CPU)."""
+    """Both resamplings and the final clip in one compiled pass per image (CPU; any number of channels)."""
     from ._cpu.elastic import elastic_kernel
-    from ._geometry import run_threaded
 
     b, c, h, w = x.shape
     require_shape("ux", dx.shape, (b, h, w))

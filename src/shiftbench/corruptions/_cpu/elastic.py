@@ -7,6 +7,11 @@ float64 interpolation, float32 result), then ``clip(0, 1) * 255``. It performs
 the operations of the tensor path in :mod:`.elastic` (:func:`~.elastic.warp_affine`
 in "fixed" mode and :func:`~.elastic.map_coordinates_linear`) in the same
 precision; the tests check that both paths agree.
+
+:func:`elastic_levels_kernel` takes 8-bit RGB levels (``level / 255`` from a table) and the smoothed fields before
+their scaling, and writes the truncated levels into the caller's buffer where it wants levels: no float copy of
+the batch, of the scaled fields or of the result. :func:`elastic_kernel` takes the float planes of any number of
+channels.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numba
+import numba.extending
 import numpy as np
 
 _INTER_BITS = 5
@@ -262,3 +268,64 @@ def _map_rgb(warped, dx, dy, nh, nw, oplanes) -> None:
             o0[base + j] = _lerp_clip255(a00, a01, a10, a11, w0, p00, p01, p10, p11)
             o1[base + j] = _lerp_clip255(a00, a01, a10, a11, w1, p00, p01, p10, p11)
             o2[base + j] = _lerp_clip255(a00, a01, a10, a11, w2, p00, p01, p10, p11)
+
+
+
+def _store(row, j, v):  # pragma: no cover - compiled through the overload below
+    row[j] = v
+
+
+@numba.extending.overload(_store, inline="always")
+def _store_impl(row, j, v):
+    """``row[j] = v``: the truncated level for an 8-bit row (v in 0..255), the value otherwise."""
+    if row.dtype == numba.types.uint8:
+
+        def level(row, j, v):
+            row[j] = np.uint8(np.int32(v))
+
+        return level
+
+    def value(row, j, v):
+        row[j] = v
+
+    return value
+
+
+@numba.njit(cache=True, nogil=True)
+def _map_rgb_fields(warped, fx, fy, alpha, nh, nw, o0, o1, o2) -> None:
+    """_map_rgb with the displacement ``float32(field * alpha)`` computed here (fx, fy: H x W float64 smoothed
+    fields, as the tensor path scales and rounds them); o0..o2: H x W float32 values or uint8 levels."""
+    top = np.float64(nh - 1)
+    right = np.float64(nw - 1)
+    w0, w1, w2 = warped[0], warped[1], warped[2]
+    for i in range(nh):
+        fxr = fx[i]
+        fyr = fy[i]
+        r0, r1, r2 = o0[i], o1[i], o2[i]
+        for j in range(nw):
+            dxv = np.float32(fxr[j] * alpha)
+            dyv = np.float32(fyr[j] * alpha)
+            a00, a01, a10, a11, p00, p01, p10, p11 = _taps(i, j, dyv, dxv, nh, nw, top, right)
+            _store(r0, j, _lerp_clip255(a00, a01, a10, a11, w0, p00, p01, p10, p11))
+            _store(r1, j, _lerp_clip255(a00, a01, a10, a11, w1, p00, p01, p10, p11))
+            _store(r2, j, _lerp_clip255(a00, a01, a10, a11, w2, p00, p01, p10, p11))
+
+
+@numba.njit(cache=True, nogil=True)
+def elastic_levels_kernel(levels, lut, adelta, bdelta, x0, y0, fx, fy, alpha, out, start, end) -> None:
+    """Images start..end-1 of 8-bit RGB ``levels`` (B x 3 x H x W uint8), read through ``lut`` (the float32
+    ``level / 255``); fx, fy: B x H x W float64 smoothed fields (scaled by ``alpha`` here); out: B x 3 x H x W
+    float32 values (0..255) or uint8 (the truncated levels, as the caller's truncation gives)."""
+    nh, nw = out.shape[2], out.shape[3]
+    src = np.empty((3, nh * nw), dtype=np.float32)
+    warped = np.empty((3, nh * nw), dtype=np.float32)
+    wtab = _weight_table()
+    for n in range(start, end):
+        for c in range(3):
+            lc = levels[n, c].reshape(nh * nw)
+            sc = src[c]
+            for p in range(nh * nw):
+                sc[p] = lut[lc[p]]
+        _warp_rgb(src, wtab, adelta[n], bdelta[n], x0[n], y0[n], nh, nw, warped)
+        _map_rgb_fields(warped, fx[n], fy[n], alpha, nh, nw, out[n, 0], out[n, 1], out[n, 2])
+

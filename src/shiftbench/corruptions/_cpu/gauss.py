@@ -165,3 +165,75 @@ def clip_scale(y: np.ndarray, hi: float, scale: float) -> None:
     z = f.dtype.type(0.0)
     for i in range(f.shape[0]):
         f[i] = min(max(f[i], z), h) * sc
+
+
+# Dense filtering with a centrosymmetric operator A (A[n-1-i, n-1-j] == A[i, j], as every Gaussian of a symmetric
+# boundary mode is): with m = n // 2 and k = n - m, the half sums s = x[:m] + x[::-1][:m] (and the middle sample
+# of an odd side) meet the k x k matrix P, the half differences d = x[:m] - x[::-1][:m] the m x m matrix M, and
+# y[i] = (P s)[i] + (M d)[i], y[n-1-i] = (P s)[i] - (M d)[i] (y[m] = (P s)[m] for odd n): the products of A x
+# with half the multiplications. The matrices come from :func:`symmetric_halves`; the products run as torch
+# matrix products between the folds below (``corruptions._ops``).
+
+
+def symmetric_halves(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(P, M) of a centrosymmetric n x n matrix A (see above); P is k x k (k = n - n // 2), M is m x m."""
+    n = a.shape[0]
+    m = n // 2
+    k = n - m
+    refl = a[:m, n - m :][:, ::-1]  # A[i, n-1-j] for i, j < m
+    p = np.empty((k, k))
+    p[:m, :m] = (a[:m, :m] + refl) * 0.5
+    if k > m:  # the middle sample of an odd side: its column and row enter P whole
+        p[:m, m] = a[:m, m]
+        p[m, :m] = a[m, :m]
+        p[m, m] = a[m, m]
+    return p, np.ascontiguousarray((a[:m, :m] - refl) * 0.5)
+
+
+@numba.njit(cache=True, nogil=True)
+def fold_rows(x, s, d):
+    """Half sums ``s`` (k x W) and differences ``d`` (m x W) of the rows of one plane x (H x W)."""
+    n, m = x.shape[0], d.shape[0]
+    for i in range(m):
+        a, b, si, di = x[i], x[n - 1 - i], s[i], d[i]
+        for j in range(x.shape[1]):
+            si[j] = a[j] + b[j]
+            di[j] = a[j] - b[j]
+    if s.shape[0] > m:
+        s[m, :] = x[m]
+
+
+@numba.njit(cache=True, nogil=True)
+def unfold_rows_fold_cols(p, q, t, s, d):
+    """The rows of ``t`` (H x W) from the products p = P s and q = M d, then the half sums ``s`` (H x k)
+    and differences ``d`` (H x m) of its columns."""
+    n, m = t.shape[0], q.shape[0]
+    for i in range(m):
+        a, b, pi, qi = t[i], t[n - 1 - i], p[i], q[i]
+        for j in range(t.shape[1]):
+            a[j] = pi[j] + qi[j]
+            b[j] = pi[j] - qi[j]
+    if p.shape[0] > m:
+        t[m, :] = p[m]
+    n, m = t.shape[1], d.shape[1]
+    for i in range(t.shape[0]):
+        ti, si, di = t[i], s[i], d[i]
+        for j in range(m):
+            a_, b_ = ti[j], ti[n - 1 - j]
+            si[j] = a_ + b_
+            di[j] = a_ - b_
+        if s.shape[1] > m:
+            si[m] = ti[m]
+
+
+@numba.njit(cache=True, nogil=True)
+def unfold_cols(p, q, y):
+    """The columns of ``y`` (H x W) from the products p = s P^T (H x k) and q = d M^T (H x m)."""
+    n, m = y.shape[1], q.shape[1]
+    for i in range(y.shape[0]):
+        yi, pi, qi = y[i], p[i], q[i]
+        for j in range(m):
+            yi[j] = pi[j] + qi[j]
+            yi[n - 1 - j] = pi[j] - qi[j]
+        if p.shape[1] > m:
+            yi[m] = pi[m]
