@@ -30,7 +30,7 @@ _mulhi64 = mul_high(64, signed=False)  # high 64 bits of the 128-bit product of 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _step(
+def pcg_step(
     hi: np.uint64, lo: np.uint64, m_hi: np.uint64, m_lo: np.uint64, i_hi: np.uint64, i_lo: np.uint64
 ) -> tuple[np.uint64, np.uint64]:
     """state * m + i (mod 2**128) on (high, low) 64-bit halves."""
@@ -41,7 +41,7 @@ def _step(
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _output(hi: np.uint64, lo: np.uint64) -> np.uint64:
+def pcg_output(hi: np.uint64, lo: np.uint64) -> np.uint64:
     """PCG's XSL-RR output of a 128-bit state."""
     x = hi ^ lo
     rot = hi >> np.uint64(58)
@@ -60,14 +60,14 @@ def _fill4(lanes: np.ndarray, jump: np.ndarray, out: np.ndarray) -> None:
     n = out.shape[0]
     for b in range(0, n, 4):
         if b > 0:
-            h0, l0 = _step(h0, l0, m_hi, m_lo, i_hi, i_lo)
-            h1, l1 = _step(h1, l1, m_hi, m_lo, i_hi, i_lo)
-            h2, l2 = _step(h2, l2, m_hi, m_lo, i_hi, i_lo)
-            h3, l3 = _step(h3, l3, m_hi, m_lo, i_hi, i_lo)
-        out[b] = _output(h0, l0)
-        out[b + 1] = _output(h1, l1)
-        out[b + 2] = _output(h2, l2)
-        out[b + 3] = _output(h3, l3)
+            h0, l0 = pcg_step(h0, l0, m_hi, m_lo, i_hi, i_lo)
+            h1, l1 = pcg_step(h1, l1, m_hi, m_lo, i_hi, i_lo)
+            h2, l2 = pcg_step(h2, l2, m_hi, m_lo, i_hi, i_lo)
+            h3, l3 = pcg_step(h3, l3, m_hi, m_lo, i_hi, i_lo)
+        out[b] = pcg_output(h0, l0)
+        out[b + 1] = pcg_output(h1, l1)
+        out[b + 2] = pcg_output(h2, l2)
+        out[b + 3] = pcg_output(h3, l3)
     lanes[0, 0], lanes[0, 1], lanes[1, 0], lanes[1, 1] = h0, l0, h1, l1
     lanes[2, 0], lanes[2, 1], lanes[3, 0], lanes[3, 1] = h2, l2, h3, l3
 
@@ -215,7 +215,7 @@ def _refill_words(words: np.ndarray, keep: int, n: int, lanes: np.ndarray, jump:
     if end > m:
         _fill4(lanes, jump, words[m:end])
         for k in range(4):  # _fill4 leaves each lane at its last word: move it on to its next
-            lanes[k, 0], lanes[k, 1] = _step(lanes[k, 0], lanes[k, 1], jump[0], jump[1], jump[2], jump[3])
+            lanes[k, 0], lanes[k, 1] = pcg_step(lanes[k, 0], lanes[k, 1], jump[0], jump[1], jump[2], jump[3])
     return end
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ...rng.pcg64 import draw_bounded
+from ...rng.pcg64 import draw_bounded, pcg_output, pcg_step
 from .transpose import transpose4
 
 __all__ = ["gauss_planes", "gaussian_blur_kernel", "shuffle_batch", "glass_kernel", "glass_kernel_for", "zoom_kernel"]
@@ -110,14 +110,15 @@ def _shuffle_packed(q, off, delta):
     # _shuffle on H x W pixels whose channels are packed into one word each: one copy per pixel
     h, wd = q.shape
     iters, n_h, n_w = off.shape[0], off.shape[1], off.shape[2]
+    flat = q.reshape(h * wd)
     for it in range(iters):
         for hi in range(n_h):
             row = h - delta - hi
             orow = off[it, hi]
-            qrow = q[row]
             for wi in range(n_w):
-                col = wd - delta - wi
-                qrow[col] = q[row + orow[wi, 1], col + orow[wi, 0]]
+                dst = row * wd + wd - delta - wi
+                # unsigned indices (every source lies inside the image): no negative-index wraparound
+                flat[np.uint64(dst)] = flat[np.uint64(dst + np.int64(orow[wi, 1]) * wd + orow[wi, 0])]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -159,26 +160,65 @@ def _gauss_row(src, y, w, line, out, k):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _shuffle_words(q, delta, iters, lanes, jump, wb):
+    # _shuffle_drawn where 2 d is a power of two 2**bits: Lemire's method then rejects no draw, so
+    # each pixel takes one word of the stream, (dx, dy) = the top bits of its low and high halves,
+    # minus d. The four lanes run in the loop, word by word as the pixels use them, so that the
+    # stream's multiplications overlap the copies.
+    h, wd = q.shape
+    n_h, n_w = h - 2 * delta, wd - 2 * delta
+    bits = 0
+    while (1 << bits) < 2 * delta:
+        bits += 1
+    sx = np.uint64(32 - bits)
+    sy = np.uint64(64 - bits)
+    low = np.uint64(0xFFFFFFFF)
+    m_hi, m_lo, i_hi, i_lo = jump[0], jump[1], jump[2], jump[3]
+    flat = q.reshape(h * wd)
+    back = np.uint64(delta * wd + delta)  # (dy, dx) = (-d, -d) as a flat offset
+    slot = 4
+    for _ in range(iters):
+        for hi in range(n_h):
+            row = h - delta - hi
+            for wi in range(n_w):
+                if slot == 4:
+                    for k in range(4):
+                        wb[k] = pcg_output(lanes[k, 0], lanes[k, 1])
+                        lanes[k, 0], lanes[k, 1] = pcg_step(lanes[k, 0], lanes[k, 1], m_hi, m_lo, i_hi, i_lo)
+                    slot = 0
+                word = wb[slot]
+                slot += 1
+                dst = np.uint64(row * wd + wd - delta - wi)
+                # unsigned indices: every source lies inside the image
+                flat[dst] = flat[dst + (word >> sy) * np.uint64(wd) + ((word & low) >> sx) - back]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _shuffle_drawn(q, delta, iters, lanes, jump, words, at, row_off):
-    # _shuffle_packed on the offsets the sampler would draw, drawn row by row from the stream of
-    # (lanes, jump) as (dx, dy) pairs in the sampler's order
+    # _shuffle_packed on the offsets the sampler would draw, drawn from the stream of (lanes, jump)
+    # as (dx, dy) pairs in the sampler's order: as the pixels use them where 2 d is a power of two
+    # (_shuffle_words), else a row at a time
     h, wd = q.shape
     n_h, n_w = max(0, h - 2 * delta), max(0, wd - 2 * delta)
     if n_h == 0 or n_w == 0:
+        return
+    if delta & (delta - 1) == 0:
+        _shuffle_words(q, delta, iters, lanes, jump, words)
         return
     at[0] = 0
     at[1] = 0
     rng = np.uint32(2 * delta - 1)  # randint(-d, d): -d..d-1
     low = np.int64(-delta)
     pairs = row_off[: 2 * n_w]
+    flat = q.reshape(h * wd)
     for _ in range(iters):
         for hi in range(n_h):
             row = h - delta - hi
             draw_bounded(words, at, lanes, jump, rng, low, pairs)
-            qrow = q[row]
             for wi in range(n_w):
-                col = wd - delta - wi
-                qrow[col] = q[row + pairs[2 * wi + 1], col + pairs[2 * wi]]
+                dst = row * wd + wd - delta - wi
+                # unsigned indices (every source lies inside the image): no negative-index wraparound
+                flat[np.uint64(dst)] = flat[np.uint64(dst + np.int64(pairs[2 * wi + 1]) * wd + pairs[2 * wi])]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
