@@ -255,7 +255,7 @@ _NO_JUMPS = np.zeros((0, 4), dtype=np.uint64)
 
 def _glass_draw_apply(x: torch.Tensor, c: GlassParams, generators: list[np.random.Generator], ctx: ApplyContext) -> torch.Tensor:
     """Draw each image's offsets (the sampler's ``integers`` draws from its generator) inside the compiled
-    pass, a row of the shuffle at a time, as the shuffle uses them."""
+    pass, as the shuffle uses them (:func:`._cpu.blur.glass_kernel`)."""
     streams = [word_lanes(g.bit_generator) for g in generators]
     if int(x.shape[1]) > 4 or any(st is None for st in streams):
         h, w = int(x.shape[-2]), int(x.shape[-1])
