@@ -232,6 +232,34 @@ def test_clipped_zoom_float32_and_leading_dims() -> None:
         np.testing.assert_allclose(y[1, 2].numpy(), want, rtol=0, atol=2e-7)
 
 
+@pytest.mark.parametrize("size", [(33, 37), (299, 299), (32, 32), (5, 7), (224, 225), (31, 4), (100, 61)])
+def test_compiled_zoom_blur_equals_tensor_path_on_any_size(size: tuple[int, int]) -> None:
+    """The compiled zoom blur (blocks of 32 rows, 4 x 4 transposes, widths padded to whole tiles) gives
+    the tensor path's values on sizes that fill no whole block or tile, for levels and float input."""
+    from shiftbench.corruptions._cpu.blur import zoom_kernel
+
+    h, w = size
+    rng = np.random.default_rng(h * 1000 + w)
+    for zooms in [(1.0, 1.01, 1.1, 1.3), (1.2, 1.0, 1.11)]:
+        tables = blur._zoom_tables(h, w, zooms)
+        for levels_in in (True, False):
+            x = rng.integers(0, 256, (2, 3, h, w)).astype(np.uint8)
+            if not levels_in:
+                x = x.astype(np.float32) + rng.random(x.shape).astype(np.float32) * 0.9
+            want = blur._zoom_blur_torch(torch.from_numpy(x), list(zooms)).numpy()
+            for dtype in (np.float32, np.uint8):
+                out = np.empty(x.shape, dtype=dtype)
+                zoom_kernel(x, levels_in, *tables, 0, 2, out)
+                assert np.array_equal(out, want.astype(dtype)), (zooms, levels_in, dtype)
+
+
+def test_levels_times_the_reciprocal_of_255_round_as_the_quotient() -> None:
+    """The compiled zoom blur scales 8-bit levels by 1 / 255 (float64, then float32): the reference's
+    float32(level / 255) for every level."""
+    v = np.arange(256, dtype=np.float64)
+    assert np.array_equal((v * (1.0 / 255.0)).astype(np.float32), (v / 255.0).astype(np.float32))
+
+
 # --------------------------------------------------------------------------- gaussian
 
 

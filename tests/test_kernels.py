@@ -557,7 +557,7 @@ def test_draw_apply_route_equals_sample_then_apply(name: str) -> None:
     draws through the functional gives, for 8-bit and float inputs, in every output form."""
     from shiftbench.api import sample_draws
 
-    assert name in ("gaussian_noise", "speckle_noise", "shot_noise")
+    assert name in ("gaussian_noise", "speckle_noise", "shot_noise", "glass_blur")
     imgs = photos("64", 3)
     for severity in (1, 5):
         for inp in (imgs, torch.from_numpy(imgs).permute(0, 3, 1, 2).float() / 255.0):
@@ -580,6 +580,27 @@ def test_fused_noise_kernel_reports_a_short_stream() -> None:
     z = standard_normal32(np.random.PCG64(3), x.size).reshape(32, 32, 3).transpose(2, 0, 1)
     want = np.clip(x.astype(np.float32) / np.float32(255) + np.float32(0.1) * z, 0, 1) * np.float32(255)
     assert np.array_equal(out, want.astype(np.float32))
+
+
+@pytest.mark.parametrize("low, high", [(-1, 1), (-2, 2), (-3, 3), (-4, 4), (0, 3), (0, 2**31 + 5), (0, 2**32 - 1)])
+def test_draw_bounded_equals_generator_integers(low: int, high: int) -> None:
+    """Draws taken chunk by chunk from a small word buffer (rejections included: 2**31 + 5 rejects
+    half of its draws) are Generator.integers's draws of one call of the total size."""
+    from shiftbench.rng.pcg64 import draw_bounded, word_lanes
+
+    for seed in range(4):
+        n, chunk = 3_001 + seed, 13 + seed
+        want = np.random.Generator(np.random.PCG64(seed)).integers(low, high, n)
+        stream = word_lanes(np.random.PCG64(seed))
+        assert stream is not None
+        words, at = np.empty(chunk // 2 + 2 + (64 if high - low > 2**30 else 0), dtype=np.uint64), np.zeros(2, dtype=np.int64)
+        got = np.empty(n, dtype=np.int64)
+        for pos in range(0, n, chunk):
+            draw_bounded(words, at, *stream, np.uint32(high - low - 1), np.int64(low), got[pos : pos + chunk])
+        assert np.array_equal(got, want)
+    buffered = np.random.PCG64(0)
+    np.random.Generator(buffered).integers(0, 10, 1, dtype=np.uint32)  # a 32-bit half waits
+    assert word_lanes(buffered) is None and word_lanes(np.random.Philox(0)) is None
 
 
 @pytest.mark.parametrize("n", [256, 257, 258, 259, 4096, 77_001])
@@ -678,6 +699,25 @@ def test_vector_transpose_equals_numpy(h: int, w: int) -> None:
     a = np.random.default_rng(h * 100 + w).integers(0, 256, (h, w)).astype(np.uint8)
     out = np.full((w, h), 7, dtype=np.uint8)
     transpose_into(a, out)
+    assert np.array_equal(out, a.T)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_transpose4_equals_numpy(dtype: type) -> None:
+    """4 x 4 blocks of floats as vector shuffles: every value lands where ``.T`` puts it."""
+    import numba
+
+    from shiftbench.corruptions._cpu.transpose import transpose4
+
+    @numba.njit
+    def blocks(a: np.ndarray, out: np.ndarray) -> None:
+        for i in range(0, a.shape[0], 4):
+            for j in range(0, a.shape[1], 4):
+                transpose4(a, i, j, out, j, i)
+
+    a = np.random.default_rng(5).random((12, 20)).astype(dtype)
+    out = np.zeros((20, 12), dtype=dtype)
+    blocks(a, out)
     assert np.array_equal(out, a.T)
 
 

@@ -29,6 +29,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from ..rng.pcg64 import word_lanes
+from ..rng.seeding import FastDraws
 from ._cpu.blur import gauss_planes, gaussian_blur_kernel, glass_kernel_for, shuffle_batch, zoom_kernel
 from ._geometry import cached_zoom_axis_table, clipped_zoom, run_threaded, use_compiled
 from ._geometry import motion_blur as _im_motion_blur
@@ -137,14 +139,17 @@ class GlassParams(NamedTuple):
     iterations: int
 
 
-def _sample_glass(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
-    delta, iters = int(ctx.params.delta), int(ctx.params.iterations)
-    n_h = max(0, ctx.height - 2 * delta)
-    n_w = max(0, ctx.width - 2 * delta)
+def _glass_offsets(draws: Any, params: GlassParams, height: int, width: int) -> np.ndarray:
+    delta, iters = int(params.delta), int(params.iterations)
+    n_h = max(0, height - 2 * delta)
+    n_w = max(0, width - 2 * delta)
     # reference: randint(-d, d, size=2) -> (dx, dy) per visited pixel, rows and
     # columns descending, `iters` sweeps; one bulk call yields the same stream.
-    off = draws.integers(-delta, delta, size=(iters, n_h, n_w, 2), dtype=np.int8)
-    return {"offsets": np.asarray(off, dtype=np.int8)}
+    return np.asarray(draws.integers(-delta, delta, size=(iters, n_h, n_w, 2), dtype=np.int8), dtype=np.int8)
+
+
+def _sample_glass(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
+    return {"offsets": _glass_offsets(draws, ctx.params, ctx.height, ctx.width)}
 
 
 def _check_offsets(u: torch.Tensor, offsets: torch.Tensor, delta: int) -> None:
@@ -243,19 +248,41 @@ def glass_blur(x: torch.Tensor, c: GlassParams, d: dict[str, torch.Tensor], ctx:
     return torch.clamp(_gaussian_nearest_torch(fdiv(u, 255.0), sigma), 0, 1) * 255
 
 
-@glass_blur.kernel("compiled")
+_NO_OFFSETS = np.zeros((0, 0, 0, 0, 2), dtype=np.int8)
+_NO_STREAMS = np.zeros((0, 4, 2), dtype=np.uint64)
+_NO_JUMPS = np.zeros((0, 4), dtype=np.uint64)
+
+
+def _glass_draw_apply(x: torch.Tensor, c: GlassParams, generators: list[np.random.Generator], ctx: ApplyContext) -> torch.Tensor:
+    """Draw each image's offsets (the sampler's ``integers`` draws from its generator) inside the compiled
+    pass, as the shuffle uses them (:func:`._cpu.blur.glass_kernel`)."""
+    streams = [word_lanes(g.bit_generator) for g in generators]
+    if int(x.shape[1]) > 4 or any(st is None for st in streams):
+        h, w = int(x.shape[-2]), int(x.shape[-1])
+        off = np.stack([_glass_offsets(FastDraws(g), c, h, w) for g in generators])
+        return _glass_run(x, c, off, _NO_STREAMS, _NO_JUMPS, ctx)
+    lanes = np.stack([st[0] for st in streams if st is not None])
+    jumps = np.stack([st[1] for st in streams if st is not None])
+    return _glass_run(x, c, _NO_OFFSETS, lanes, jumps, ctx)
+
+
+@glass_blur.kernel("compiled", draw_apply=_glass_draw_apply)
 def _glass_blur_compiled(x: torch.Tensor, c: GlassParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """One compiled pass per image (:func:`._cpu.blur.glass_kernel`): 8-bit levels or float values in,
     float64 values or (``ctx.levels``) the truncated 8-bit levels out."""
-    sigma, delta = float(c.sigma), int(c.delta)
     offsets = d["offsets"]
-    _check_offsets(x, offsets, delta)
-    xa = np.ascontiguousarray(x.detach().numpy())
+    _check_offsets(x, offsets, int(c.delta))
     off = np.ascontiguousarray(offsets.detach().to("cpu").numpy())
+    return _glass_run(x, c, off, _NO_STREAMS, _NO_JUMPS, ctx)
+
+
+def _glass_run(x: torch.Tensor, c: GlassParams, off: np.ndarray, lanes: np.ndarray, jumps: np.ndarray, ctx: ApplyContext) -> torch.Tensor:
+    sigma, delta, iters = float(c.sigma), int(c.delta), int(c.iterations)
+    xa = np.ascontiguousarray(x.detach().numpy())
     out = ctx.result_array(tuple(xa.shape), np.float64)
     wts = _half_weights(sigma)
     kern = glass_kernel_for(len(wts) - 1, int(xa.shape[1]))
-    run_threaded(xa.shape[0], lambda s, e: kern(xa, wts, off, delta, s, e, out))
+    run_threaded(xa.shape[0], lambda s, e: kern(xa, wts, off, delta, iters, lanes, jumps, s, e, out))
     y = torch.from_numpy(out)
     return y if torch.uint8 in (x.dtype, y.dtype) else y.to(x.dtype)
 
@@ -520,6 +547,7 @@ def _zoom_blur_compiled(x: torch.Tensor, c: tuple[float, ...], d: dict[str, torc
     xa = np.ascontiguousarray(x.detach().numpy())
     out = ctx.result_array(tuple(xa.shape), np.float32)
     kern = zoom_kernel
-    run_threaded(xa.shape[0], lambda s, e: kern(xa, *tables, s, e, out))
+    levels_in = xa.dtype == np.uint8
+    run_threaded(xa.shape[0], lambda s, e: kern(xa, levels_in, *tables, s, e, out))
     y = torch.from_numpy(out)
     return y if torch.uint8 in (x.dtype, y.dtype) else y.to(x.dtype)

@@ -30,7 +30,7 @@ _mulhi64 = mul_high(64, signed=False)  # high 64 bits of the 128-bit product of 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _step(
+def pcg_step(
     hi: np.uint64, lo: np.uint64, m_hi: np.uint64, m_lo: np.uint64, i_hi: np.uint64, i_lo: np.uint64
 ) -> tuple[np.uint64, np.uint64]:
     """state * m + i (mod 2**128) on (high, low) 64-bit halves."""
@@ -41,7 +41,7 @@ def _step(
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _output(hi: np.uint64, lo: np.uint64) -> np.uint64:
+def pcg_output(hi: np.uint64, lo: np.uint64) -> np.uint64:
     """PCG's XSL-RR output of a 128-bit state."""
     x = hi ^ lo
     rot = hi >> np.uint64(58)
@@ -60,14 +60,14 @@ def _fill4(lanes: np.ndarray, jump: np.ndarray, out: np.ndarray) -> None:
     n = out.shape[0]
     for b in range(0, n, 4):
         if b > 0:
-            h0, l0 = _step(h0, l0, m_hi, m_lo, i_hi, i_lo)
-            h1, l1 = _step(h1, l1, m_hi, m_lo, i_hi, i_lo)
-            h2, l2 = _step(h2, l2, m_hi, m_lo, i_hi, i_lo)
-            h3, l3 = _step(h3, l3, m_hi, m_lo, i_hi, i_lo)
-        out[b] = _output(h0, l0)
-        out[b + 1] = _output(h1, l1)
-        out[b + 2] = _output(h2, l2)
-        out[b + 3] = _output(h3, l3)
+            h0, l0 = pcg_step(h0, l0, m_hi, m_lo, i_hi, i_lo)
+            h1, l1 = pcg_step(h1, l1, m_hi, m_lo, i_hi, i_lo)
+            h2, l2 = pcg_step(h2, l2, m_hi, m_lo, i_hi, i_lo)
+            h3, l3 = pcg_step(h3, l3, m_hi, m_lo, i_hi, i_lo)
+        out[b] = pcg_output(h0, l0)
+        out[b + 1] = pcg_output(h1, l1)
+        out[b + 2] = pcg_output(h2, l2)
+        out[b + 3] = pcg_output(h3, l3)
     lanes[0, 0], lanes[0, 1], lanes[1, 0], lanes[1, 1] = h0, l0, h1, l1
     lanes[2, 0], lanes[2, 1], lanes[3, 0], lanes[3, 1] = h2, l2, h3, l3
 
@@ -185,6 +185,92 @@ def bounded_words(
     st["uinteger"] = int(words[(used - 1) // 2] >> np.uint64(32))
     bit_generator.state = st
     return out
+
+
+def word_lanes(bit_generator: np.random.BitGenerator) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(lanes, jump)`` for :func:`draw_bounded`: the four interleaved lanes of :func:`raw_words` at the
+    generator's next word (its state is not moved on), or None where that stream is not the one
+    ``Generator.integers`` reads (not a PCG64, or a 32-bit half buffered)."""
+    if type(bit_generator) is not np.random.PCG64:
+        return None
+    st = bit_generator.state
+    if st.get("has_uint32"):
+        return None
+    s, inc = int(st["state"]["state"]), int(st["state"]["inc"])
+    lanes = np.empty((4, 2), dtype=np.uint64)
+    for k in range(4):
+        s = (s * _MULT + inc) % (1 << 128)
+        lanes[k] = _split(s)
+    return lanes, np.array(_split(_MULT4) + _split(inc * _INC_SUM4 % (1 << 128)), dtype=np.uint64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _refill_words(words: np.ndarray, keep: int, n: int, lanes: np.ndarray, jump: np.ndarray) -> int:
+    """Moves ``words[keep:n]`` to the front and fills the rest of ``words`` (whole groups of four) with
+    the next words of ``lanes`` (they move on). Returns the new count."""
+    m = n - keep
+    for i in range(m):
+        words[i] = words[keep + i]
+    end = m + (words.shape[0] - m) // 4 * 4
+    if end > m:
+        _fill4(lanes, jump, words[m:end])
+        for k in range(4):  # _fill4 leaves each lane at its last word: move it on to its next
+            lanes[k, 0], lanes[k, 1] = pcg_step(lanes[k, 0], lanes[k, 1], jump[0], jump[1], jump[2], jump[3])
+    return end
+
+
+@numba.njit(cache=True, nogil=True)
+def _bounded_halves(words: np.ndarray, n: int, k: int, rng: np.uint32, off: np.int64, out: np.ndarray) -> int:
+    """``Generator.integers`` draws (``off + v``, v in 0..rng, Lemire's method as in :func:`bounded_words`)
+    from the 32-bit halves of ``words[:n]`` starting at half ``k`` (low half first): fills ``out`` and
+    returns the next half, or -1 when the words ran out (rejections)."""
+    if k & 1 == 0:
+        used = _lemire32(words[k >> 1 : n], rng, off, out)
+        return k + used if used >= 0 else -1
+    rng_excl = np.uint64(rng) + np.uint64(1)
+    threshold = (np.uint64(0xFFFFFFFF) - np.uint64(rng)) % rng_excl
+    mask = np.uint64(0xFFFFFFFF)
+    for i in range(out.shape[0]):
+        while True:
+            if k >= 2 * n:
+                return -1
+            w = words[k >> 1]
+            half = (w >> np.uint64(32)) if k & 1 else (w & mask)
+            k += 1
+            m = half * rng_excl
+            if (m & mask) >= threshold:
+                break
+        out[i] = off + np.int64(m >> np.uint64(32))
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def draw_bounded(
+    words: np.ndarray, at: np.ndarray, lanes: np.ndarray, jump: np.ndarray, rng: np.uint32, off: np.int64, out: np.ndarray
+) -> None:
+    """The next ``out.shape[0]`` draws of ``Generator.integers(off, off + rng + 1)`` from a stream opened
+    with :func:`word_lanes`, generated as they are needed: ``words`` buffers the stream's words (at
+    least ``out.shape[0] // 2 + 2`` of them, for every call; a run of rejections longer than the buffer
+    raises RuntimeError), ``at`` holds (words buffered, next half)
+    and starts at (0, 0). Successive calls give the draws of one ``integers`` call of their total size."""
+    n, k = at[0], at[1]
+    if 2 * n - k < out.shape[0]:
+        n = _refill_words(words, k >> 1, n, lanes, jump)
+        k &= 1
+    nxt = _bounded_halves(words, n, k, rng, off, out)
+    if nxt < 0:  # rejections used up the buffered words: draw by draw, refilling as needed
+        for i in range(out.shape[0]):
+            while True:
+                nxt = _bounded_halves(words, n, k, rng, off, out[i : i + 1])
+                if nxt >= 0:
+                    break
+                if k < 2 and n > words.shape[0] - 4:
+                    raise RuntimeError("draw_bounded: a full buffer of rejected draws")
+                n = _refill_words(words, k >> 1, n, lanes, jump)
+                k &= 1
+            k = nxt
+        nxt = k
+    at[0], at[1] = n, nxt
 
 
 def _exact_platform() -> bool:

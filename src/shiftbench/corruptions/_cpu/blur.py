@@ -15,6 +15,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...rng.pcg64 import draw_bounded, pcg_output, pcg_step
+from .transpose import transpose4
+
 __all__ = ["gauss_planes", "gaussian_blur_kernel", "shuffle_batch", "glass_kernel", "glass_kernel_for", "zoom_kernel"]
 
 
@@ -51,35 +54,6 @@ def _gauss_plane(src, w, tmp, line, dst):
         _scale_into(orow, line[r : r + wd], w[0])
         for j in range(r, 0, -1):
             _pair_axpy(orow, line[r - j : r - j + wd], line[r + j : r + j + wd], w[j])
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _gauss_plane_k(src, w, tmp, line, dst, k):
-    # _gauss_plane for a radius k known when compiled (k == w.shape[0] - 1): each output is summed in
-    # a register over its taps, r..1 after the centre as SciPy adds them (the same operations in the
-    # same order, so the same values), and the loop over a row vectorises around the unrolled taps.
-    h, wd = src.shape
-    w0 = w[0]
-    for y in range(h):
-        trow = tmp[y]
-        c = src[y]
-        for i in range(wd):
-            acc = c[i] * w0
-            for j in range(k, 0, -1):
-                acc += (src[max(y - j, 0), i] + src[min(y + j, h - 1), i]) * w[j]
-            trow[i] = acc
-    for y in range(h):
-        trow = tmp[y]
-        for j in range(k):
-            line[j] = trow[0]
-            line[k + wd + j] = trow[wd - 1]
-        line[k : k + wd] = trow
-        orow = dst[y]
-        for i in range(wd):
-            acc = line[k + i] * w0
-            for j in range(k, 0, -1):
-                acc += (line[k - j + i] + line[k + j + i]) * w[j]
-            orow[i] = acc
 
 
 @numba.njit(cache=True, nogil=True)
@@ -136,35 +110,130 @@ def _shuffle_packed(q, off, delta):
     # _shuffle on H x W pixels whose channels are packed into one word each: one copy per pixel
     h, wd = q.shape
     iters, n_h, n_w = off.shape[0], off.shape[1], off.shape[2]
+    flat = q.reshape(h * wd)
     for it in range(iters):
         for hi in range(n_h):
             row = h - delta - hi
             orow = off[it, hi]
-            qrow = q[row]
             for wi in range(n_w):
-                col = wd - delta - wi
-                qrow[col] = q[row + orow[wi, 1], col + orow[wi, 0]]
+                dst = row * wd + wd - delta - wi
+                # unsigned indices (every source lies inside the image): no negative-index wraparound
+                flat[np.uint64(dst)] = flat[np.uint64(dst + np.int64(orow[wi, 1]) * wd + orow[wi, 0])]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _gauss_plane_r(src, w, tmp, line, dst, k):
-    # the Gaussian of radius k (0: any radius, read from w)
-    if k == 0:
-        _gauss_plane(src, w, tmp, line, dst)
+def _gauss_row(src, y, w, line, out, k):
+    # row y of _gauss_plane(src) into out, from src alone: the axis-0 pass of row y into the middle of
+    # line, its edges replicated r times on each side, then the axis-1 pass of line. k: the radius
+    # where known when compiled (each output summed in a register over its unrolled taps, r..1 after
+    # the centre as SciPy adds them: the same operations in the same order, so the same values, and the
+    # loop over the row vectorises around the taps), 0: any radius
+    # (r = w.shape[0] - 1, tap by tap over the row as in _gauss_plane)
+    h, wd = src.shape
+    r = k if k > 0 else w.shape[0] - 1
+    w0 = w[0]
+    mid = line[r : r + wd]
+    if k > 0:
+        c = src[y]
+        for i in range(wd):
+            acc = c[i] * w0
+            for j in range(k, 0, -1):
+                acc += (src[max(y - j, 0), i] + src[min(y + j, h - 1), i]) * w[j]
+            mid[i] = acc
     else:
-        _gauss_plane_k(src, w, tmp, line, dst, k)
+        _scale_into(mid, src[y], w0)
+        for j in range(r, 0, -1):
+            _pair_axpy(mid, src[max(y - j, 0)], src[min(y + j, h - 1)], w[j])
+    for j in range(r):
+        line[j] = mid[0]
+        line[r + wd + j] = mid[wd - 1]
+    if k > 0:
+        for i in range(wd):
+            acc = line[k + i] * w0
+            for j in range(k, 0, -1):
+                acc += (line[k - j + i] + line[k + j + i]) * w[j]
+            out[i] = acc
+    else:
+        _scale_into(out, mid, w0)
+        for j in range(r, 0, -1):
+            _pair_axpy(out, line[r - j : r - j + wd], line[r + j : r + j + wd], w[j])
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _glass_body(x, w, off, delta, start, end, out, k):
+def _shuffle_words(q, delta, iters, lanes, jump, wb):
+    # _shuffle_drawn where 2 d is a power of two 2**bits: Lemire's method then rejects no draw, so
+    # each pixel takes one word of the stream, (dx, dy) = the top bits of its low and high halves,
+    # minus d. The four lanes run in the loop, word by word as the pixels use them, so that the
+    # stream's multiplications overlap the copies.
+    h, wd = q.shape
+    n_h, n_w = h - 2 * delta, wd - 2 * delta
+    bits = 0
+    while (1 << bits) < 2 * delta:
+        bits += 1
+    sx = np.uint64(32 - bits)
+    sy = np.uint64(64 - bits)
+    low = np.uint64(0xFFFFFFFF)
+    m_hi, m_lo, i_hi, i_lo = jump[0], jump[1], jump[2], jump[3]
+    flat = q.reshape(h * wd)
+    back = np.uint64(delta * wd + delta)  # (dy, dx) = (-d, -d) as a flat offset
+    slot = 4
+    for _ in range(iters):
+        for hi in range(n_h):
+            row = h - delta - hi
+            for wi in range(n_w):
+                if slot == 4:
+                    for k in range(4):
+                        wb[k] = pcg_output(lanes[k, 0], lanes[k, 1])
+                        lanes[k, 0], lanes[k, 1] = pcg_step(lanes[k, 0], lanes[k, 1], m_hi, m_lo, i_hi, i_lo)
+                    slot = 0
+                word = wb[slot]
+                slot += 1
+                dst = np.uint64(row * wd + wd - delta - wi)
+                # unsigned indices: every source lies inside the image
+                flat[dst] = flat[dst + (word >> sy) * np.uint64(wd) + ((word & low) >> sx) - back]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _shuffle_drawn(q, delta, iters, lanes, jump, words, at, row_off):
+    # _shuffle_packed on the offsets the sampler would draw, drawn from the stream of (lanes, jump)
+    # as (dx, dy) pairs in the sampler's order: as the pixels use them where 2 d is a power of two
+    # (_shuffle_words), else a row at a time
+    h, wd = q.shape
+    n_h, n_w = max(0, h - 2 * delta), max(0, wd - 2 * delta)
+    if n_h == 0 or n_w == 0:
+        return
+    if delta & (delta - 1) == 0:
+        _shuffle_words(q, delta, iters, lanes, jump, words)
+        return
+    at[0] = 0
+    at[1] = 0
+    rng = np.uint32(2 * delta - 1)  # randint(-d, d): -d..d-1
+    low = np.int64(-delta)
+    pairs = row_off[: 2 * n_w]
+    flat = q.reshape(h * wd)
+    for _ in range(iters):
+        for hi in range(n_h):
+            row = h - delta - hi
+            draw_bounded(words, at, lanes, jump, rng, low, pairs)
+            for wi in range(n_w):
+                dst = row * wd + wd - delta - wi
+                # unsigned indices (every source lies inside the image): no negative-index wraparound
+                flat[np.uint64(dst)] = flat[np.uint64(dst + np.int64(pairs[2 * wi + 1]) * wd + pairs[2 * wi])]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, k):
+    # the offsets: off[b] where off holds images (sampled draws), else drawn from the stream lanes[b], jump[b]
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
     u = np.empty((h, wd))
-    g = np.empty((h, wd))
-    tmp = np.empty((h, wd))
+    g = np.empty(wd)
     line = np.empty(wd + 2 * (w.shape[0] - 1))
     # the 8-bit levels after the first blur, the channels of a pixel packed into one word, so
     # that each of the shuffle's sequential copies moves one word
     q = np.empty((h, wd), dtype=np.uint32)
+    words = np.empty(wd + 64, dtype=np.uint64)
+    at = np.zeros(2, dtype=np.int64)
+    row_off = np.empty(2 * wd, dtype=np.int8)
     for b in range(start, end):
         for c in range(nc):
             xc = x[b, c]
@@ -173,18 +242,20 @@ def _glass_body(x, w, off, delta, start, end, out, k):
                 uy = u[y]
                 for i in range(wd):
                     uy[i] = np.float64(xy[i]) / 255.0
-            _gauss_plane_r(u, w, tmp, line, g, k)
             sh = np.uint32(8 * c)
             for y in range(h):
-                gy = g[y]
+                _gauss_row(u, y, w, line, g, k)
                 qy = q[y]
                 if c == 0:
                     for i in range(wd):
-                        qy[i] = np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0))  # np.uint8(...)
+                        qy[i] = np.uint32(min(max(np.trunc(g[i] * 255.0), 0.0), 255.0))  # np.uint8(...)
                 else:
                     for i in range(wd):
-                        qy[i] |= np.uint32(min(max(np.trunc(gy[i] * 255.0), 0.0), 255.0)) << sh
-        _shuffle_packed(q, off[b], delta)
+                        qy[i] |= np.uint32(min(max(np.trunc(g[i] * 255.0), 0.0), 255.0)) << sh
+        if off.shape[0] > 0:
+            _shuffle_packed(q, off[b], delta)
+        else:
+            _shuffle_drawn(q, delta, iters, lanes[b], jump[b], words, at, row_off)
         for c in range(nc):
             sh = np.uint32(8 * c)
             for y in range(h):
@@ -192,42 +263,44 @@ def _glass_body(x, w, off, delta, start, end, out, k):
                 uy = u[y]
                 for i in range(wd):
                     uy[i] = np.float64((qy[i] >> sh) & np.uint32(255)) / 255.0
-            _gauss_plane_r(u, w, tmp, line, g, k)
             o = out[b, c]
             for y in range(h):
-                gy = g[y]
+                _gauss_row(u, y, w, line, g, k)
                 oy = o[y]
                 for i in range(wd):
-                    oy[i] = min(max(gy[i], 0.0), 1.0) * 255.0
+                    oy[i] = min(max(g[i], 0.0), 1.0) * 255.0
 
 
 @numba.njit(cache=True, nogil=True)
-def glass_kernel(x, w, off, delta, start, end, out):
-    """Glass blur of images start..end-1 (any radius; more than four channels: plane by plane)."""
+def glass_kernel(x, w, off, delta, iters, lanes, jump, start, end, out):
+    """Glass blur of images start..end-1 (any radius; more than four channels: plane by plane, sampled
+    offsets only). The offsets: ``off`` (images x iters x (H-2d) x (W-2d) x 2, the sampler's draws) or,
+    where ``off`` holds no image, drawn here from the stream of each image (``lanes[b]``, ``jump[b]``:
+    :func:`~shiftbench.rng.pcg64.word_lanes`) exactly as the sampler draws them."""
     if x.shape[1] > 4:
         _glass_kernel_planes(x, w, off, delta, start, end, out)
         return
-    _glass_body(x, w, off, delta, start, end, out, 0)
+    _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, 0)
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_3(x, w, off, delta, start, end, out):
-    _glass_body(x, w, off, delta, start, end, out, 3)
+def _glass_kernel_3(x, w, off, delta, iters, lanes, jump, start, end, out):
+    _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, 3)
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_4(x, w, off, delta, start, end, out):
-    _glass_body(x, w, off, delta, start, end, out, 4)
+def _glass_kernel_4(x, w, off, delta, iters, lanes, jump, start, end, out):
+    _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, 4)
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_5(x, w, off, delta, start, end, out):
-    _glass_body(x, w, off, delta, start, end, out, 5)
+def _glass_kernel_5(x, w, off, delta, iters, lanes, jump, start, end, out):
+    _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, 5)
 
 
 @numba.njit(cache=True, nogil=True)
-def _glass_kernel_6(x, w, off, delta, start, end, out):
-    _glass_body(x, w, off, delta, start, end, out, 6)
+def _glass_kernel_6(x, w, off, delta, iters, lanes, jump, start, end, out):
+    _glass_body(x, w, off, delta, iters, lanes, jump, start, end, out, 6)
 
 
 _GLASS_BY_RADIUS = {3: _glass_kernel_3, 4: _glass_kernel_4, 5: _glass_kernel_5, 6: _glass_kernel_6}
@@ -270,13 +343,15 @@ def _glass_kernel_planes(x, w, off, delta, start, end, out):
                     o[y, i] = min(max(g[y, i], 0.0), 1.0) * 255.0
 
 
-_ZOOM_ROWS = 32  # output rows per block of the compiled zoom blur
+_ZOOM_ROWS = 32  # output rows per block of the compiled zoom blur (a multiple of 4)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _lerp_row(dst, a, b, t):
+def _lerp_row32(dst, a, b, t):
+    # a + (b - a) t in float64 of float32 values
     for j in range(dst.shape[0]):
-        dst[j] = a[j] + (b[j] - a[j]) * t
+        aj = np.float64(a[j])
+        dst[j] = aj + (np.float64(b[j]) - aj) * t
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -285,48 +360,64 @@ def _lerp_acc32(dst, a, b, t):
         dst[j] += np.float32(a[j] + (b[j] - a[j]) * t)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _transpose_block(src, si, dst, ni, nj):
+    # dst[j, i] = src[si + i, j] for i < ni, j < nj (multiples of 4), in 4 x 4 tiles
+    for j0 in range(0, nj, 4):
+        for i0 in range(0, ni, 4):
+            transpose4(src, si + i0, j0, dst, j0, i0)
+
+
 @numba.njit(cache=True, nogil=True)
-def zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):
-    # x: B x C x H x W 8-bit levels or float values (0..255); out: float32 values or uint8 levels (truncated). Per zoom z the rows are
-    # interpolated with (ri0, ri1, rt)[z] and the columns with (ci0, ci1, ct)[z]
-    # as a + (b - a) t in float64; each zoomed value is rounded to float32 and
-    # accumulated in float32 in the list order, as the reference does. The
-    # column pass runs on a transposed copy so that both passes work on
-    # contiguous lines.
+def zoom_kernel(x, levels_in, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):
+    # x: B x C x H x W 8-bit levels (levels_in) or float values (0..255); out: float32 values or uint8
+    # levels (truncated). Per zoom z the rows are interpolated with (ri0, ri1, rt)[z] and the columns
+    # with (ci0, ci1, ct)[z] as a + (b - a) t in float64; each zoomed value is rounded to float32 and
+    # accumulated in float32 in the list order, as the reference does. The image is worked through in
+    # blocks of _ZOOM_ROWS output rows held column-major (W x rows), so that the column pass
+    # interpolates whole columns of the block with one weight; 4 x 4 transposes move the row-
+    # interpolated block, the image block and the result between the layouts.
     nc, h, wd = x.shape[1], x.shape[2], x.shape[3]
     nz = ri0.shape[0]
-    x32 = np.empty((h, wd), dtype=np.float32)
-    xd = np.empty((h, wd))
-    # one block of _ZOOM_ROWS output rows at a time, stored column-major (wd x rows), so that
-    # the column pass interpolates whole columns of the block with one weight; everything
-    # the block touches stays in the first-level cache
     rows = _ZOOM_ROWS
-    t_blk = np.empty((wd, rows))
-    row_blk = np.empty((rows, wd))
-    acc_blk = np.empty((wd, rows), dtype=np.float32)
+    wp = -(-wd // 4) * 4  # widths padded to whole tiles; the padding is never written out
+    x32 = np.zeros((-(-h // rows) * rows, wp), dtype=np.float32)  # x / 255 in float32, rows past the image zero
+    row_blk = np.empty((rows, wp))
+    t_blk = np.empty((wp, rows))
+    x_blk = np.empty((wp, rows), dtype=np.float32)
+    acc = np.empty((wp, rows), dtype=np.float32)
+    res = np.empty((rows, wp), dtype=np.float32)
     src0 = np.empty(rows, dtype=np.int64)
     src1 = np.empty(rows, dtype=np.int64)
     wt = np.empty(rows)
+    inv255 = 1.0 / 255.0  # float32(v * inv255) == float32(v / 255) for every level v (checked once, exhaustively)
     denom = np.float32(nz + 1)
     one = np.float32(1.0)
     zero = np.float32(0.0)
     scale = np.float32(255.0)
     for b in range(start, end):
         for c in range(nc):
+            xc = x[b, c]
             for y in range(h):
-                for i in range(wd):
-                    v32 = np.float32(np.float64(x[b, c, y, i]) / 255.0)
-                    x32[y, i] = v32
-                    xd[y, i] = np.float64(v32)
+                xy = xc[y]
+                x32y = x32[y]
+                if levels_in:
+                    for i in range(wd):
+                        x32y[i] = np.float32(np.float64(xy[i]) * inv255)
+                else:
+                    for i in range(wd):
+                        x32y[i] = np.float32(np.float64(xy[i]) / 255.0)
             o = out[b, c]
             for y0 in range(0, h, rows):
-                nr = min(rows, h - y0)
-                acc_blk[:, :] = 0.0
+                _transpose_block(x32, y0, x_blk, rows, wp)
+                acc[:, :] = 0.0
                 for z in range(nz):
                     if ident[z]:
                         for i in range(wd):
-                            for r in range(nr):
-                                acc_blk[i, r] += x32[y0 + r, i]
+                            ai = acc[i]
+                            xi = x_blk[i]
+                            for r in range(rows):
+                                ai[r] += xi[r]
                         continue
                     lo = ci0[z, 0]
                     n = ci1[z, wd - 1] + 1 - lo
@@ -336,16 +427,18 @@ def zoom_kernel(x, ri0, ri1, rt, ci0, ci1, ct, ident, start, end, out):
                         src1[r] = ri1[z, y]
                         wt[r] = rt[z, y]
                     for r in range(rows):
-                        _lerp_row(row_blk[r, :n], xd[src0[r], lo : lo + n], xd[src1[r], lo : lo + n], wt[r])
-                    for j in range(n):
-                        tj = t_blk[j]
-                        for r in range(rows):
-                            tj[r] = row_blk[r, j]
+                        _lerp_row32(row_blk[r, :n], x32[src0[r], lo : lo + n], x32[src1[r], lo : lo + n], wt[r])
+                    _transpose_block(row_blk, 0, t_blk, rows, n + (-n) % 4)
                     for i in range(wd):
-                        _lerp_acc32(acc_blk[i], t_blk[ci0[z, i] - lo], t_blk[ci1[z, i] - lo], ct[z, i])
-                for r in range(nr):
-                    orow = o[y0 + r]
-                    xr = x32[y0 + r]
+                        _lerp_acc32(acc[i], t_blk[ci0[z, i] - lo], t_blk[ci1[z, i] - lo], ct[z, i])
+                for i in range(wp):
+                    ai = acc[i]
+                    xi = x_blk[i]
+                    for r in range(rows):
+                        ai[r] = min(max((xi[r] + ai[r]) / denom, zero), one) * scale
+                _transpose_block(acc, 0, res, wp, rows)
+                for r in range(min(rows, h - y0)):
+                    oy = o[y0 + r]
+                    ry = res[r]
                     for i in range(wd):
-                        v32 = (xr[i] + acc_blk[i, r]) / denom
-                        orow[i] = min(max(v32, zero), one) * scale
+                        oy[i] = ry[i]
