@@ -151,6 +151,26 @@ def rate(entry: dict[str, float]) -> float | None:
     return entry["images"] / entry["cpu_seconds"]
 
 
+def _portable_paths(results: dict[str, Any], args: dict[str, Any]) -> None:
+    """Paths in the results as the repository names them (``src/shiftbench``), the baseline's checkout as a
+    placeholder: the results file describes the run, not the machine's folders."""
+    base = args.get("baseline_src")
+    placeholder = "<checkout of the baseline commit>/src"
+    for res in results.values():
+        src = res.get("source")
+        if not isinstance(src, str):
+            continue
+        if base and Path(src).is_relative_to(Path(base).resolve()):
+            res["source"] = str(Path(placeholder) / Path(src).relative_to(Path(base).resolve()))
+        elif Path(src).is_relative_to(REPO):
+            res["source"] = str(Path(src).relative_to(REPO))
+    if base:
+        args["baseline_src"] = placeholder
+    if args.get("out"):
+        out = Path(args["out"]).resolve()
+        args["out"] = str(out.relative_to(REPO)) if out.is_relative_to(REPO) else out.name
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--images", type=int, default=64, help="photos for shiftbench and albumentations")
@@ -239,6 +259,8 @@ def main() -> None:
         lines.append(f"  shiftbench / reference: {results['shiftbench']['overall_rate'] / results['imagenet_c']['overall_rate']:.1f}x")
     text = "\n".join(lines)
     print(text)
+    out = Path(args.out).resolve() if args.out else HERE / "results" / f"speed--{platform.node() or 'machine'}--{args.device}.json"
+    _portable_paths(results, vars(args))
     meta = {"machine": machine(), "device": args.device, "args": vars(args), "shiftbench": shiftbench.__version__}
     if hasattr(os, "getloadavg"):
         meta["load_average_at_start"] = load_start
@@ -248,7 +270,6 @@ def main() -> None:
     meta["torch"] = torch.__version__
     if args.device != "cpu" and torch.cuda.is_available():
         meta["gpu"] = torch.cuda.get_device_name(torch.device(args.device))
-    out = Path(args.out) if args.out else HERE / "results" / f"speed--{platform.node() or 'machine'}--{args.device}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"metadata": meta, "results": results, "table": text}, indent=1))
     print(f"wrote {out}", file=sys.stderr)

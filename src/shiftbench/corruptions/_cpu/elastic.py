@@ -31,6 +31,10 @@ _SHIFT = 10 - _INTER_BITS  # AB_BITS - INTER_BITS
 def _reflect101(i: int, n: int) -> int:
     if n == 1:
         return 0
+    if i < 0 and i > -n:  # one reflection (no division): the warp's border taps
+        return -i
+    if i >= n and i <= 2 * n - 2:
+        return 2 * n - 2 - i
     if i < 0 or i >= n:
         p = 2 * n - 2
         i = i % p  # Python semantics: non-negative
