@@ -99,6 +99,12 @@ def _load_note(meta: dict[str, Any]) -> str:
     return f", load average (1 min) {a[0]:.1f} at the start and {b[0]:.1f} at the end"
 
 
+def _shared_note(meta: dict[str, Any]) -> str:
+    """Whether other jobs shared the machine: more runnable work at the start than the run's own processes."""
+    start, procs = meta.get("load_average_at_start"), int(meta["args"].get("processes") or 1)
+    return " (the machine was shared)" if start and start[0] > procs + 0.5 else ""
+
+
 def speed_ab(results: Path) -> list[str]:
     d = _load("speed-ab--2cpu--cpu.json", results)
     res, meta = d["results"], d["metadata"]
@@ -108,7 +114,7 @@ def speed_ab(results: Path) -> list[str]:
         f"`perf/results/speed-ab--2cpu--cpu.json`: {_machine(meta)}, torch {meta['torch']}{_load_note(meta)}; "
         f"{args['processes']} processes, batches of {args['batch_size']}, {args['repeat']} passes per corruption, "
         f"the code before (commit {old.get('label') or '?'}) and after in turn ({new.get('rounds', 1)} round(s)), each keeping its fastest pass"
-        + ("; timed by each worker's CPU time (the machine was shared), so the whole pass is the rate with a core per process." if args.get("clock") == "cpu" else "."),
+        + (f"; timed by each worker's CPU time{_shared_note(meta)}, so the whole pass is the rate with a core per process." if args.get("clock") == "cpu" else "."),
         "",
     ]
     ref = res.get("imagenet_c") if "per_corruption" in res.get("imagenet_c", {}) else None
