@@ -511,7 +511,7 @@ def test_jpeg_vector_width_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_jpeg_colour_conversions_equal_libjpeg_tables_everywhere() -> None:
-    """The compiled pipeline's 16-bit YCbCr -> RGB and 8-bit RGB -> Y equal libjpeg's table
+    """The compiled pipeline's 16-bit YCbCr -> RGB and RGB -> Y, Cb, Cr equal libjpeg's table
     arithmetic (jdcolor.c / jccolor.c, 16-bit fixed point) on all 2**24 inputs."""
     from shiftbench.corruptions._cpu import jpeg as J
     from shiftbench.corruptions._jpeg_tables import fix as _fix
@@ -538,6 +538,20 @@ def test_jpeg_colour_conversions_equal_libjpeg_tables_everywhere() -> None:
     J._luma(np.stack([a8, b8, c8]), h, w, nby, level)
     want_y = (_fix(0.29900) * a + _fix(0.58700) * b + _fix(0.11400) * c + half) >> 16
     assert np.array_equal(level[rows], want_y - 128)
+    # encoding, chroma: every pixel doubled in both directions, so that each 2 x 2 average is the
+    # pixel's own Cb or Cr; a 1024 x 1024 quarter of the inputs at a time
+    n = 1024
+    cby = n // 8
+    crows = (np.arange(n) & 7) * 2 * cby + (np.arange(n) >> 3)
+    clevel = np.empty((2 * n, n), np.int16)
+    for q in range(16):
+        r, g, bl = (v[q * 256 : (q + 1) * 256].reshape(n, n) for v in (a, b, c))
+        img = np.stack([v.astype(np.uint8).repeat(2, 0).repeat(2, 1) for v in (r, g, bl)])
+        J._chroma(img, 2 * n, 2 * n, cby, clevel)
+        want_cb = (-_fix(0.16874) * r - _fix(0.33126) * g + half * bl + half - 1) >> 16
+        want_cr = (half * r - _fix(0.41869) * g - _fix(0.08131) * bl + half - 1) >> 16
+        assert np.array_equal(clevel[crows], want_cb), q
+        assert np.array_equal(clevel[crows + cby], want_cr), q
 
 
 def test_compiled_jpeg_writes_into_the_callers_buffer() -> None:

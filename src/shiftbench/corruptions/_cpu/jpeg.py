@@ -3,8 +3,8 @@
 The arithmetic is that of :mod:`._jpeg_torch` (libjpeg-turbo's colour tables, 4:2:0 downsampling
 with its alternating bias, islow forward DCT, reciprocal quantisation, islow inverse DCT with the
 range-limit table, fancy upsampling), compiled for one CPU core: the DCTs in 32-bit integers, the
-width of libjpeg-turbo's own SIMD code; the luma conversion, the upsampling and the conversion back
-to RGB in 16-bit words (products as high and low words), twice the lanes. The lossless entropy
+width of libjpeg-turbo's own SIMD code; the colour conversions, the upsampling and the conversion
+back to RGB in 16-bit words (products as high and low words), twice the lanes. The lossless entropy
 coder is skipped.
 
 Layout: a plane's rows are stored in the order (row within block, block row), so that viewed as
@@ -85,6 +85,7 @@ _shr16 = _int_op("ashr", 16)
 _lshr16 = _int_op("lshr", 16)
 _shl16 = _int_op("shl", 16)
 _or16 = _int_op("or_", 16)
+_and16 = _int_op("and_", 16)
 _add = _int_op("add", 32)
 _sub = _int_op("sub", 32)
 _mul = _int_op("mul", 32)
@@ -150,14 +151,16 @@ _EVEN_BYTE, _ODD_BYTE = (0, 8) if sys.byteorder == "little" else (8, 0)
 
 # colour conversion, 16-bit fixed point (libjpeg's jccolor.c / jdcolor.c tables as arithmetic, the
 # constants of :mod:`._jpeg_torch`). Those beyond 16 bits are split into a shift and a 16-bit rest,
-# so that every product is of two 16-bit numbers: in 32-bit lanes (chroma) the compiler turns them
-# into word multiply-adds (vpmaddwd); luma and the decoding run in 16-bit lanes with high and low
-# product words (vpmulhw, vpmullw), twice as many lanes.
-_HALF = 1 << 15
-_Y_R, _Y_G16, _Y_B = fix(0.299), fix(0.587) - (1 << 16), fix(0.114)  # Y: + (G << 16)
-_CB_R, _CB_G = -fix(0.16874), -fix(0.33126)  # Cb: + (B << 15), fix(0.5) = 2**15
-_CR_G, _CR_B = -fix(0.41869), -fix(0.08131)  # Cr: + (R << 15)
-_C_OFF = (128 << 16) + _HALF - 1
+# so that every product is of two 16-bit numbers, in 16-bit lanes with high and low product words
+# (vpmulhw, vpmullw).
+# Luma: the three constants sum to 2**16, so Y = G + (r (R - G) + b (B - G) + 2**15) >> 16.
+_Y_R, _Y_B = fix(0.299), fix(0.114)
+assert fix(0.299) + fix(0.587) + fix(0.114) == 1 << 16
+# Chroma: the two negative constants of Cb (and of Cr) sum to -FIX(0.5) = -2**15, so
+# Cb = (2**15 (B - G) + c (G - R) + 2**15 - 1) >> 16 + 128 with c = FIX(0.16874), and
+# Cr = (2**15 (R - G) + c' (G - B) + 2**15 - 1) >> 16 + 128 with c' = FIX(0.08131).
+_CB_C, _CR_C = fix(0.16874), fix(0.08131)
+assert fix(0.16874) + fix(0.33126) == fix(0.41869) + fix(0.08131) == 1 << 15
 # Decoding in 16-bit words: (c x + 2**15) >> 16 is the product's high word plus the top bit of its
 # low word, so R = Y + Cr + rnd(Cr x (1.402 - 1)) and B = Y + 2 Cb + rnd(Cb x (1.772 - 2)); G sums two
 # products before its one rounding: G = Y - Cr + hi(Cb g) + hi(Cr g') + the carry out of the low words
@@ -165,7 +168,7 @@ _C_OFF = (128 << 16) + _HALF - 1
 _R_CR = fix(1.40200) - (1 << 16)
 _B_CB = fix(1.77200) - (1 << 17)
 _G_CB, _G_CR = -fix(0.34414), (1 << 16) - fix(0.71414)
-assert max(abs(c) for c in (_Y_R, _Y_G16, _Y_B, _CB_R, _CB_G, _CR_G, _CR_B, _R_CR, _B_CB, _G_CB, _G_CR)) < 1 << 15
+assert max(abs(c) for c in (_Y_R, _Y_B, _CB_C, _CR_C, _R_CR, _B_CB, _G_CB, _G_CR)) < 1 << 15
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -237,9 +240,9 @@ def _sample(v):
 @numba.njit(cache=True, nogil=True)
 def _luma(img: np.ndarray, h: int, w: int, nby: int, plane: np.ndarray) -> None:
     """Y - 128 of every row of the padded plane (rows and columns repeated at the edges), rows in
-    (row within block, block row) order. In 16-bit words: Y = G + (r R + g' G + b B + 2**15) >> 16
-    with g' = FIX(0.587) - 2**16, the shift being the three products' high words plus the carry
-    out of their low words (+ 2**15); equal to libjpeg's tables for all 2**24 inputs (tested)."""
+    (row within block, block row) order. In 16-bit words: Y = G + (r (R - G) + b (B - G) + 2**15) >> 16
+    (see the constants above), the shift being the two products' high words plus the carry out
+    of their low words (+ 2**15); equal to libjpeg's tables for all 2**24 inputs (tested)."""
     _wide()
     rr, gg, bb = img[0], img[1], img[2]
     wp = plane.shape[1]
@@ -248,41 +251,57 @@ def _luma(img: np.ndarray, h: int, w: int, nby: int, plane: np.ndarray) -> None:
         dst = plane[(yy & 7) * nby + (yy >> 3)]
         r, g, b = rr[src], gg[src], bb[src]
         for x in range(w):
-            rv, gv, bv = np.int16(r[x]), np.int16(g[x]), np.int16(b[x])
-            lr, lg, lb = _mul16(rv, _Y_R), _mul16(gv, _Y_G16), _mul16(bv, _Y_B)  # low words
-            s1 = _add16(lr, lg)
-            s2 = _add16(s1, lb)
-            carry = _add16(_add16(_below16(s1, lr), _below16(s2, s1)), _lshr16(s2, 15))
-            hi = _add16(_add16(_mulhi16(rv, _Y_R), _mulhi16(gv, _Y_G16)), _mulhi16(bv, _Y_B))
+            gv = np.int16(g[x])
+            dr, db = _sub16(np.int16(r[x]), gv), _sub16(np.int16(b[x]), gv)
+            lr, lb = _mul16(dr, _Y_R), _mul16(db, _Y_B)  # low words
+            lo = _add16(lr, lb)
+            carry = _add16(_below16(lo, lr), _lshr16(lo, 15))  # out of lr + lb, then of + 2**15
+            hi = _add16(_mulhi16(dr, _Y_R), _mulhi16(db, _Y_B))
             dst[x] = _add16(_add16(_sub16(gv, 128), hi), carry)
         for x in range(w, wp):
             dst[x] = dst[w - 1]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _chroma_pair(r0, g0, b0, r1, g1, b1, r2, g2, b2, r3, g3, b3, bias):
-    """Cb and Cr of 2 x 2 pixels, summed with libjpeg's per-pixel rounding, averaged with ``bias``, level shifted."""
-    cb = _add(
-        _add(
-            _shr(_add(_add(_add(_mul(r0, _CB_R), _mul(g0, _CB_G)), _shl(b0, 15)), _C_OFF), 16),
-            _shr(_add(_add(_add(_mul(r1, _CB_R), _mul(g1, _CB_G)), _shl(b1, 15)), _C_OFF), 16),
-        ),
-        _add(
-            _shr(_add(_add(_add(_mul(r2, _CB_R), _mul(g2, _CB_G)), _shl(b2, 15)), _C_OFF), 16),
-            _shr(_add(_add(_add(_mul(r3, _CB_R), _mul(g3, _CB_G)), _shl(b3, 15)), _C_OFF), 16),
-        ),
-    )
-    cr = _add(
-        _add(
-            _shr(_add(_add(_add(_shl(r0, 15), _mul(g0, _CR_G)), _mul(b0, _CR_B)), _C_OFF), 16),
-            _shr(_add(_add(_add(_shl(r1, 15), _mul(g1, _CR_G)), _mul(b1, _CR_B)), _C_OFF), 16),
-        ),
-        _add(
-            _shr(_add(_add(_add(_shl(r2, 15), _mul(g2, _CR_G)), _mul(b2, _CR_B)), _C_OFF), 16),
-            _shr(_add(_add(_add(_shl(r3, 15), _mul(g3, _CR_G)), _mul(b3, _CR_B)), _C_OFF), 16),
-        ),
-    )
-    return _sub(_shr(_add(cb, bias), 2), 128), _sub(_shr(_add(cr, bias), 2), 128)
+def _chroma16(d1, d2, c):
+    """``(2**15 d1 + c d2 + 2**15 - 1) >> 16`` of int16 ``d1``, ``d2`` (-255..255) in 16-bit words:
+    the product's high word plus ``d1 >> 1``, plus the carry out of the low words (the product's,
+    2**15 for odd ``d1``, 2**15 - 1). Cb or Cr - 128 (see the constants above); equal to libjpeg's
+    tables for all 2**24 inputs (tested)."""
+    rest = _or16(_shl16(_and16(d1, 1), 15), 0x7FFF)
+    lo = _mul16(d2, c)
+    carry = _below16(_add16(lo, rest), lo)
+    return _add16(_add16(_mulhi16(d2, c), _shr16(d1, 1)), carry)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _column_sums(ra, ga, ba, rb, gb, bb, w, sums):
+    """Cb and Cr of every pixel of two rows (libjpeg's per-pixel rounding), summed down the
+    columns into ``sums[0]`` and ``sums[1]`` (0..510), the last column repeated up to their
+    length. Contiguous loads, one pixel per 16-bit lane."""
+    scb, scr = sums[0], sums[1]
+    for x in range(w):
+        r0, g0, b0 = np.int16(ra[x]), np.int16(ga[x]), np.int16(ba[x])
+        r1, g1, b1 = np.int16(rb[x]), np.int16(gb[x]), np.int16(bb[x])
+        gr0, bg0, gr1, bg1 = _sub16(g0, r0), _sub16(b0, g0), _sub16(g1, r1), _sub16(b1, g1)
+        rg0, gb0, rg1, gb1 = _sub16(r0, g0), _sub16(g0, b0), _sub16(r1, g1), _sub16(g1, b1)
+        cb = _add16(_chroma16(bg0, gr0, _CB_C), _chroma16(bg1, gr1, _CB_C))
+        cr = _add16(_chroma16(rg0, gb0, _CR_C), _chroma16(rg1, gb1, _CR_C))
+        scb[x] = _add16(cb, 256)
+        scr[x] = _add16(cr, 256)
+    for x in range(w, scb.shape[0]):
+        scb[x], scr[x] = scb[w - 1], scr[w - 1]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pair_average(pairs, dst):
+    """``dst[x]`` = the 2 x 2 average of the column sums ``2 x`` and ``2 x + 1`` (one int32 of
+    ``pairs``: its two 16-bit halves, both non-negative, in either byte order) with the
+    alternating bias 1, 2, level shifted."""
+    for x in range(dst.shape[0]):
+        p = pairs[x]
+        s = _add(_and(p, 0xFFFF), _shr(p, 16))
+        dst[x] = np.int16(_sub(_shr(_add(s, _add(_and(x, 1), 1)), 2), 128))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -291,38 +310,21 @@ def _chroma(img: np.ndarray, h: int, w: int, cby: int, level: np.ndarray) -> Non
     block rows (Cb's, then Cr's), rows permuted as in :func:`_luma`.
     Full-size columns are widened by repeating the last one; the image is completed to a pair of
     rows and the subsampled plane then repeats its own last row; the 2 x 2 sums are averaged with
-    the alternating bias 1, 2."""
+    the alternating bias 1, 2. Per row pair: the column sums of each pixel's Cb and Cr, then the
+    sums of adjacent columns (both passes over contiguous lanes)."""
+    _wide()
     rr, gg, bb = img[0], img[1], img[2]
     ch = (h + 1) // 2
     wp = level.shape[1]
-    pairs = w // 2
+    sums = np.empty((2, 2 * wp), np.int16)
+    pairs = sums.view(np.int32)  # 2 x wp: the column sums 2x and 2x + 1 as one 32-bit word
     for cyy in range(8 * cby):
         cy = min(cyy, ch - 1)
         ya, yb = 2 * cy, min(2 * cy + 1, h - 1)
         row = (cyy & 7) * 2 * cby + (cyy >> 3)
-        dcb, dcr = level[row], level[row + cby]
-        ra, ga, ba, rb, gb, bbb = rr[ya], gg[ya], bb[ya], rr[yb], gg[yb], bb[yb]
-        for x in range(pairs):
-            cb, cr = _chroma_pair(
-                np.int32(ra[2 * x]), np.int32(ga[2 * x]), np.int32(ba[2 * x]),
-                np.int32(ra[2 * x + 1]), np.int32(ga[2 * x + 1]), np.int32(ba[2 * x + 1]),
-                np.int32(rb[2 * x]), np.int32(gb[2 * x]), np.int32(bbb[2 * x]),
-                np.int32(rb[2 * x + 1]), np.int32(gb[2 * x + 1]), np.int32(bbb[2 * x + 1]),
-                _add(_and(x, 1), 1),
-            )  # fmt: skip
-            dcb[x] = cb
-            dcr[x] = cr
-        for x in range(pairs, wp):
-            xa, xb = min(2 * x, w - 1), min(2 * x + 1, w - 1)
-            cb, cr = _chroma_pair(
-                np.int32(ra[xa]), np.int32(ga[xa]), np.int32(ba[xa]),
-                np.int32(ra[xb]), np.int32(ga[xb]), np.int32(ba[xb]),
-                np.int32(rb[xa]), np.int32(gb[xa]), np.int32(bbb[xa]),
-                np.int32(rb[xb]), np.int32(gb[xb]), np.int32(bbb[xb]),
-                _add(_and(x, 1), 1),
-            )  # fmt: skip
-            dcb[x] = cb
-            dcr[x] = cr
+        _column_sums(rr[ya], gg[ya], bb[ya], rr[yb], gg[yb], bb[yb], w, sums)
+        _pair_average(pairs[0], level[row])
+        _pair_average(pairs[1], level[row + cby])
 
 
 @numba.njit(cache=True, nogil=True)
