@@ -190,15 +190,20 @@ def symmetric_halves(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return p, np.ascontiguousarray((a[:m, :m] - refl) * 0.5)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sum_diff(a, b, total, diff):
+    """``total = a + b`` and ``diff = a - b``, element by element (1-D)."""
+    for j in range(a.shape[0]):
+        total[j] = a[j] + b[j]
+        diff[j] = a[j] - b[j]
+
+
 @numba.njit(cache=True, nogil=True)
 def fold_rows(x, s, d):
     """Half sums ``s`` (k x W) and differences ``d`` (m x W) of the rows of one plane x (H x W)."""
     n, m = x.shape[0], d.shape[0]
     for i in range(m):
-        a, b, si, di = x[i], x[n - 1 - i], s[i], d[i]
-        for j in range(x.shape[1]):
-            si[j] = a[j] + b[j]
-            di[j] = a[j] - b[j]
+        _sum_diff(x[i], x[n - 1 - i], s[i], d[i])
     if s.shape[0] > m:
         s[m, :] = x[m]
 
@@ -209,10 +214,7 @@ def unfold_rows_fold_cols(p, q, t, s, d):
     and differences ``d`` (H x m) of its columns."""
     n, m = t.shape[0], q.shape[0]
     for i in range(m):
-        a, b, pi, qi = t[i], t[n - 1 - i], p[i], q[i]
-        for j in range(t.shape[1]):
-            a[j] = pi[j] + qi[j]
-            b[j] = pi[j] - qi[j]
+        _sum_diff(p[i], q[i], t[i], t[n - 1 - i])
     if p.shape[0] > m:
         t[m, :] = p[m]
     n, m = t.shape[1], d.shape[1]
