@@ -84,7 +84,8 @@ def elastic_kernel(
     if nc == 3:  # RGB: the three planes side by side, one set of indices and weights per pixel
         for n in range(start, end):
             _warp_rgb(x[n].reshape(3, nh * nw), wtab, adelta[n], bdelta[n], x0[n], y0[n], nh, nw, warped)
-            _map_rgb(warped, dx[n], dy[n], nh, nw, out[n].reshape(3, nh * nw))
+            # scale 1: float32(float32 displacement * 1.0) is the displacement itself
+            _map_rgb(warped, dx[n], dy[n], 1.0, nh, nw, out[n, 0], out[n, 1], out[n, 2])
         return
     for n in range(start, end):
         planes = x[n].reshape(nc, nh * nw)
@@ -256,25 +257,6 @@ def _lerp_clip255(a00, a01, a10, a11, src, p00, p01, p10, p11):
     return v * np.float32(255.0)
 
 
-@numba.njit(cache=True, nogil=True)
-def _map_rgb(warped, dx, dy, nh, nw, oplanes) -> None:
-    """_map_row for every row of a 3-plane image (dx, dy: H x W float32; oplanes: 3 x (H*W))."""
-    w0, w1, w2 = warped[0], warped[1], warped[2]
-    o0, o1, o2 = oplanes[0], oplanes[1], oplanes[2]
-    top = np.float64(nh - 1)
-    right = np.float64(nw - 1)
-    for i in range(nh):
-        dxr = dx[i]
-        dyr = dy[i]
-        base = i * nw
-        for j in range(nw):
-            a00, a01, a10, a11, p00, p01, p10, p11 = _taps(i, j, dyr[j], dxr[j], nh, nw, top, right)
-            o0[base + j] = _lerp_clip255(a00, a01, a10, a11, w0, p00, p01, p10, p11)
-            o1[base + j] = _lerp_clip255(a00, a01, a10, a11, w1, p00, p01, p10, p11)
-            o2[base + j] = _lerp_clip255(a00, a01, a10, a11, w2, p00, p01, p10, p11)
-
-
-
 def _store(row, j, v):  # pragma: no cover - compiled through the overload below
     row[j] = v
 
@@ -296,9 +278,10 @@ def _store_impl(row, j, v):
 
 
 @numba.njit(cache=True, nogil=True)
-def _map_rgb_fields(warped, fx, fy, alpha, nh, nw, o0, o1, o2) -> None:
-    """_map_rgb with the displacement ``float32(field * alpha)`` computed here (fx, fy: H x W float64 smoothed
-    fields, as the tensor path scales and rounds them); o0..o2: H x W float32 values or uint8 levels."""
+def _map_rgb(warped, fx, fy, alpha, nh, nw, o0, o1, o2) -> None:
+    """_map_row for every row of a 3-plane image, the displacement ``float32(field * alpha)`` computed here (fx, fy:
+    H x W fields: the float64 smoothed ones, scaled and rounded as the tensor path does, or float32 displacements
+    with alpha 1); o0..o2: H x W float32 values or uint8 levels."""
     top = np.float64(nh - 1)
     right = np.float64(nw - 1)
     w0, w1, w2 = warped[0], warped[1], warped[2]
@@ -331,5 +314,5 @@ def elastic_levels_kernel(levels, lut, adelta, bdelta, x0, y0, fx, fy, alpha, ou
             for p in range(nh * nw):
                 sc[p] = lut[lc[p]]
         _warp_rgb(src, wtab, adelta[n], bdelta[n], x0[n], y0[n], nh, nw, warped)
-        _map_rgb_fields(warped, fx[n], fy[n], alpha, nh, nw, out[n, 0], out[n, 1], out[n, 2])
+        _map_rgb(warped, fx[n], fy[n], alpha, nh, nw, out[n, 0], out[n, 1], out[n, 2])
 
