@@ -111,13 +111,19 @@ def tiny_model(tmp_path: Path) -> tuple[str, Path]:
     return f"{models}:tiny", _weights(models, tmp_path / "w.pth", 0.0)
 
 
+def _evaluate_case(tiny_model: tuple[str, Path], tmp_path: Path) -> tuple[Path, Path, tuple[str, ...]]:
+    """Two one-image classes, a store, and the `evaluate` arguments of the tiny model on them (ImageNet-C, 64 px)."""
+    model, w = tiny_model
+    data = image_folder(tmp_path / "data", n_per_class=1, n_classes=2)
+    store = tmp_path / "s.sqlite"
+    return data, store, ("--model", model, "--weights", str(w), "--data", str(data), "--store", str(store), "--edition", "64")
+
+
 def test_evaluate_after_the_weights_file_was_overwritten_makes_a_new_evaluation(
     tiny_model: tuple[str, Path], tmp_path: Path, capsys
 ) -> None:
     model, w = tiny_model
-    data = image_folder(tmp_path / "data", n_per_class=1, n_classes=2)
-    store = tmp_path / "s.sqlite"
-    args = ("--model", model, "--weights", str(w), "--data", str(data), "--store", str(store), "--edition", "64")
+    _, store, args = _evaluate_case(tiny_model, tmp_path)
     _evaluate(capsys, *args)
     ids, n, sums = _stored(store)
     assert len(ids) == 1 and n == 4  # clean + contrast/1, two images each
@@ -134,10 +140,7 @@ def test_evaluate_after_the_weights_file_was_overwritten_makes_a_new_evaluation(
 def test_evaluate_after_images_were_added_makes_a_new_evaluation(
     tiny_model: tuple[str, Path], tmp_path: Path, capsys
 ) -> None:
-    model, w = tiny_model
-    data = image_folder(tmp_path / "data", n_per_class=1, n_classes=2)
-    store = tmp_path / "s.sqlite"
-    args = ("--model", model, "--weights", str(w), "--data", str(data), "--store", str(store), "--edition", "64")
+    data, store, args = _evaluate_case(tiny_model, tmp_path)
     _evaluate(capsys, *args)
     first = sorted(data.rglob("*.JPEG"))[0]
     shutil.copyfile(first, first.with_name("added_" + first.name))
