@@ -116,3 +116,78 @@ def test_photo_sizes_are_never_refused(name: str) -> None:
 def test_photo_sizes_are_never_refused_by_perturb() -> None:
     for ed in ("224", "299", "64", "32"):
         assert sequence_memory(375, 500, ed) <= 1 << 30, ed
+
+
+def _readings(monkeypatch: pytest.MonkeyPatch, values: list[int]) -> list[int]:
+    """Make ``available_memory`` return ``values`` in turn, starting with no recent reading; the returned list
+    grows by one item per reading taken."""
+    from shiftbench.corruptions import _images
+
+    taken: list[int] = []
+
+    def fake() -> int:
+        taken.append(values[min(len(taken), len(values) - 1)])
+        return taken[-1]
+
+    monkeypatch.setattr(_images, "available_memory", fake)
+    monkeypatch.setattr(_images, "_recent", None)
+    return taken
+
+
+def test_small_requests_within_a_second_of_a_reading_take_no_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shiftbench.corruptions import require_memory
+
+    taken = _readings(monkeypatch, [8 << 30])
+    for _ in range(5):
+        require_memory(100 << 20, "a batch")
+    assert len(taken) == 1
+
+
+def test_a_request_above_the_small_share_is_read_afresh_and_refused_when_memory_fell(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from shiftbench.corruptions import _images, require_memory
+    from shiftbench.errors import ImageShapeError
+
+    taken = _readings(monkeypatch, [8 << 30, 1 << 30])
+    require_memory(100 << 20, "a batch")  # passes on the first reading (8 GiB)
+    with pytest.raises(ImageShapeError, match=r"32x20000.*1\.0 GiB available.*2\.0 GiB"):
+        require_memory(2 << 30, "32x20000 (HxW)")  # a quarter of the recent 8 GiB: read again, 1 GiB now
+    assert len(taken) == 2
+    require_memory(200 << 20, "a batch")  # a fifth of the 1 GiB now: more than 1/SMALL_SHARE of it, read again
+    assert len(taken) == 3 and (1 << 30) // _images.SMALL_SHARE < 200 << 20
+
+
+def test_a_request_larger_than_a_recent_reading_is_refused_on_a_fresh_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shiftbench.corruptions import require_memory
+    from shiftbench.errors import ImageShapeError
+
+    taken = _readings(monkeypatch, [8 << 30])
+    require_memory(1 << 20, "a batch")
+    with pytest.raises(ImageShapeError, match="8.0 GiB available"):
+        require_memory(9 << 30, "a strip")
+    assert len(taken) == 2
+
+
+def test_a_reading_older_than_a_second_is_taken_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from shiftbench.corruptions import _images, require_memory
+
+    taken = _readings(monkeypatch, [8 << 30])
+    monkeypatch.setattr(_images, "_recent", (time.monotonic() - _images.RECENT_SECONDS - 0.1, 8 << 30))
+    require_memory(1 << 20, "a batch")
+    assert len(taken) == 1
+
+
+def test_corrupt_of_a_photo_batch_reads_the_memory_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    x = np.zeros((2, 64, 64, 3), np.uint8)
+    names = ("jpeg_compression", "fog", "contrast")
+    for name in names:  # compiled and imported first: the calls below take milliseconds
+        shiftbench.corrupt(x, name, 3)
+    taken = _readings(monkeypatch, [8 << 30])
+    for name in names:
+        shiftbench.corrupt(x, name, 3)
+    assert len(taken) == 1

@@ -159,13 +159,13 @@ def _draw_pool() -> ThreadPoolExecutor:
 
 def _threaded_draws(b: Batch) -> bool:
     """Sample in threads for accelerator batches (on the CPU, the apply step already keeps the cores busy)."""
-    return b.raw.device.type != "cpu"
+    return not b.raw.is_cpu
 
 
 def _chunk_size(b: Batch, spec: Corruption) -> int:
     """Images per call of the corruption's functional: the whole batch on a GPU; on the CPU as many
     as hold the corruption's ``chunk_values`` (default :data:`_CHUNK_VALUES`)."""
-    if b.raw.device.type != "cpu":
+    if not b.raw.is_cpu:
         return b.n
     h, w = b.size
     return max(1, (spec.chunk_values or _CHUNK_VALUES) // (3 * h * w))
@@ -228,7 +228,7 @@ def corrupt(
     ed = _resolve_edition(spec, edition, h, w)
     params = spec.severity_params(ed.name, s)
     workers = resolve_threads(threads)
-    if b.raw.device.type != "cpu":
+    if not b.raw.is_cpu:
         workers = 1  # an accelerator batch runs as one call (its draws are sampled in threads)
     if keys is not None and len(keys) != n:
         raise InvalidArgumentError("keys", f"{len(keys)} keys", f"exactly one key per image ({n})")
@@ -239,7 +239,7 @@ def corrupt(
     chosen = spec.select_backend(b.raw.device, spec.input_dtype(b.float_input), backend)
     step = _chunk_size(b, spec)
     what = f"{n} image(s) of {h}x{w} (HxW) for {spec.name}"
-    if b.raw.device.type == "cpu":  # before the output batch or any draw is allocated
+    if b.raw.is_cpu:  # before the output batch or any draw is allocated
         in_flight = min(n, step * max(1, workers))
         require_memory(spec.working_memory(h, w, ed.name, params) * in_flight + _batch_bytes(b), what)
     with typed_memory_errors(what):
@@ -258,7 +258,7 @@ def _corrupt(b: Batch, spec: Corruption, s: int, seed: int, ed: Edition, params:
              step: int) -> Any:
     n = b.n
     out = Output(b, quantize=quantize or release)
-    levels = out.to_uint8 and b.raw.device.type == "cpu"
+    levels = out.to_uint8 and b.raw.is_cpu
 
     def run(a: int, e: int) -> None:
         """Images a..e-1: draw (per image, from its own generator) and apply; a pure function of the

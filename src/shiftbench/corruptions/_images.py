@@ -11,6 +11,7 @@ RGBA inputs is carried through unchanged.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -67,11 +68,12 @@ class Batch:
         ``torch.uint8`` asks for 8-bit levels (float inputs rounded), for the
         corruptions that work on 8-bit images as the reference does (Pillow).
         """
-        r = self.raw[a:b]
+        r = self.raw if a == 0 and b == self.n else self.raw[a:b]  # (slicing a tensor costs microseconds)
         if device is not None:
             r = r.to(device)
         c = int(r.shape[1])
-        r = r[:, :1].expand(-1, 3, -1, -1) if c in (1, 2) else r[:, :3]
+        if c != 3:
+            r = r[:, :1].expand(-1, 3, -1, -1) if c in (1, 2) else r[:, :3]
         if dtype == torch.uint8:
             if self.float_input:
                 return torch.round(r.to(torch.float32) * 255.0).clamp_(0, 255).to(torch.uint8)
@@ -153,10 +155,28 @@ def available_memory() -> int | None:
     return None if avail is None else max(0, avail)
 
 
+RECENT_SECONDS = 1.0
+"""How long a reading of :func:`available_memory` vouches for the small requests of :func:`require_memory`."""
+SMALL_SHARE = 8
+"""A request of at most 1/SMALL_SHARE of a recent reading passes without a new one."""
+_recent: tuple[float, int] | None = None  # (time.monotonic() of the last reading, the bytes it found)
+
+
 def require_memory(nbytes: int, what: str, argument: str = "images") -> None:
     """Refuse work that would allocate more than the machine can hold (an :class:`ImageShapeError` naming the size,
-    instead of a ``MemoryError`` or the kernel killing the process)."""
+    instead of a ``MemoryError`` or the kernel killing the process).
+
+    A request of at most 1/:data:`SMALL_SHARE` of a reading taken in the last :data:`RECENT_SECONDS` passes without
+    reading /proc again (a batch of photos asks a few MiB of many GiB, call after call); any other request reads the
+    memory available now, and only such a fresh reading refuses one. (Memory that other programs take meanwhile shows
+    as an allocation that fails, which :func:`typed_memory_errors` turns into the same error.)"""
+    global _recent
+    now = time.monotonic()
+    seen = _recent
+    if seen is not None and now - seen[0] < RECENT_SECONDS and nbytes <= seen[1] // SMALL_SHARE:
+        return
     avail = available_memory()
+    _recent = None if avail is None else (now, avail)
     if avail is not None and nbytes > avail:
         raise ImageShapeError(
             argument, what, f"a size whose working memory fits in the {avail / 2**30:.1f} GiB available "
@@ -260,7 +280,7 @@ def _target_device(device: Any) -> torch.device | None:
 def _from_tensor(t: torch.Tensor, argument: str, device: Any) -> Batch:
     if t.layout != torch.strided:
         raise ImageTypeError(argument, f"a {t.layout} tensor", "a dense (strided) tensor: call .to_dense() first")
-    if t.device.type == "meta":
+    if t.is_meta:
         raise ImageTypeError(argument, "a tensor on the 'meta' device (it holds no pixels)", "a tensor on 'cpu' or 'cuda'")
     if t.dtype not in (torch.uint8, torch.float16, torch.bfloat16, torch.float32, torch.float64):
         raise ImageTypeError(argument, f"torch dtype {t.dtype}", "torch.uint8 (0..255) or a float dtype (0..1)")
@@ -366,19 +386,19 @@ class Output:
         else:
             dtype = b.raw.dtype
         self.buf = torch.empty((n, c, h, w), dtype=dtype, device=b.raw.device)
+        # the buffer holds plain RGB 8-bit levels on the CPU: functionals may write into it (levels_view)
+        self.plain_levels = dtype == torch.uint8 and c == 3 and self.buf.is_cpu
 
     def levels_view(self, a: int, b_: int) -> torch.Tensor | None:
         """Rows a..b-1 of the buffer when it holds plain RGB 8-bit levels on the CPU (ApplyContext.out)."""
-        if self.buf.dtype == torch.uint8 and self.b.channels == 3 and self.buf.device.type == "cpu":
-            return self.buf[a:b_]
-        return None
+        if not self.plain_levels:
+            return None
+        return self.buf if a == 0 and b_ == len(self.buf) else self.buf[a:b_]
 
     def put(self, a: int, b_: int, y: torch.Tensor) -> None:
         b = self.b
-        if y.dtype == torch.uint8 and self.levels_view(a, b_) is not None:
-            dst = self.buf[a:b_]
-            if y.data_ptr() == dst.data_ptr() and y.shape == dst.shape and y.stride() == dst.stride():
-                return  # the functional wrote into the buffer (ApplyContext.out)
+        if self.plain_levels and y.dtype == torch.uint8 and self._holds(a, b_, y):
+            return  # the functional wrote into the buffer (ApplyContext.out)
         y = y.to(self.buf.device)
         if self.to_uint8:
             if self._truncate_in_place(a, b_, y):
@@ -403,14 +423,19 @@ class Output:
         if al is not None:
             self.buf[a:b_, nc:] = al
 
+    def _holds(self, a: int, b_: int, y: torch.Tensor) -> bool:
+        """Whether ``y`` is rows a..b-1 of the buffer itself (same memory, shape and layout)."""
+        first = self.buf.data_ptr() + a * self.buf.stride(0) * self.buf.element_size()
+        return y.data_ptr() == first and y.shape == (b_ - a, *self.buf.shape[1:]) and y.is_contiguous()
+
     def _truncate_in_place(self, a: int, b_: int, y: torch.Tensor) -> bool:
         """The common case (RGB float result, 8-bit output, CPU) as one compiled pass into the buffer."""
         if not (
             self.b.channels == 3
             and self.buf.dtype == torch.uint8
             and y.dtype in (torch.float32, torch.float64)
-            and y.device.type == "cpu"
-            and self.buf.device.type == "cpu"
+            and y.is_cpu
+            and self.buf.is_cpu
             and y.is_contiguous()
             and tuple(y.shape) == tuple(self.buf[a:b_].shape)
         ):

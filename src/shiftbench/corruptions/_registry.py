@@ -21,6 +21,7 @@ Each operation has two layers:
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,9 +148,9 @@ class ApplyContext:
         if (
             o is not None
             and o.dtype == torch.uint8
-            and o.device.type == "cpu"
+            and o.is_cpu
             and o.is_contiguous()
-            and o.numel() == int(np.prod(shape))
+            and o.numel() == math.prod(shape)
         ):
             return o.numpy().reshape(shape)
         return np.empty(shape, dtype=np.uint8)

@@ -207,7 +207,7 @@ def jpeg_round_trip(
     two samples its own way, so narrower images take the Pillow route; shiftbench's images have
     at least 32 px a side).
     """
-    if x.device.type != "cpu":
+    if not x.is_cpu:
         from ._jpeg_torch import jpeg_round_trip_tensor
 
         return jpeg_round_trip_tensor(x, int(quality))
@@ -218,7 +218,7 @@ def jpeg_round_trip(
         if (
             out is not None
             and out.dtype == torch.uint8
-            and out.device.type == "cpu"
+            and out.is_cpu
             and out.is_contiguous()
             and out.shape == x.shape
         ):

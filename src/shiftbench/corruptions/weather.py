@@ -125,18 +125,11 @@ class FogParams(NamedTuple):
     decay: float
 
 
-_FOG_CHECKED_SIDE = 512
-"""Plasma maps with a longer side are checked against the memory available before they are drawn
-(those of long strips grow with the square of the strip's length); smaller ones, up to 6 MiB with
-their temporaries (the 299 edition's), are not worth reading /proc for every image."""
-
-
 def _sample_fog(draws: Any, ctx: SampleContext) -> dict[str, np.ndarray]:
     from ._images import require_memory
 
     size = fog_mapsize(ctx.edition, ctx.height, ctx.width)
-    if size > _FOG_CHECKED_SIDE:
-        require_memory(3 * 8 * size * size, f"{ctx.height}x{ctx.width} (HxW; fog draws a {size} x {size} plasma map)")
+    require_memory(3 * 8 * size * size, f"{ctx.height}x{ctx.width} (HxW; fog draws a {size} x {size} plasma map)")
     generator = getattr(draws, "generator", None)
     if isinstance(generator, np.random.Generator):
         # FastDraws: compiled, on 32-bit uniforms (see _fog_cpu); the window as float32
