@@ -571,7 +571,7 @@ def test_draw_apply_route_equals_sample_then_apply(name: str) -> None:
     draws through the functional gives, for 8-bit and float inputs, in every output form."""
     from shiftbench.api import sample_draws
 
-    assert name in ("gaussian_noise", "speckle_noise", "shot_noise", "glass_blur")
+    assert name in ("gaussian_noise", "speckle_noise", "shot_noise", "glass_blur", "elastic_transform")
     imgs = photos("64", 3)
     for severity in (1, 5):
         for inp in (imgs, torch.from_numpy(imgs).permute(0, 3, 1, 2).float() / 255.0):
@@ -594,6 +594,32 @@ def test_fused_noise_kernel_reports_a_short_stream() -> None:
     z = standard_normal32(np.random.PCG64(3), x.size).reshape(32, 32, 3).transpose(2, 0, 1)
     want = np.clip(x.astype(np.float32) / np.float32(255) + np.float32(0.1) * z, 0, 1) * np.float32(255)
     assert np.array_equal(out, want.astype(np.float32))
+
+
+@pytest.mark.parametrize("n", [256, 257, 258, 259, 1_001, 50_176])
+def test_uniform_words_equal_generator_uniform(n: int) -> None:
+    """The compiled uniform draws (words and values in one pass), returned or written in place, are
+    ``Generator.uniform``'s, and leave the generator where it does, for every length modulo the four lanes."""
+    from shiftbench.rng.pcg64 import uniform_words
+    from shiftbench.rng.seeding import FastDraws
+
+    for low, high in ((-1.0, 1.0), (-4.88, 4.88), (0.0, 255.0)):
+        want_gen = np.random.Generator(np.random.PCG64(n))
+        want = want_gen.uniform(low, high, n)
+        gen = np.random.Generator(np.random.PCG64(n))
+        got = uniform_words(gen.bit_generator, low, high, n)
+        assert got is not None and np.array_equal(got.view(np.uint64), want.view(np.uint64))
+        assert gen.bit_generator.state == want_gen.bit_generator.state and gen.random() == want_gen.random()
+        into = np.full((2, n), np.nan)
+        gen, after = np.random.Generator(np.random.PCG64(n)), np.random.Generator(np.random.PCG64(n))
+        FastDraws(gen).uniform_into(low, high, into[0])
+        after.uniform(low, high, n)
+        assert np.array_equal(into[0].view(np.uint64), want.view(np.uint64)) and np.isnan(into[1]).all()
+        assert gen.bit_generator.state == after.bit_generator.state
+    strided = np.zeros((300, 2))[:, 0]  # not contiguous: NumPy's values, written through the view
+    gen = np.random.Generator(np.random.PCG64(5))
+    FastDraws(gen).uniform_into(-1.0, 1.0, strided)
+    assert np.array_equal(strided, np.random.Generator(np.random.PCG64(5)).uniform(-1.0, 1.0, 300))
 
 
 @pytest.mark.parametrize("low, high", [(-1, 1), (-2, 2), (-3, 3), (-4, 4), (0, 3), (0, 2**31 + 5), (0, 2**32 - 1)])

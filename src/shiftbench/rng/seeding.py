@@ -93,6 +93,13 @@ class FastDraws:
                 return fast.reshape(shape)
         return self.generator.uniform(low, high, size)
 
+    def uniform_into(self, low: float, high: float, out: np.ndarray) -> None:
+        """``out[...] = uniform(low, high, out.shape)``; a C-contiguous float64 ``out`` is written in place by the
+        compiled path (no array in between)."""
+        fits = out.dtype == np.float64 and out.flags.c_contiguous
+        if not fits or uniform_words(self.generator.bit_generator, low, high, out.size, out.reshape(-1)) is None:
+            out[...] = self.uniform(low, high, out.shape)
+
     def integers(self, low: int, high: int | None = None, size: Any = None, dtype: Any = None) -> Any:
         """``Generator.integers(low, high, size)`` (int64 draws); ``dtype``: the returned array's dtype
         (the values must fit), written directly by the compiled path (no int64 array in between)."""
