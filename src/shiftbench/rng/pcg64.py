@@ -76,7 +76,7 @@ def _split(v: int) -> tuple[int, int]:
     return (v >> 64) & _MASK64, v & _MASK64
 
 
-def _open_lanes(st: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def _open_lanes(st: Any) -> tuple[np.ndarray, np.ndarray]:
     """The four interleaved lanes at the next word of a PCG64 state (lane k: k + 1 steps on) and their
     four-step jump (multiplier and increment, as halves)."""
     s, inc = int(st["state"]["state"]), int(st["state"]["inc"])
@@ -87,7 +87,7 @@ def _open_lanes(st: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     return lanes, np.array(_split(_MULT4) + _split(inc * _INC_SUM4 % (1 << 128)), dtype=np.uint64)
 
 
-def _move_on(bit_generator: np.random.BitGenerator, st: dict[str, Any], lanes: np.ndarray, n: int) -> None:
+def _move_on(bit_generator: np.random.BitGenerator, st: Any, lanes: np.ndarray, n: int) -> None:
     """Set the generator to the state after n words, the last state of the lane that made word n - 1
     (the lanes after it ran one step further)."""
     last = lanes[(n - 1) % 4]
