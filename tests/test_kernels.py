@@ -596,6 +596,37 @@ def test_fused_noise_kernel_reports_a_short_stream() -> None:
     assert np.array_equal(out, want.astype(np.float32))
 
 
+def test_seed_words_equal_seed_sequence() -> None:
+    """The compiled SeedSequence gives NumPy's four PCG64 words for zeros, one- and two-word integers and
+    random ones (the entropy's word count, 4 to 8, changes how the pool is mixed)."""
+    from shiftbench.rng.seedseq import seed_words
+
+    rng = np.random.default_rng(11)
+    edges = [0, 1, 5, 2**32 - 1, 2**32, 2**32 + 1, 2**63, 2**64 - 1]
+    cases = [[int(v) for v in rng.choice(np.array(edges, dtype=object), 4)] for _ in range(200)]
+    cases += [[int(rng.integers(0, 2**62)) >> int(rng.integers(0, 62)) << int(rng.integers(0, 3)) for _ in range(4)] for _ in range(800)]
+    for entropy in cases:
+        want = np.random.SeedSequence(entropy).generate_state(4, np.uint64)
+        assert np.array_equal(seed_words(*(np.uint64(v) for v in entropy)), want), entropy
+
+
+def test_derived_generators_are_seed_sequence_ones() -> None:
+    """derive_generator's PCG64 is the one SeedSequence([seed, key, name, level]) seeds, and its spawned children
+    (two calls in a row) and other state sizes are SeedSequence's."""
+    from shiftbench.rng.seeding import derive_generator, name_key
+
+    for seed, key, name, level in [(0, 0, "fog", 1), (2**64 - 1, 2**64 - 1, "x", 5), (-1, -5, "gaussian_noise", 0),
+                                   (7, 123, "user:abc", 3), (3, 4, "snow", 2**40)]:  # fmt: skip
+        ss = np.random.SeedSequence([seed & (2**64 - 1), key & (2**64 - 1), name_key(name), level])
+        want, got = np.random.Generator(np.random.PCG64(ss)), derive_generator(seed, key, name, level)
+        assert got.bit_generator.state == want.bit_generator.state and got.random() == want.random()
+        for n in (2, 1):
+            assert [c.bit_generator.state for c in got.spawn(n)] == [c.bit_generator.state for c in want.spawn(n)]
+        assert np.array_equal(got.bit_generator.seed_seq.generate_state(3), ss.generate_state(3))
+    with pytest.raises(ValueError):
+        derive_generator(0, 0, "fog", -1)  # SeedSequence's own error for a negative level
+
+
 @pytest.mark.parametrize("n", [256, 257, 258, 259, 1_001, 50_176])
 def test_uniform_words_equal_generator_uniform(n: int) -> None:
     """The compiled uniform draws (words and values in one pass), returned or written in place, are
