@@ -571,7 +571,7 @@ def test_draw_apply_route_equals_sample_then_apply(name: str) -> None:
     draws through the functional gives, for 8-bit and float inputs, in every output form."""
     from shiftbench.api import sample_draws
 
-    assert name in ("gaussian_noise", "speckle_noise", "shot_noise", "glass_blur")
+    assert name in ("gaussian_noise", "speckle_noise", "shot_noise", "glass_blur", "elastic_transform")
     imgs = photos("64", 3)
     for severity in (1, 5):
         for inp in (imgs, torch.from_numpy(imgs).permute(0, 3, 1, 2).float() / 255.0):
@@ -594,6 +594,63 @@ def test_fused_noise_kernel_reports_a_short_stream() -> None:
     z = standard_normal32(np.random.PCG64(3), x.size).reshape(32, 32, 3).transpose(2, 0, 1)
     want = np.clip(x.astype(np.float32) / np.float32(255) + np.float32(0.1) * z, 0, 1) * np.float32(255)
     assert np.array_equal(out, want.astype(np.float32))
+
+
+def test_seed_words_equal_seed_sequence() -> None:
+    """The compiled SeedSequence gives NumPy's four PCG64 words for zeros, one- and two-word integers and
+    random ones (the entropy's word count, 4 to 8, changes how the pool is mixed)."""
+    from shiftbench.rng.seedseq import seed_words
+
+    rng = np.random.default_rng(11)
+    edges = [0, 1, 5, 2**32 - 1, 2**32, 2**32 + 1, 2**63, 2**64 - 1]
+    cases = [[int(v) for v in rng.choice(np.array(edges, dtype=object), 4)] for _ in range(200)]
+    cases += [[int(rng.integers(0, 2**62)) >> int(rng.integers(0, 62)) << int(rng.integers(0, 3)) for _ in range(4)] for _ in range(800)]
+    for entropy in cases:
+        want = np.random.SeedSequence(entropy).generate_state(4, np.uint64)
+        assert np.array_equal(seed_words(*(np.uint64(v) for v in entropy)), want), entropy
+
+
+def test_derived_generators_are_seed_sequence_ones() -> None:
+    """derive_generator's PCG64 is the one SeedSequence([seed, key, name, level]) seeds, and its spawned children
+    (two calls in a row) and other state sizes are SeedSequence's."""
+    from shiftbench.rng.seeding import derive_generator, name_key
+
+    for seed, key, name, level in [(0, 0, "fog", 1), (2**64 - 1, 2**64 - 1, "x", 5), (-1, -5, "gaussian_noise", 0),
+                                   (7, 123, "user:abc", 3), (3, 4, "snow", 2**40)]:  # fmt: skip
+        ss = np.random.SeedSequence([seed & (2**64 - 1), key & (2**64 - 1), name_key(name), level])
+        want, got = np.random.Generator(np.random.PCG64(ss)), derive_generator(seed, key, name, level)
+        assert got.bit_generator.state == want.bit_generator.state and got.random() == want.random()
+        for n in (2, 1):
+            assert [c.bit_generator.state for c in got.spawn(n)] == [c.bit_generator.state for c in want.spawn(n)]
+        assert np.array_equal(got.bit_generator.seed_seq.generate_state(3), ss.generate_state(3))
+    with pytest.raises(ValueError):
+        derive_generator(0, 0, "fog", -1)  # SeedSequence's own error for a negative level
+
+
+@pytest.mark.parametrize("n", [256, 257, 258, 259, 1_001, 50_176])
+def test_uniform_words_equal_generator_uniform(n: int) -> None:
+    """The compiled uniform draws (words and values in one pass), returned or written in place, are
+    ``Generator.uniform``'s, and leave the generator where it does, for every length modulo the four lanes."""
+    from shiftbench.rng.pcg64 import uniform_words
+    from shiftbench.rng.seeding import FastDraws
+
+    for low, high in ((-1.0, 1.0), (-4.88, 4.88), (0.0, 255.0)):
+        want_gen = np.random.Generator(np.random.PCG64(n))
+        want = want_gen.uniform(low, high, n)
+        gen = np.random.Generator(np.random.PCG64(n))
+        got = uniform_words(gen.bit_generator, low, high, n)
+        assert got is not None and np.array_equal(got.view(np.uint64), want.view(np.uint64))
+        assert gen.bit_generator.state == want_gen.bit_generator.state and gen.random() == want_gen.random()
+        into = np.full((2, n), np.nan)
+        gen, after = np.random.Generator(np.random.PCG64(n)), np.random.Generator(np.random.PCG64(n))
+        FastDraws(gen).uniform_into(low, high, into[0])
+        after.uniform(low, high, n)
+        assert np.array_equal(into[0].view(np.uint64), want.view(np.uint64)) and np.isnan(into[1]).all()
+        assert gen.bit_generator.state == after.bit_generator.state
+    strided = np.zeros((300, 2))[:, 0]  # not contiguous: NumPy's values, written through the view
+    gen = np.random.Generator(np.random.PCG64(5))
+    FastDraws(gen).uniform_into(-1.0, 1.0, strided)
+    assert np.array_equal(strided, np.random.Generator(np.random.PCG64(5)).uniform(-1.0, 1.0, 300))
 
 
 @pytest.mark.parametrize("low, high", [(-1, 1), (-2, 2), (-3, 3), (-4, 4), (0, 3), (0, 2**31 + 5), (0, 2**32 - 1)])

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..rng.seeding import FastDraws
 from ._bounds import require_shape
 from ._geometry import run_threaded
 from ._ops import fdiv, gaussian_filter2d, gaussian_filter2d_memory
@@ -311,7 +312,22 @@ def elastic_transform(x: torch.Tensor, c: ElasticParams, d: dict[str, torch.Tens
     return torch.clamp(out, 0, 1) * 255
 
 
-@elastic_transform.kernel("compiled")
+def _elastic_draw_apply(x: torch.Tensor, c: ElasticParams, generators: list[np.random.Generator], ctx: ApplyContext) -> torch.Tensor:
+    """Each image's affine jitter and displacement fields, the sampler's draws in its order, written straight into
+    the batch's arrays (no per-image arrays to stack), then the compiled pass."""
+    b, h, w = len(generators), int(x.shape[-2]), int(x.shape[-1])
+    a = float(c.affine)
+    affine, ux, uy = np.empty((b, 3, 2)), np.empty((b, h, w)), np.empty((b, h, w))
+    for i, g in enumerate(generators):
+        draws = FastDraws(g)
+        affine[i] = draws.uniform(-a, a, (3, 2))
+        draws.uniform_into(-1.0, 1.0, ux[i])
+        draws.uniform_into(-1.0, 1.0, uy[i])
+    d = {"affine": torch.from_numpy(affine), "ux": torch.from_numpy(ux), "uy": torch.from_numpy(uy)}
+    return _elastic_transform_compiled(x, c, d, ctx)
+
+
+@elastic_transform.kernel("compiled", draw_apply=_elastic_draw_apply)
 def _elastic_transform_compiled(x: torch.Tensor, c: ElasticParams, d: dict[str, torch.Tensor], ctx: ApplyContext) -> torch.Tensor:
     """Both resamplings and the final clip in one compiled pass per image (:mod:`._cpu.elastic`): 8-bit levels or
     float values in, float32 values or (``ctx.levels``) the truncated 8-bit levels out."""

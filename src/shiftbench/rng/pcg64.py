@@ -76,21 +76,34 @@ def _split(v: int) -> tuple[int, int]:
     return (v >> 64) & _MASK64, v & _MASK64
 
 
-def raw_words(bit_generator: np.random.BitGenerator, n: int) -> np.ndarray:
-    """``bit_generator.random_raw(n)``, the same words and the same state afterwards."""
-    if type(bit_generator) is not np.random.PCG64 or n < 256:
-        return bit_generator.random_raw(n)
-    st = bit_generator.state
+def _open_lanes(st: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The four interleaved lanes at the next word of a PCG64 state (lane k: k + 1 steps on) and their
+    four-step jump (multiplier and increment, as halves)."""
     s, inc = int(st["state"]["state"]), int(st["state"]["inc"])
     lanes = np.empty((4, 2), dtype=np.uint64)
     for k in range(4):
         s = (s * _MULT + inc) % (1 << 128)
         lanes[k] = _split(s)
-    out = np.empty(-(-n // 4) * 4, dtype=np.uint64)
-    _fill4(lanes, np.array(_split(_MULT4) + _split(inc * _INC_SUM4 % (1 << 128)), dtype=np.uint64), out)
-    last = lanes[(n - 1) % 4]  # the lane that made word n - 1 (lanes after it ran one step further)
+    return lanes, np.array(_split(_MULT4) + _split(inc * _INC_SUM4 % (1 << 128)), dtype=np.uint64)
+
+
+def _move_on(bit_generator: np.random.BitGenerator, st: Any, lanes: np.ndarray, n: int) -> None:
+    """Set the generator to the state after n words, the last state of the lane that made word n - 1
+    (the lanes after it ran one step further)."""
+    last = lanes[(n - 1) % 4]
     st["state"]["state"] = (int(last[0]) << 64) | int(last[1])
     bit_generator.state = st
+
+
+def raw_words(bit_generator: np.random.BitGenerator, n: int) -> np.ndarray:
+    """``bit_generator.random_raw(n)``, the same words and the same state afterwards."""
+    if type(bit_generator) is not np.random.PCG64 or n < 256:
+        return bit_generator.random_raw(n)
+    st = bit_generator.state
+    lanes, jump = _open_lanes(st)
+    out = np.empty(-(-n // 4) * 4, dtype=np.uint64)
+    _fill4(lanes, jump, out)
+    _move_on(bit_generator, st, lanes, n)
     return out[:n]
 
 
@@ -135,25 +148,61 @@ def _lemire32(words: np.ndarray, rng: np.uint32, off: np.int64, out: np.ndarray)
     return k
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _unit(word: np.uint64, low: float, span: float) -> float:
+    """NumPy's ``Generator.uniform`` of one word: ``low + span * next_double`` (53 bits, two roundings)."""
+    return low + span * (np.float64(word >> np.uint64(11)) * (1.0 / 9007199254740992.0))
+
+
 @numba.njit(cache=True, nogil=True)
-def _uniform_fill(words: np.ndarray, low: float, span: float, out: np.ndarray) -> None:
-    """NumPy's ``Generator.uniform``: ``low + span * next_double`` (53 bits of each word, two roundings)."""
-    scale = 1.0 / 9007199254740992.0
-    for i in range(out.shape[0]):
-        d = np.float64(words[i] >> np.uint64(11)) * scale
-        out[i] = low + span * d
+def _uniform_fill4(lanes: np.ndarray, jump: np.ndarray, low: float, span: float, out: np.ndarray) -> None:
+    """:func:`_fill4` and the uniform values of its words in one pass (no word array): ``out`` of any
+    length; the lanes run whole groups of four, as :func:`_fill4` on the length rounded up."""
+    m_hi, m_lo, i_hi, i_lo = jump[0], jump[1], jump[2], jump[3]
+    h0, l0, h1, l1 = lanes[0, 0], lanes[0, 1], lanes[1, 0], lanes[1, 1]
+    h2, l2, h3, l3 = lanes[2, 0], lanes[2, 1], lanes[3, 0], lanes[3, 1]
+    n = out.shape[0]
+    full = n - n % 4
+    for b in range(0, full, 4):
+        if b > 0:
+            h0, l0 = pcg_step(h0, l0, m_hi, m_lo, i_hi, i_lo)
+            h1, l1 = pcg_step(h1, l1, m_hi, m_lo, i_hi, i_lo)
+            h2, l2 = pcg_step(h2, l2, m_hi, m_lo, i_hi, i_lo)
+            h3, l3 = pcg_step(h3, l3, m_hi, m_lo, i_hi, i_lo)
+        out[b] = _unit(pcg_output(h0, l0), low, span)
+        out[b + 1] = _unit(pcg_output(h1, l1), low, span)
+        out[b + 2] = _unit(pcg_output(h2, l2), low, span)
+        out[b + 3] = _unit(pcg_output(h3, l3), low, span)
+    if full < n:
+        if full > 0:
+            h0, l0 = pcg_step(h0, l0, m_hi, m_lo, i_hi, i_lo)
+            h1, l1 = pcg_step(h1, l1, m_hi, m_lo, i_hi, i_lo)
+            h2, l2 = pcg_step(h2, l2, m_hi, m_lo, i_hi, i_lo)
+            h3, l3 = pcg_step(h3, l3, m_hi, m_lo, i_hi, i_lo)
+        tail = (pcg_output(h0, l0), pcg_output(h1, l1), pcg_output(h2, l2), pcg_output(h3, l3))
+        for k in range(n - full):
+            out[full + k] = _unit(tail[k], low, span)
+    lanes[0, 0], lanes[0, 1], lanes[1, 0], lanes[1, 1] = h0, l0, h1, l1
+    lanes[2, 0], lanes[2, 1], lanes[3, 0], lanes[3, 1] = h2, l2, h3, l3
 
 
-def uniform_words(bit_generator: np.random.BitGenerator, low: float, high: float, n: int) -> np.ndarray | None:
+def uniform_words(
+    bit_generator: np.random.BitGenerator, low: float, high: float, n: int, out: np.ndarray | None = None
+) -> np.ndarray | None:
     """``Generator(bit_generator).uniform(low, high, n)`` from compiled words (same values and
-    state afterwards), or None where this path does not apply (the caller asks NumPy instead)."""
+    state afterwards), written into ``out`` (n contiguous float64) where given, or None where this path does
+    not apply (the caller asks NumPy instead; ``out`` and the generator are untouched)."""
     if type(bit_generator) is not np.random.PCG64 or n < 256 or not _exact_platform():
         return None
     low, span = float(low), float(high) - float(low)
     if not (np.isfinite(low) and np.isfinite(span) and span >= 0.0):
         return None
-    out = np.empty(n, dtype=np.float64)
-    _uniform_fill(raw_words(bit_generator, n), low, span, out)
+    if out is None:
+        out = np.empty(n, dtype=np.float64)
+    st = bit_generator.state
+    lanes, jump = _open_lanes(st)
+    _uniform_fill4(lanes, jump, low, span, out)
+    _move_on(bit_generator, st, lanes, n)
     return out
 
 
@@ -196,12 +245,7 @@ def word_lanes(bit_generator: np.random.BitGenerator) -> tuple[np.ndarray, np.nd
     st = bit_generator.state
     if st.get("has_uint32"):
         return None
-    s, inc = int(st["state"]["state"]), int(st["state"]["inc"])
-    lanes = np.empty((4, 2), dtype=np.uint64)
-    for k in range(4):
-        s = (s * _MULT + inc) % (1 << 128)
-        lanes[k] = _split(s)
-    return lanes, np.array(_split(_MULT4) + _split(inc * _INC_SUM4 % (1 << 128)), dtype=np.uint64)
+    return _open_lanes(st)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -23,8 +23,10 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
+from numpy.random.bit_generator import ISpawnableSeedSequence
 
 from .pcg64 import bounded_words, raw_words, uniform_words
+from .seedseq import seed_words
 from .xxh64 import xxh64
 
 __all__ = [
@@ -92,6 +94,13 @@ class FastDraws:
             if fast is not None:
                 return fast.reshape(shape)
         return self.generator.uniform(low, high, size)
+
+    def uniform_into(self, low: float, high: float, out: np.ndarray) -> None:
+        """``out[...] = uniform(low, high, out.shape)``; a C-contiguous float64 ``out`` is written in place by the
+        compiled path (no array in between)."""
+        fits = out.dtype == np.float64 and out.flags.c_contiguous
+        if not fits or uniform_words(self.generator.bit_generator, low, high, out.size, out.reshape(-1)) is None:
+            out[...] = self.uniform(low, high, out.shape)
 
     def integers(self, low: int, high: int | None = None, size: Any = None, dtype: Any = None) -> Any:
         """``Generator.integers(low, high, size)`` (int64 draws); ``dtype``: the returned array's dtype
@@ -222,6 +231,7 @@ def _digest_int(data: bytes | memoryview) -> int:
     return int.from_bytes(hashlib.sha256(data).digest()[:8], "little")
 
 
+@lru_cache(maxsize=1024)
 def name_key(name: str) -> int:
     """Stable 64-bit integer for an operation name."""
     return _digest_int(name.encode("utf-8"))
@@ -255,7 +265,38 @@ def key_to_int(key: Any) -> int:
     raise InvalidArgumentError("key", key, allowed)
 
 
+class _DerivedSeed(ISpawnableSeedSequence):
+    """The seed of a derived generator: what ``SeedSequence(entropy)`` gives PCG64, its four words computed by
+    :func:`~shiftbench.rng.seedseq.seed_words`. Anything else (other words, spawning) is asked of the
+    ``SeedSequence`` itself, made once when first needed, so spawned children are its children."""
+
+    __slots__ = ("entropy", "_words", "_full")
+
+    def __init__(self, entropy: list[int], words: np.ndarray) -> None:
+        self.entropy = entropy
+        self._words = words
+        self._full: np.random.SeedSequence | None = None
+
+    def _sequence(self) -> np.random.SeedSequence:
+        if self._full is None:
+            self._full = np.random.SeedSequence(self.entropy)
+        return self._full
+
+    def generate_state(self, n_words: int, dtype: Any = np.uint32) -> np.ndarray:
+        if n_words == 4 and np.dtype(dtype) == np.uint64:
+            return self._words.copy()
+        return self._sequence().generate_state(n_words, dtype)
+
+    def spawn(self, n_children: int) -> list[np.random.SeedSequence]:  # type: ignore[override]  # SeedSequence's children
+        return self._sequence().spawn(n_children)
+
+
 def derive_generator(seed: int, key: int, name: str, level: int) -> np.random.Generator:
-    """The generator for one (seed, image key, operation, level) tuple."""
-    ss = np.random.SeedSequence([int(seed) & _MASK64, int(key) & _MASK64, name_key(name), int(level)])
-    return np.random.Generator(np.random.PCG64(ss))
+    """The generator for one (seed, image key, operation, level) tuple: a PCG64 seeded by
+    ``SeedSequence([seed, key, name_key(name), level])`` (seed and key taken modulo 2**64)."""
+    entropy = [int(seed) & _MASK64, int(key) & _MASK64, name_key(name), int(level)]
+    if not 0 <= entropy[3] <= _MASK64:  # SeedSequence's own handling (and errors) for other levels
+        return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
+    words = seed_words(*(np.uint64(v) for v in entropy))
+    # PCG64 takes any ISeedSequence (NumPy's documented protocol; its type stubs name SeedSequence only)
+    return np.random.Generator(np.random.PCG64(_DerivedSeed(entropy, words)))  # type: ignore[arg-type]
