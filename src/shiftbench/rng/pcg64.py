@@ -48,22 +48,29 @@ def pcg_output(hi: np.uint64, lo: np.uint64) -> np.uint64:
     return (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _step4(h0, l0, h1, l1, h2, l2, h3, l3, jump):
+    """Each of four lanes (high, low halves) moved on by ``jump`` (multiplier and increment, as halves)."""
+    m_hi, m_lo, i_hi, i_lo = jump[0], jump[1], jump[2], jump[3]
+    h0, l0 = pcg_step(h0, l0, m_hi, m_lo, i_hi, i_lo)
+    h1, l1 = pcg_step(h1, l1, m_hi, m_lo, i_hi, i_lo)
+    h2, l2 = pcg_step(h2, l2, m_hi, m_lo, i_hi, i_lo)
+    h3, l3 = pcg_step(h3, l3, m_hi, m_lo, i_hi, i_lo)
+    return h0, l0, h1, l1, h2, l2, h3, l3
+
+
 @numba.njit(cache=True, nogil=True)
 def _fill4(lanes: np.ndarray, jump: np.ndarray, out: np.ndarray) -> None:
     """Words from four interleaved lanes: lane k holds the state k + 1 steps ahead and every lane
     jumps four steps at a time (``jump``: multiplier and increment of four steps, as halves), so
     the four multiply chains run side by side. ``out``: a multiple of 4 words. ``lanes`` (4 x 2:
     high, low) ends as the lanes' last states."""
-    m_hi, m_lo, i_hi, i_lo = jump[0], jump[1], jump[2], jump[3]
     h0, l0, h1, l1 = lanes[0, 0], lanes[0, 1], lanes[1, 0], lanes[1, 1]
     h2, l2, h3, l3 = lanes[2, 0], lanes[2, 1], lanes[3, 0], lanes[3, 1]
     n = out.shape[0]
     for b in range(0, n, 4):
         if b > 0:
-            h0, l0 = pcg_step(h0, l0, m_hi, m_lo, i_hi, i_lo)
-            h1, l1 = pcg_step(h1, l1, m_hi, m_lo, i_hi, i_lo)
-            h2, l2 = pcg_step(h2, l2, m_hi, m_lo, i_hi, i_lo)
-            h3, l3 = pcg_step(h3, l3, m_hi, m_lo, i_hi, i_lo)
+            h0, l0, h1, l1, h2, l2, h3, l3 = _step4(h0, l0, h1, l1, h2, l2, h3, l3, jump)
         out[b] = pcg_output(h0, l0)
         out[b + 1] = pcg_output(h1, l1)
         out[b + 2] = pcg_output(h2, l2)
@@ -158,30 +165,21 @@ def _unit(word: np.uint64, low: float, span: float) -> float:
 def _uniform_fill4(lanes: np.ndarray, jump: np.ndarray, low: float, span: float, out: np.ndarray) -> None:
     """:func:`_fill4` and the uniform values of its words in one pass (no word array): ``out`` of any
     length; the lanes run whole groups of four, as :func:`_fill4` on the length rounded up."""
-    m_hi, m_lo, i_hi, i_lo = jump[0], jump[1], jump[2], jump[3]
     h0, l0, h1, l1 = lanes[0, 0], lanes[0, 1], lanes[1, 0], lanes[1, 1]
     h2, l2, h3, l3 = lanes[2, 0], lanes[2, 1], lanes[3, 0], lanes[3, 1]
     n = out.shape[0]
-    full = n - n % 4
-    for b in range(0, full, 4):
+    for b in range(0, n, 4):
         if b > 0:
-            h0, l0 = pcg_step(h0, l0, m_hi, m_lo, i_hi, i_lo)
-            h1, l1 = pcg_step(h1, l1, m_hi, m_lo, i_hi, i_lo)
-            h2, l2 = pcg_step(h2, l2, m_hi, m_lo, i_hi, i_lo)
-            h3, l3 = pcg_step(h3, l3, m_hi, m_lo, i_hi, i_lo)
-        out[b] = _unit(pcg_output(h0, l0), low, span)
-        out[b + 1] = _unit(pcg_output(h1, l1), low, span)
-        out[b + 2] = _unit(pcg_output(h2, l2), low, span)
-        out[b + 3] = _unit(pcg_output(h3, l3), low, span)
-    if full < n:
-        if full > 0:
-            h0, l0 = pcg_step(h0, l0, m_hi, m_lo, i_hi, i_lo)
-            h1, l1 = pcg_step(h1, l1, m_hi, m_lo, i_hi, i_lo)
-            h2, l2 = pcg_step(h2, l2, m_hi, m_lo, i_hi, i_lo)
-            h3, l3 = pcg_step(h3, l3, m_hi, m_lo, i_hi, i_lo)
-        tail = (pcg_output(h0, l0), pcg_output(h1, l1), pcg_output(h2, l2), pcg_output(h3, l3))
-        for k in range(n - full):
-            out[full + k] = _unit(tail[k], low, span)
+            h0, l0, h1, l1, h2, l2, h3, l3 = _step4(h0, l0, h1, l1, h2, l2, h3, l3, jump)
+        if b + 4 <= n:
+            out[b] = _unit(pcg_output(h0, l0), low, span)
+            out[b + 1] = _unit(pcg_output(h1, l1), low, span)
+            out[b + 2] = _unit(pcg_output(h2, l2), low, span)
+            out[b + 3] = _unit(pcg_output(h3, l3), low, span)
+        else:  # the last, partial group
+            tail = (pcg_output(h0, l0), pcg_output(h1, l1), pcg_output(h2, l2), pcg_output(h3, l3))
+            for k in range(n - b):
+                out[b + k] = _unit(tail[k], low, span)
     lanes[0, 0], lanes[0, 1], lanes[1, 0], lanes[1, 1] = h0, l0, h1, l1
     lanes[2, 0], lanes[2, 1], lanes[3, 0], lanes[3, 1] = h2, l2, h3, l3
 

@@ -299,33 +299,37 @@ def _map4(typingctx, fxr, fyr, alpha, i, j, nh, nw, w0, w1, w2, o0, o1, o2):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _warp_taps(wtab, x0, y0, ad, bd, nh, nw):
+    """The four bilinear weights (from the table) and flat source indices of one warp pixel: its fixed-point
+    coordinates ``x0 + ad``, ``y0 + bd`` (1/1024 pixel, rounding offset included), mirrored at the borders."""
+    sx = (x0 + ad) >> _SHIFT
+    sy = (y0 + bd) >> _SHIFT
+    ix = sx >> _INTER_BITS
+    iy = sy >> _INTER_BITS
+    k = (sy & (_INTER_TAB - 1)) * _INTER_TAB + (sx & (_INTER_TAB - 1))
+    if ix >= 0 and iy >= 0 and ix < nw - 1 and iy < nh - 1:
+        p00 = iy * nw + ix
+        p01 = p00 + 1
+        p10 = p00 + nw
+        p11 = p10 + 1
+    else:
+        r0 = _reflect101(iy, nh) * nw
+        r1 = _reflect101(iy + 1, nh) * nw
+        c0 = _reflect101(ix, nw)
+        c1 = _reflect101(ix + 1, nw)
+        p00 = r0 + c0
+        p01 = r0 + c1
+        p10 = r1 + c0
+        p11 = r1 + c1
+    return wtab[k, 0], wtab[k, 1], wtab[k, 2], wtab[k, 3], p00, p01, p10, p11
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _warp_row(planes, wtab, adelta, bdelta, x0, y0, nh, nw, base, warped) -> None:
     # one output row of the fixed-point warp; planes, warped: C x (H*W) float32
     nc = planes.shape[0]
     for j in range(nw):
-        sx = (x0 + adelta[j]) >> _SHIFT
-        sy = (y0 + bdelta[j]) >> _SHIFT
-        ix = sx >> _INTER_BITS
-        iy = sy >> _INTER_BITS
-        k = (sy & (_INTER_TAB - 1)) * _INTER_TAB + (sx & (_INTER_TAB - 1))
-        w0 = wtab[k, 0]
-        w1 = wtab[k, 1]
-        w2 = wtab[k, 2]
-        w3 = wtab[k, 3]
-        if ix >= 0 and iy >= 0 and ix < nw - 1 and iy < nh - 1:
-            p00 = iy * nw + ix
-            p01 = p00 + 1
-            p10 = p00 + nw
-            p11 = p10 + 1
-        else:
-            r0 = _reflect101(iy, nh) * nw
-            r1 = _reflect101(iy + 1, nh) * nw
-            c0 = _reflect101(ix, nw)
-            c1 = _reflect101(ix + 1, nw)
-            p00 = r0 + c0
-            p01 = r0 + c1
-            p10 = r1 + c0
-            p11 = r1 + c1
+        w0, w1, w2, w3, p00, p01, p10, p11 = _warp_taps(wtab, x0, y0, adelta[j], bdelta[j], nh, nw)
         for ch in range(nc):
             src = planes[ch]
             v = src[p00] * w0
@@ -381,29 +385,7 @@ def _map_row(warped, dxr, dyr, i, nh, nw, oplanes) -> None:
 @numba.njit(cache=True, nogil=True, inline="always")
 def _warp_px(s0, s1, s2, wtab, xr, yr, ad, bd, nh, nw, base, j, d0, d1, d2) -> None:
     # one pixel of the fixed-point warp, all three planes
-    sx = (xr + ad) >> _SHIFT
-    sy = (yr + bd) >> _SHIFT
-    ix = sx >> _INTER_BITS
-    iy = sy >> _INTER_BITS
-    k = (sy & (_INTER_TAB - 1)) * _INTER_TAB + (sx & (_INTER_TAB - 1))
-    w0 = wtab[k, 0]
-    w1 = wtab[k, 1]
-    w2 = wtab[k, 2]
-    w3 = wtab[k, 3]
-    if ix >= 0 and iy >= 0 and ix < nw - 1 and iy < nh - 1:
-        p00 = iy * nw + ix
-        p01 = p00 + 1
-        p10 = p00 + nw
-        p11 = p10 + 1
-    else:
-        r0 = _reflect101(iy, nh) * nw
-        r1 = _reflect101(iy + 1, nh) * nw
-        c0 = _reflect101(ix, nw)
-        c1 = _reflect101(ix + 1, nw)
-        p00 = r0 + c0
-        p01 = r0 + c1
-        p10 = r1 + c0
-        p11 = r1 + c1
+    w0, w1, w2, w3, p00, p01, p10, p11 = _warp_taps(wtab, xr, yr, ad, bd, nh, nw)
     v = s0[p00] * w0
     v += s0[p01] * w1
     v += s0[p10] * w2
