@@ -8,7 +8,10 @@ are timed ``--repeat`` times and the fastest pass kept; the pass rate is 2,400 i
 At more than one thread the pass runs twice: with ``corrupt``'s default (``threads=None``, which
 leaves out the CPUs that other runnable tasks hold) and "forced" (``threads=t`` on every call).
 The load average before and after each condition is recorded: on a shared machine the numbers
-need a rerun on an idle one when it is high.
+need a rerun on an idle one when it is high. Each condition first measures the machine itself ("ceiling"):
+compiled loops of vector arithmetic and of dependent loads, no shiftbench code, on one thread and twice at
+once on two. Where a VM's second CPU shares a core (or its power) with the first, vector arithmetic gains
+less than 2x there too, and no split of the batch can do better than that.
 
     python perf/threads.py                   # writes perf/results/threads--<n>cpu--cpu.json
     python perf/threads.py --threads 1 2 4 --repeat 3
@@ -36,6 +39,62 @@ def _spin(cpu: int | None) -> None:
         os.sched_setaffinity(0, {cpu})
     while True:
         pass
+
+
+def _ceiling_kernels():  # type: ignore[no-untyped-def]
+    import numba
+    import numpy as np
+
+    @numba.njit(nogil=True)
+    def arithmetic(a, reps):  # type: ignore[no-untyped-def]
+        s = np.zeros(8)
+        for _ in range(reps):
+            for i in range(0, a.shape[0], 8):
+                for k in range(8):
+                    s[k] = s[k] * 0.999 + a[i + k]
+        return s.sum()
+
+    @numba.njit(nogil=True)
+    def loads(nxt, steps):  # type: ignore[no-untyped-def]
+        p = 0
+        for _ in range(steps):
+            p = nxt[p]
+        return p
+
+    rng = np.random.default_rng(0)
+    return {
+        "vector_arithmetic": (arithmetic, (rng.random(4096), 20_000)),  # 32 KiB: in L1
+        "dependent_loads": (loads, (rng.permutation(1 << 16).astype(np.int64), 20_000_000)),  # 512 KiB: in L2
+    }
+
+
+def machine_ceiling(repeat: int) -> dict[str, float]:
+    """What two threads give on this machine without shiftbench: compiled loops (GIL released) of vector arithmetic
+    and of dependent loads, each once on one thread and twice at once on two threads, the fastest of ``repeat``
+    tries; the work done per second on two threads over one (2.0: two whole cores)."""
+    import threading
+
+    out = {}
+    for name, (fn, args) in _ceiling_kernels().items():
+        fn(*args)  # compile outside the timing
+
+        def twice() -> None:
+            ts = [threading.Thread(target=fn, args=args) for _ in range(2)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+
+        one = two = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn(*args)
+            one = min(one, time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            twice()
+            two = min(two, time.perf_counter() - t0)
+        out[name] = round(2 * one / two, 3)
+    return out
 
 
 def _load() -> list[float]:
@@ -99,6 +158,7 @@ def main() -> None:
         for s in range(1, 6):
             shiftbench.corrupt(x[:2], n, s, seed=99)
     runs = []
+    ceiling: dict[str, dict[str, float]] = {}
     for cond in args.conditions:
         spinner = None
         if cond != "idle":
@@ -106,6 +166,8 @@ def main() -> None:
             spinner.start()
             time.sleep(1.0)
         try:
+            ceiling[cond] = machine_ceiling(args.repeat)
+            print(f"{cond:12s} the machine alone, two threads over one: " + ", ".join(f"{k} {v:.2f}x" for k, v in ceiling[cond].items()), flush=True)
             for t in args.threads:
                 for forced in (False, True) if t > 1 else (False,):
                     before = _load()
@@ -136,7 +198,7 @@ def main() -> None:
     out = Path(args.out) if args.out else HERE / "results" / f"threads--{os.cpu_count()}cpu--cpu.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"metadata": meta, "runs": runs, "table": text}, indent=1))
+    tmp.write_text(json.dumps({"metadata": meta, "runs": runs, "ceiling": ceiling, "table": text}, indent=1))
     os.replace(tmp, out)  # never a half-written result
     print(f"wrote {out}", file=sys.stderr)
 

@@ -160,7 +160,13 @@ def threads_cpu(results: Path) -> list[str]:
             ratio = f"{r['rate'] / one['rate']:.2f}x" if one is not None else "-"
             rows.append([labels.get(cond, cond), f"{t} ({pol})", f"{r['threads_used_mean']:.2f}", _num(r["rate"]), ratio,
                          f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"])  # fmt: skip
-    return out + _table(["condition", "torch threads (policy)", "threads used", "images / s", "vs 1 thread", "load average (1 min)"], rows)
+    table = _table(["condition", "torch threads (policy)", "threads used", "images / s", "vs 1 thread", "load average (1 min)"], rows)
+    ceiling = d.get("ceiling") or {}
+    if ceiling:
+        parts = [f"{labels.get(c, c)}: vector arithmetic {v['vector_arithmetic']:.2f}x, dependent loads {v['dependent_loads']:.2f}x"
+                 for c, v in ceiling.items()]  # fmt: skip
+        table += ["", "The machine alone in the same run (compiled loops, no shiftbench code; two threads over one): " + "; ".join(parts) + "."]
+    return out + table
 
 
 def speed_cuda(results: Path) -> list[str]:
