@@ -347,8 +347,7 @@ def _elastic_transform_compiled(x: torch.Tensor, c: ElasticParams, d: dict[str, 
     out = ctx.result_array((b, nc, h, w), np.float32)
     alpha = float(c.alpha)
     run_threaded(b, lambda s, e: elastic_levels_kernel(xl, _UNIT_LEVELS, adelta, bdelta, x0, y0, fx, fy, alpha, out, s, e))
-    y = torch.from_numpy(out)
-    return y if torch.uint8 in (x.dtype, y.dtype) else y.to(x.dtype)
+    return torch.from_numpy(out)
 
 
 _UNIT_LEVELS = np.arange(256, dtype=np.float32) / np.float32(255.0)  # float32(level) / 255 in float32, as fdiv

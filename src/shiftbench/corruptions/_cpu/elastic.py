@@ -162,13 +162,9 @@ def _pairs(builder, data, idx, n):
     return firsts, seconds
 
 
-def _lanes_index(builder, vector, n, add=None):
-    """The n lanes of a 32-bit index vector as 64-bit scalars (non-negative), plus ``add``."""
-    out = []
-    for k in range(n):
-        q = builder.zext(builder.extract_element(vector, ir.Constant(_I32, k)), _I64)
-        out.append(q if add is None else builder.add(q, add))
-    return out
+def _lanes_index(builder, vector, n):
+    """The n lanes of a 32-bit index vector as 64-bit scalars (non-negative)."""
+    return [builder.zext(builder.extract_element(vector, ir.Constant(_I32, k)), _I64) for k in range(n)]
 
 
 @intrinsic
